@@ -1,0 +1,234 @@
+package azdispatch
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+)
+
+// Account is one storage account's queue service: a client with its
+// credential, a transaction counter, and the queues opened through it.
+// It is safe for concurrent use.
+type Account struct {
+	name    string // for logs and errors; never a credential
+	service *azqueue.ServiceClient
+	tx      *Counter
+
+	mu     sync.Mutex
+	queues map[string]*Queue
+}
+
+// AccountOptions configures the client of an Account. Nil means defaults.
+type AccountOptions struct {
+	// Client is passed to the Azure SDK: retries, transport, telemetry, the
+	// token audience. Nil or zero fields mean the SDK's defaults, with two
+	// exceptions. Transport defaults to an HTTP client that keeps up to 128
+	// idle connections per host, because the SDK's default keeps 10 and a
+	// listener deleting messages in parallel would open a new TCP (and TLS)
+	// connection for most requests. Retry.TryTimeout defaults to 30 s, so a
+	// request on a dead connection cannot stall a dequeuer forever.
+	Client *azqueue.ClientOptions
+}
+
+// emulatorKey is the published, well-known key of the Azure Storage emulator's
+// devstoreaccount1. It is not a secret.
+const emulatorKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+// NewAccountFromConnectionString opens the account a connection string
+// names: with AccountName and AccountKey, with SharedAccessSignature, or
+// "UseDevelopmentStorage=true" for an emulator on its default ports.
+func NewAccountFromConnectionString(connectionString string, opts *AccountOptions) (*Account, error) {
+	if strings.EqualFold(strings.TrimRight(strings.TrimSpace(connectionString), ";"), "UseDevelopmentStorage=true") {
+		connectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + emulatorKey +
+			";QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
+	}
+	co, tx := clientOptions(opts)
+	svc, err := azqueue.NewServiceClientFromConnectionString(connectionString, co)
+	if err != nil {
+		// The SDK's message does not quote the string, but be sure: never
+		// echo it, it holds a key or a signature.
+		return nil, errors.New("azdispatch: invalid connection string (it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true)")
+	}
+	return newAccount(svc, tx), nil
+}
+
+// NewAccount opens the account at serviceURL (https://<account>.queue.core.windows.net/)
+// with a Microsoft Entra ID credential, such as azidentity.NewDefaultAzureCredential's.
+func NewAccount(serviceURL string, cred azcore.TokenCredential, opts *AccountOptions) (*Account, error) {
+	if cred == nil {
+		return nil, &ConfigError{Field: "cred", Reason: "nil credential"}
+	}
+	co, tx := clientOptions(opts)
+	svc, err := azqueue.NewServiceClient(serviceURL, cred, co)
+	if err != nil {
+		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
+	}
+	return newAccount(svc, tx), nil
+}
+
+// NewAccountWithSharedKey opens the account at serviceURL with its name and
+// one of its access keys.
+func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *AccountOptions) (*Account, error) {
+	cred, err := azqueue.NewSharedKeyCredential(accountName, accountKey)
+	if err != nil {
+		return nil, errors.New("azdispatch: invalid shared key credential (the key must be base64)")
+	}
+	co, tx := clientOptions(opts)
+	svc, err := azqueue.NewServiceClientWithSharedKeyCredential(serviceURL, cred, co)
+	if err != nil {
+		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
+	}
+	return newAccount(svc, tx), nil
+}
+
+// NewAccountWithSAS opens an account through a service URL that carries an
+// account SAS token in its query (https://<account>.queue.core.windows.net/?sv=…&sig=…).
+// The token must allow what the queues will do: read and process for
+// listeners, add for publishers and poison queues, create if queues may be
+// missing. For a SAS scoped to one queue, use NewQueueWithSAS.
+func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account, error) {
+	co, tx := clientOptions(opts)
+	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)
+	if err != nil {
+		return nil, fmt.Errorf("azdispatch: new account client: %w", redactURLError(err))
+	}
+	return newAccount(svc, tx), nil
+}
+
+func newAccount(svc *azqueue.ServiceClient, tx *Counter) *Account {
+	return &Account{name: accountName(svc.URL()), service: svc, tx: tx, queues: make(map[string]*Queue)}
+}
+
+// Name is the account's name as its URL shows it (for logs; never a credential).
+func (a *Account) Name() string { return a.name }
+
+// Transactions counts every request made through this account's client.
+func (a *Account) Transactions() Transactions { return a.tx.Snapshot() }
+
+// Queue returns the queue called name in this account. It makes no request:
+// the queue is created when a send or receive first finds it missing. The
+// same *Queue is returned for the same name, so that listeners and
+// publishers in one process share it.
+func (a *Account) Queue(name string) (*Queue, error) {
+	return a.queue(name, len(poisonSuffix))
+}
+
+// queue opens name, keeping room for a suffix of reserve bytes in its name.
+func (a *Account) queue(name string, reserve int) (*Queue, error) {
+	if err := validateQueueName(name, reserve); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q, ok := a.queues[name]; ok {
+		return q, nil
+	}
+	q := &Queue{name: name, account: a, client: a.service.NewQueueClient(name), tx: new(Counter)}
+	a.queues[name] = q
+	return q, nil
+}
+
+// NewQueueWithSAS opens one queue through its URL with a SAS token scoped to
+// it (https://<account>.queue.core.windows.net/<queue>?sv=…&sig=…). Such a
+// queue has no default poison queue: give the listener one.
+func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, error) {
+	u, err := url.Parse(queueURLWithSAS)
+	if err != nil {
+		return nil, errors.New("azdispatch: invalid queue URL")
+	}
+	name := strings.Trim(u.Path, "/")
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:] // emulator URLs put the account name first
+	}
+	if err := validateQueueName(name, 0); err != nil {
+		return nil, err
+	}
+	// With no account, the pipeline's account-wide counter goes unused: the
+	// queue's own counter sees every request.
+	co, _ := clientOptions(opts)
+	client, err := azqueue.NewQueueClientWithNoCredential(queueURLWithSAS, co)
+	if err != nil {
+		return nil, fmt.Errorf("azdispatch: new queue client: %w", redactURLError(err))
+	}
+	return &Queue{name: name, client: client, tx: new(Counter)}, nil
+}
+
+// clientOptions copies the caller's SDK options, fills our defaults and adds
+// the counting policy. The caller's struct is not modified: the SDK appends
+// its own policies to the slices it is given.
+func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
+	var co azqueue.ClientOptions
+	if opts != nil && opts.Client != nil {
+		co = *opts.Client
+	}
+	if co.Transport == nil {
+		co.Transport = newHTTPClient()
+	}
+	if co.Retry.TryTimeout == 0 {
+		co.Retry.TryTimeout = 30 * time.Second
+	}
+	tx := new(Counter)
+	co.PerRetryPolicies = append(append([]policy.Policy(nil), co.PerRetryPolicies...), countingPolicy{account: tx})
+	co.PerCallPolicies = append([]policy.Policy(nil), co.PerCallPolicies...)
+	return &co, tx
+}
+
+// newHTTPClient returns a client like net/http's default, keeping enough idle
+// connections per host for a listener's parallel deletes.
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}}
+}
+
+// accountName reads the account name off a service URL: the first label of
+// the host, or the first path segment for emulator-style URLs.
+func accountName(serviceURL string) string {
+	u, err := url.Parse(serviceURL)
+	if err != nil {
+		return ""
+	}
+	if seg, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/"); seg != "" {
+		return seg
+	}
+	host, _, _ := strings.Cut(u.Hostname(), ".")
+	return host
+}
+
+// validateQueueName applies the service's naming rules, keeping room for a
+// suffix the package may append (the poison queue's).
+func validateQueueName(name string, suffix int) error {
+	bad := func(reason string) error {
+		return &ConfigError{Field: "queue name", Reason: fmt.Sprintf("%q %s", name, reason)}
+	}
+	if len(name) < 3 || len(name)+suffix > 63 {
+		return bad(fmt.Sprintf("must be 3 to %d characters long", 63-suffix))
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case r == '-' && i > 0 && i < len(name)-1 && name[i-1] != '-':
+		default:
+			return bad("may hold only lowercase letters, digits and single inner hyphens")
+		}
+	}
+	return nil
+}

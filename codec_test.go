@@ -1,0 +1,106 @@
+package azdispatch
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCodecsRoundTrip(t *testing.T) {
+	t.Parallel()
+	type order struct {
+		ID    string  `json:"id"`
+		Total float64 `json:"total"`
+		Note  string  `json:"note"`
+	}
+	in := order{ID: "o-1", Total: 12.5, Note: "<fragile> & ünïcödé"}
+	for name, c := range map[string]Codec{"json": JSON(), "base64 json": Base64(JSON())} {
+		text, err := c.Encode(in)
+		require.NoError(t, err, name)
+		var out order
+		require.NoError(t, c.Decode(text, &out), name)
+		assert.Equal(t, in, out, name)
+	}
+
+	text, err := JSON().Encode(in)
+	require.NoError(t, err)
+	assert.Contains(t, text, "<fragile> &", "HTML characters are not escaped: they would cost 6 bytes each")
+	assert.False(t, strings.HasSuffix(text, "\n"))
+
+	for _, v := range []any{"raw text", []byte("raw bytes")} {
+		text, err := Raw().Encode(v)
+		require.NoError(t, err)
+		assert.Equal(t, "raw ", text[:4])
+	}
+	var s string
+	require.NoError(t, Raw().Decode("x", &s))
+	assert.Equal(t, "x", s)
+	var b []byte
+	require.NoError(t, Base64(Raw()).Decode(base64.StdEncoding.EncodeToString([]byte{0, 1, 0xff}), &b))
+	assert.Equal(t, []byte{0, 1, 0xff}, b, "binary through base64")
+
+	_, err = Raw().Encode(42)
+	assert.ErrorIs(t, err, ErrUnsupportedType)
+	assert.ErrorIs(t, Raw().Decode("x", new(int)), ErrUnsupportedType)
+	assert.Error(t, Base64(JSON()).Decode("not base64!", &s))
+}
+
+func TestBase64JSONMatchesTheFunctionsTriggerFormat(t *testing.T) {
+	t.Parallel()
+	// The Functions queue trigger reads base64 of UTF-8 JSON by default.
+	text, err := Base64(JSON()).Encode(map[string]int{"n": 1})
+	require.NoError(t, err)
+	raw, err := base64.StdEncoding.DecodeString(text)
+	require.NoError(t, err)
+	var v map[string]int
+	require.NoError(t, json.Unmarshal(raw, &v))
+	assert.Equal(t, 1, v["n"])
+}
+
+func TestListenerAndPublisherAgreeOnEachCodec(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		codec Codec
+	}{{"json", JSON()}, {"base64", Base64(JSON())}, {"raw", Raw()}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := testQueue(t)
+			p, err := NewPublisher[string](q, &PublisherConfig{Codec: tt.codec})
+			require.NoError(t, err)
+			want := `say "hi" <b> & 𝄞`
+			_, err = p.Send(ctx, want)
+			require.NoError(t, err)
+
+			got := make(chan string, 1)
+			cfg := quick(t)
+			cfg.Codec = tt.codec
+			l, err := NewListener(q, func(_ context.Context, m *Message[string]) error {
+				got <- m.Body
+				return nil
+			}, cfg)
+			require.NoError(t, err)
+			stop := started(t, l)
+			assert.Equal(t, want, <-got)
+			require.NoError(t, stop())
+		})
+	}
+}
+
+func TestCodecTypeIsCheckedAtConstruction(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	_, err := NewPublisher[struct{ A int }](q, &PublisherConfig{Codec: Raw()})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewPublisher[[]byte](q, &PublisherConfig{Codec: Base64(Raw())})
+	assert.NoError(t, err)
+	_, err = NewPublisher[struct{ A int }](q, &PublisherConfig{Codec: Base64(Raw())})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}

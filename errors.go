@@ -1,0 +1,199 @@
+package azdispatch
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+)
+
+// Sentinel errors. Test for them with errors.Is; the errors this package
+// returns wrap them together with the details.
+var (
+	// ErrInvalidConfig is wrapped by every *ConfigError.
+	ErrInvalidConfig = errors.New("azdispatch: invalid configuration")
+
+	// ErrOwnershipLost means a pop receipt was stale: the message became
+	// visible again (or was deleted) and this process no longer owns it.
+	// The message is not lost; whoever received it last owns it now.
+	// Azurite answers 400 PopReceiptMismatch, the service 404 MessageNotFound.
+	ErrOwnershipLost = errors.New("azdispatch: message ownership lost (stale pop receipt)")
+
+	// ErrMessageTooLarge is wrapped by every *MessageTooLargeError.
+	ErrMessageTooLarge = errors.New("azdispatch: message too large")
+
+	// ErrInvalidText means a message text holds something the XML the
+	// service speaks cannot carry (invalid UTF-8 or a forbidden control
+	// character). Go's XML encoder would silently replace it, corrupting the
+	// message, so it is refused before sending; use a base64 codec for
+	// binary payloads.
+	ErrInvalidText = errors.New("azdispatch: message text is not valid XML character data")
+
+	// ErrHandlerTimeout is the cause of a handler's context when it ran longer
+	// than ListenerConfig.HandlerTimeout.
+	ErrHandlerTimeout = errors.New("azdispatch: handler timed out")
+
+	// ErrDrainTimeout is the cause of a handler's context when the listener
+	// is shutting down and the drain timeout has passed.
+	ErrDrainTimeout = errors.New("azdispatch: listener drain timeout")
+
+	// ErrAlreadyRunning is returned by Run when the listener is already running.
+	ErrAlreadyRunning = errors.New("azdispatch: listener is already running")
+
+	// ErrNotPoison is returned when a poison-queue message does not hold a
+	// poison envelope written by this package.
+	ErrNotPoison = errors.New("azdispatch: not a poison envelope")
+
+	// ErrUnsupportedType is returned by a codec asked to encode or decode a
+	// type it does not handle.
+	ErrUnsupportedType = errors.New("azdispatch: type not supported by codec")
+)
+
+// ConfigError reports an invalid configuration value, naming the field.
+type ConfigError struct {
+	Field  string // e.g. "ListenerConfig.BatchSize"
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("azdispatch: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// MessageTooLargeError reports a message text longer than a queue message
+// may be. Size and Limit count UTF-8 bytes of the text as sent.
+type MessageTooLargeError struct {
+	Size  int
+	Limit int
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("azdispatch: message is %d bytes, over the %d-byte limit", e.Size, e.Limit)
+}
+
+// Is reports whether target is ErrMessageTooLarge.
+func (e *MessageTooLargeError) Is(target error) bool { return target == ErrMessageTooLarge }
+
+// PermanentError marks a handler failure that retrying cannot fix: the
+// listener moves the message to the poison queue at once.
+type PermanentError struct{ Err error }
+
+// Permanent wraps err so that the listener poisons the message instead of
+// retrying it. Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// PanicError is the failure recorded when a handler panics.
+type PanicError struct {
+	Value any    // what the handler panicked with
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// DecodeError reports a message text the codec could not turn into the
+// listener's type. Such messages are poisoned without reaching the handler.
+type DecodeError struct{ Err error }
+
+func (e *DecodeError) Error() string { return "decode: " + e.Err.Error() }
+
+// Unwrap returns the codec's error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// StorageError reports a failed storage request. Its message names the
+// operation, the queue and the service's status and error code, and never a
+// credential: transport errors have their URL's query (which holds a SAS
+// signature) removed before they are kept. The *azcore.ResponseError of a
+// failed response stays reachable with errors.As.
+type StorageError struct {
+	Op         string // "receive", "delete", "update", "send", "depth", "create"
+	Queue      string
+	StatusCode int    // HTTP status; 0 when no response arrived
+	Code       string // service error code, e.g. "ServerBusy"; empty when none
+	Err        error
+}
+
+func (e *StorageError) Error() string {
+	if e.StatusCode != 0 {
+		code := e.Code
+		if code == "" {
+			code = http.StatusText(e.StatusCode)
+		}
+		return fmt.Sprintf("azdispatch: %s on queue %q: %d %s", e.Op, e.Queue, e.StatusCode, code)
+	}
+	return fmt.Sprintf("azdispatch: %s on queue %q: %v", e.Op, e.Queue, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// Is reports ErrOwnershipLost for a stale pop receipt on a delete or update.
+func (e *StorageError) Is(target error) bool {
+	return target == ErrOwnershipLost && e.ownershipLost()
+}
+
+func (e *StorageError) ownershipLost() bool {
+	if e.Op != opDelete.String() && e.Op != opUpdate.String() {
+		return false
+	}
+	switch queueerror.Code(e.Code) {
+	case queueerror.PopReceiptMismatch, queueerror.MessageNotFound, queueerror.QueueNotFound:
+		return true
+	}
+	return false
+}
+
+func (e *StorageError) hasCode(c queueerror.Code) bool { return e.Code == string(c) }
+
+// storageError wraps err from a storage call, or returns nil for nil.
+func storageError(o op, queue string, err error) error {
+	if err == nil {
+		return nil
+	}
+	se := &StorageError{Op: o.String(), Queue: queue, Err: redactURLError(err)}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		se.StatusCode = re.StatusCode
+		se.Code = re.ErrorCode
+	}
+	return se
+}
+
+// redactURLError replaces a transport error's URL by one without its query,
+// where a SAS signature would be. Anything wrapping the *url.Error is
+// dropped with it; what it wraps (net errors, context errors) stays.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+}
+
+// redactURL returns raw without its query and user info.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "REDACTED"
+	}
+	u.Fragment = ""
+	return u.String()
+}

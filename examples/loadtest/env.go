@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
+
+// account is where one measured run happens: a fresh private Azurite, or the
+// user's own account (with a fresh queue per run).
+type account struct {
+	connectionString string
+	emulator         *azurite.Instance // nil for a real account
+}
+
+// openAccount starts a fresh emulator unless real is set.
+func openAccount(ctx context.Context, real bool) (*account, error) {
+	if real {
+		cs := os.Getenv(azurite.EnvConnectionString)
+		if cs == "" {
+			return nil, fmt.Errorf("-real needs %s to hold a connection string", azurite.EnvConnectionString)
+		}
+		return &account{connectionString: cs}, nil
+	}
+	em, err := azurite.Start(ctx, &azurite.Options{Fresh: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, azurite.HowTo)
+	}
+	return &account{connectionString: em.ConnectionString(), emulator: em}, nil
+}
+
+// cpuTimes are the CPU used so far by the emulator and by this process.
+type cpuTimes struct{ emulator, client time.Duration }
+
+func (a *account) cpu() (cpuTimes, error) {
+	var t cpuTimes
+	if a.emulator != nil {
+		em, err := a.emulator.CPUTime()
+		if err != nil {
+			return t, err
+		}
+		t.emulator = em
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return t, err
+	}
+	t.client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return t, nil
+}
+
+func (a *account) close() {
+	if a.emulator != nil {
+		_ = a.emulator.Stop()
+	}
+}
+
+// queueName returns a fresh queue name for one run.
+func queueName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// payload is the message every scenario sends: about 1 KiB of JSON.
+type payload struct {
+	Seq int    `json:"seq"`
+	Pad string `json:"pad"`
+}
+
+var padding = strings.Repeat("x", 1000)
+
+// fill puts n payloads on the queue with parallel senders and no added
+// latency, so that every variant starts from the same depth.
+func fill(ctx context.Context, cs, queue string, n int) error {
+	acct, err := azdispatch.NewAccountFromConnectionString(cs, nil)
+	if err != nil {
+		return err
+	}
+	q, err := acct.Queue(queue)
+	if err != nil {
+		return err
+	}
+	if err := q.Create(ctx); err != nil {
+		return err
+	}
+	p, err := azdispatch.NewPublisher[payload](q, nil)
+	if err != nil {
+		return err
+	}
+	const senders = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for s := range senders {
+		wg.Go(func() {
+			for i := s; i < n; i += senders {
+				if _, err := p.Send(ctx, payload{Seq: i, Pad: padding}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// waitUntil polls done until it holds or the deadline passes; it reports
+// the time at which it held (or the deadline).
+func waitUntil(deadline time.Time, done func() bool) time.Time {
+	for !done() && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Now()
+}

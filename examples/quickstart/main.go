@@ -1,0 +1,147 @@
+// Command quickstart sends a few hundred orders to a queue, some of which
+// fail and one of which is not even JSON, processes them with a Listener,
+// and prints what happened to every message.
+//
+// It starts a private Azurite (the Azure Storage emulator) unless
+// AZDISPATCH_CONNECTION_STRING names a running emulator or a storage account.
+//
+//	go run ./examples/quickstart
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
+
+// Order is the message type: what a web tier would put on the queue.
+type Order struct {
+	ID     int     `json:"id"`
+	Amount float64 `json:"amount"`
+}
+
+func main() {
+	orders := flag.Int("orders", 300, "orders to send")
+	verbose := flag.Bool("v", false, "log what the listener does")
+	flag.Parse()
+	if err := run(*orders, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func run(orders int, verbose bool) error {
+	ctx := context.Background()
+	// The emulator, or the account named by AZDISPATCH_CONNECTION_STRING.
+	emulator, err := azurite.Start(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer emulator.Stop()
+	where := "a private Azurite"
+	if emulator.External() {
+		where = "the account in " + azurite.EnvConnectionString
+	}
+
+	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(), nil)
+	if err != nil {
+		return err
+	}
+	queue, err := account.Queue(fmt.Sprintf("quickstart-%d", time.Now().UnixNano()%1e9))
+	if err != nil {
+		return err
+	}
+
+	// Send the orders, and one message that is not an order at all.
+	publisher, err := azdispatch.NewPublisher[Order](queue, nil)
+	if err != nil {
+		return err
+	}
+	var publishing azdispatch.Counter // what sending costs, counted apart
+	sendCtx := azdispatch.CountTransactions(ctx, &publishing)
+	for i := 1; i <= orders; i++ {
+		if _, err := publisher.Send(sendCtx, Order{ID: i, Amount: float64(i) * 1.5}); err != nil {
+			return err
+		}
+	}
+	if _, err := queue.Send(sendCtx, "this is not an order", nil); err != nil {
+		return err
+	}
+	sent := orders + 1
+	fmt.Printf("sent %d messages to queue %q on %s\n", sent, queue.Name(), where)
+
+	// Every 10th order fails on its first try (a flaky downstream); every
+	// 97th always fails and ends in the poison queue.
+	handler := func(ctx context.Context, m *azdispatch.Message[Order]) error {
+		switch {
+		case m.Body.ID%97 == 0:
+			return fmt.Errorf("order %d: payment provider rejects it", m.Body.ID)
+		case m.Body.ID%10 == 0 && m.DequeueCount == 1:
+			return errors.New("inventory service timed out")
+		}
+		return nil
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerConfig{
+		MaxDequeueCount: 3,                                                       // three tries, then poison
+		Retry:           azdispatch.ExponentialRetry(time.Second, 4*time.Second), // quick retries for a demo
+		Logger:          logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- listener.Run(runCtx) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for s := listener.State(); s.Succeeded+s.Poisoned < int64(sent) && time.Now().Before(deadline); s = listener.State() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stop()
+	if err := <-done; err != nil {
+		return err
+	}
+
+	s := listener.State()
+	tx := s.Transactions
+	fmt.Printf("\nafter %.1fs:\n", elapsed.Seconds())
+	fmt.Printf("  processed  %4d  handled and deleted\n", s.Succeeded)
+	fmt.Printf("  retried    %4d  failed, hidden for a retry delay, tried again\n", s.Retried)
+	fmt.Printf("  poisoned   %4d  moved to %q\n", s.Poisoned, queue.PoisonQueue().Name())
+	fmt.Printf("  transactions by the listener: %d = %.2f per message (%d receives, %d of them empty; %d deletes; %d updates; %d poison-queue sends, %d create)\n",
+		tx.Total(), float64(tx.Total())/float64(sent), tx.Receive, tx.EmptyReceive, tx.Delete, tx.Update, tx.Send, tx.Create)
+	pub := publishing.Snapshot()
+	fmt.Printf("  transactions by the publisher: %d (%d sends, %d create)\n", pub.Total(), pub.Send, pub.Create)
+
+	// What the poison queue holds: the original text and why.
+	poisoned, err := queue.PoisonQueue().Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	for _, d := range poisoned {
+		env, err := azdispatch.ParsePoison(d.Text)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  poison: %q after %d tries: %s\n", env.Body, env.DequeueCount, env.Reason)
+	}
+
+	if s.Succeeded+s.Poisoned != int64(sent) {
+		return fmt.Errorf("accounted for %d of %d messages", s.Succeeded+s.Poisoned, sent)
+	}
+	fmt.Printf("\nevery message accounted for: %d processed + %d poisoned = %d sent\n", s.Succeeded, s.Poisoned, sent)
+	return nil
+}

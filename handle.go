@@ -1,0 +1,145 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// process takes one received message to its end: poisoned, handled and
+// deleted, released for a retry, or lost to another receiver.
+func (l *Listener[T]) process(work context.Context, d *Delivery) {
+	l.stats.inFlight.Add(1)
+	defer l.stats.inFlight.Add(-1)
+
+	if d.DequeueCount > l.cfg.MaxDequeueCount {
+		// Its earlier tries never reported back (a crash, a lost delete):
+		// poison it without trying again.
+		l.poison(work, d, fmt.Sprintf("dequeued %d times, more than MaxDequeueCount %d", d.DequeueCount, l.cfg.MaxDequeueCount))
+		return
+	}
+	var body T
+	if err := l.cfg.Codec.Decode(d.Text, &body); err != nil {
+		l.poison(work, d, (&DecodeError{Err: err}).Error())
+		return
+	}
+	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt, Queue: d.QueueName()}
+	err, lost := l.handle(work, d, m)
+	l.settle(work, d, err, lost)
+}
+
+// handle runs the handler with the message kept hidden meanwhile. It reports
+// the handler's result, and whether ownership was lost while it ran.
+func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (err error, lost bool) {
+	ctx, cancel := context.WithCancelCause(work)
+	defer cancel(nil)
+	if l.cfg.HandlerTimeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, l.cfg.HandlerTimeout, ErrHandlerTimeout)
+		defer stop()
+	}
+	r := l.startRenewer(work, ctx, d, cancel)
+	err = l.call(ctx, m)
+	return err, r.stop()
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (l *Listener[T]) call(ctx context.Context, m *Message[T]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return l.handler(ctx, m)
+}
+
+// settle applies the handler's result to the message.
+func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost bool) {
+	ctx, cancel := settleContext(work)
+	defer cancel()
+	log := l.log.With("id", d.ID, "dequeue_count", d.DequeueCount)
+
+	var pe *PanicError
+	switch {
+	case lost:
+		l.stats.lost.Add(1)
+		log.Warn("ownership lost while handling; the message will be delivered again", "err", err)
+	case err == nil:
+		if derr := l.src.Delete(ctx, d); derr != nil {
+			l.stats.lost.Add(1)
+			log.Warn("handled, but the delete failed; the message will be delivered again", "err", derr)
+			return
+		}
+		l.stats.succeeded.Add(1)
+	case errors.Is(context.Cause(work), ErrDrainTimeout):
+		// Cut off by shutdown, not failed: let another listener have it now.
+		l.stats.released.Add(1)
+		l.release(ctx, d, 0)
+	case errors.As(err, new(*PermanentError)):
+		l.stats.failed.Add(1)
+		l.poison(work, d, err.Error())
+	default:
+		l.stats.failed.Add(1)
+		if errors.As(err, &pe) {
+			l.stats.panics.Add(1)
+			log.Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		}
+		if d.DequeueCount >= l.cfg.MaxDequeueCount {
+			// Its last try: poison now rather than at the next delivery,
+			// which would cost a release, a receive and the retry delay.
+			l.poison(work, d, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
+			return
+		}
+		log.Info("handler failed; retrying later", "err", err)
+		if l.release(ctx, d, l.cfg.Retry(d.DequeueCount)) {
+			l.stats.retried.Add(1)
+		}
+	}
+}
+
+// release hides d for after, remembering when it is due. It reports success.
+func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
+	if err := l.src.SetVisibility(ctx, d, after); err != nil {
+		l.stats.lost.Add(1)
+		l.log.Warn("release failed; the message reappears after its visibility timeout", "id", d.ID, "err", err)
+		return false
+	}
+	if after > 0 {
+		// The service counts whole seconds, rounded up.
+		l.due.add(time.Now().Add(time.Duration(seconds(after)) * time.Second))
+	}
+	return true
+}
+
+// poison copies d into the poison queue with reason, then deletes it. If the
+// copy fails the message stays where it is (released for a retry delay), so
+// that it is never in neither queue.
+func (l *Listener[T]) poison(work context.Context, d *Delivery, reason string) {
+	ctx, cancel := settleContext(work)
+	defer cancel()
+	log := l.log.With("id", d.ID, "dequeue_count", d.DequeueCount, "reason", reason)
+	text, err := newPoisonEnvelope(l.src.Name(), d, reason, time.Now()).Encode()
+	if err == nil {
+		_, err = l.cfg.PoisonQueue.Send(ctx, text, &SendOptions{TTL: -1})
+	}
+	if err != nil {
+		l.stats.poisonErrors.Add(1)
+		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
+		l.release(ctx, d, l.cfg.Retry(d.DequeueCount))
+		return
+	}
+	l.stats.poisoned.Add(1)
+	log.Warn("message poisoned")
+	if err := l.src.Delete(ctx, d); err != nil {
+		log.Warn("copied to the poison queue but not deleted; it may be poisoned twice", "err", err)
+	}
+}
+
+// settleContext is for requests that must finish even when the listener is
+// stopping: it keeps work's values (the transaction counter) but not its
+// cancellation, and has its own timeout.
+func settleContext(work context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(work), settleTimeout)
+}

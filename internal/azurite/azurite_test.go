@@ -1,0 +1,215 @@
+package azurite
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logWriter forwards emulator output to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Logf("azurite: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func startFresh(t *testing.T) *Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	inst, err := Start(ctx, &Options{Fresh: true, Log: logWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("started pid %d in %v, queue %s", inst.PID(), time.Since(begin), inst.QueueEndpoint())
+	t.Cleanup(func() {
+		if err := inst.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return inst
+}
+
+var client = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
+
+// get returns the HTTP status of an unauthenticated list-queues request.
+func get(endpoint string) (int, error) {
+	resp, err := client.Get(endpoint + "?comp=list")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func hostPort(t *testing.T, endpoint string) string {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+func TestStartStop(t *testing.T) {
+	inst := startFresh(t)
+	if inst.External() || inst.PID() == 0 {
+		t.Fatalf("External()=%v PID()=%d, want private process", inst.External(), inst.PID())
+	}
+	if inst.AccountName() != devAccount || inst.AccountKey() != devKey {
+		t.Fatal("unexpected account")
+	}
+	for _, want := range []string{"AccountName=devstoreaccount1;", "QueueEndpoint=" + inst.QueueEndpoint() + ";", "BlobEndpoint=" + inst.BlobEndpoint() + ";"} {
+		if !strings.Contains(inst.ConnectionString(), want) {
+			t.Errorf("connection string lacks %q", want)
+		}
+	}
+	for _, ep := range []string{inst.QueueEndpoint(), inst.BlobEndpoint()} {
+		code, err := get(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != http.StatusForbidden {
+			t.Errorf("GET %s: status %d, want 403 (no auth)", ep, code)
+		}
+	}
+	for range 50 {
+		if _, err := get(inst.QueueEndpoint()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpu, err := inst.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu <= 0 {
+		t.Errorf("CPUTime = %v, want > 0", cpu)
+	}
+	t.Logf("CPUTime = %v", cpu)
+
+	addr := hostPort(t, inst.QueueEndpoint())
+	work := inst.workDir
+	begin := time.Now()
+	if err := inst.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped in %v", time.Since(begin))
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Stop", addr)
+	}
+	if _, err := os.Stat(work); !os.IsNotExist(err) {
+		t.Errorf("work dir %s not removed: %v", work, err)
+	}
+	if err := inst.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	if err := inst.Kill(); err != nil {
+		t.Errorf("Kill after Stop: %v", err)
+	}
+	if _, err := inst.CPUTime(); err == nil {
+		t.Error("CPUTime after Stop: want error")
+	}
+}
+
+func TestConcurrentInstances(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]string{}
+	t.Run("group", func(t *testing.T) {
+		for _, name := range []string{"a", "b"} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				inst := startFresh(t)
+				if _, err := get(inst.QueueEndpoint()); err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, ep := range []string{inst.QueueEndpoint(), inst.BlobEndpoint()} {
+					hp := hostPort(t, ep)
+					if other, dup := seen[hp]; dup {
+						t.Errorf("%s used by both %s and %s", hp, other, name)
+					}
+					seen[hp] = name
+				}
+			})
+		}
+	})
+	if len(seen) != 4 {
+		t.Errorf("got %d distinct ports, want 4: %v", len(seen), seen)
+	}
+}
+
+func TestKill(t *testing.T) {
+	inst := startFresh(t)
+	addr := hostPort(t, inst.QueueEndpoint())
+	if err := inst.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Kill", addr)
+	}
+	if err := inst.Kill(); err != nil {
+		t.Errorf("second Kill: %v", err)
+	}
+	if err := inst.Stop(); err != nil {
+		t.Errorf("Stop after Kill: %v", err)
+	}
+}
+
+func TestForTestExternal(t *testing.T) {
+	t.Setenv(EnvConnectionString, "UseDevelopmentStorage=true")
+	inst := ForTest(t)
+	if !inst.External() || inst.PID() != 0 {
+		t.Fatalf("External()=%v PID()=%d, want external", inst.External(), inst.PID())
+	}
+	if got, want := inst.QueueEndpoint(), "http://127.0.0.1:10001/devstoreaccount1"; got != want {
+		t.Errorf("QueueEndpoint = %q, want %q", got, want)
+	}
+	if _, err := inst.CPUTime(); err == nil {
+		t.Error("CPUTime of external: want error")
+	}
+	if err := inst.Stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestExternalParsing(t *testing.T) {
+	for _, tc := range []struct{ cs, account, key, queue, blob string }{
+		{
+			cs:      "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + devKey + ";BlobEndpoint=http://h:1/devstoreaccount1;QueueEndpoint=http://h:2/devstoreaccount1;",
+			account: devAccount, key: devKey, queue: "http://h:2/devstoreaccount1", blob: "http://h:1/devstoreaccount1",
+		},
+		{
+			cs:      "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5==;EndpointSuffix=core.chinacloudapi.cn",
+			account: "acct", key: "a2V5==", queue: "https://acct.queue.core.chinacloudapi.cn", blob: "https://acct.blob.core.chinacloudapi.cn",
+		},
+		{
+			cs:      "accountname=acct;accountkey=k",
+			account: "acct", key: "k", queue: "https://acct.queue.core.windows.net", blob: "https://acct.blob.core.windows.net",
+		},
+	} {
+		inst, err := external(tc.cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.AccountName() != tc.account || inst.AccountKey() != tc.key || inst.QueueEndpoint() != tc.queue || inst.BlobEndpoint() != tc.blob || inst.ConnectionString() != tc.cs {
+			t.Errorf("external(%q) = %q %q %q %q", tc.cs, inst.AccountName(), inst.AccountKey(), inst.QueueEndpoint(), inst.BlobEndpoint())
+		}
+	}
+	const secret = "AccountKey=c2VjcmV0;Foo=bar"
+	if _, err := external(secret); err == nil {
+		t.Error("want error without endpoint or account")
+	} else if strings.Contains(err.Error(), "c2VjcmV0") {
+		t.Error("error leaks the key")
+	}
+}

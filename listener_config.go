@@ -1,0 +1,141 @@
+package azdispatch
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ListenerConfig configures a Listener. A nil config, or a zero field, means
+// the documented default.
+type ListenerConfig struct {
+	// Codec decodes message text into the listener's type. Defaults to
+	// JSON(). A message it cannot decode is poisoned without reaching the
+	// handler.
+	Codec Codec
+
+	// BatchSize is the most messages one receive asks for, 1 to 32.
+	// Defaults to 32, the service maximum: a receive is billed the same
+	// whatever it returns.
+	BatchSize int
+
+	// Concurrency is the most messages handled at once. Defaults to 64, two
+	// full batches. A dequeuer receives again only once half of Concurrency
+	// (at most BatchSize) is free, and asks for no more than is free: received
+	// messages never wait hidden in a local buffer, and a busy listener asks
+	// for full batches of 32 while the other 32 are being handled, so it
+	// makes about 1.03 requests per message.
+	Concurrency int
+
+	// Dequeuers is the number of receive loops. Defaults to 1, which keeps
+	// 64 handlers fed; more help when storage round trips are long.
+	Dequeuers int
+
+	// VisibilityTimeout is how long a received message stays hidden from
+	// other receivers, 1 s to 7 days. Defaults to 30 s: long enough that a
+	// renewal is rarely needed, short enough that a message whose process
+	// died is retried soon. While a handler runs, the listener renews it at
+	// half-life.
+	VisibilityTimeout time.Duration
+
+	// HandlerTimeout bounds one handler call; its context then ends with
+	// cause ErrHandlerTimeout and renewals stop, so a handler that ignores
+	// its context lets the message reappear for another try. Defaults to
+	// 10 minutes, so that a hung handler cannot hide a message forever;
+	// negative means no limit.
+	HandlerTimeout time.Duration
+
+	// MaxDequeueCount is how many tries a message gets. A message delivered
+	// more often than this (its handler kept failing, or its process kept
+	// dying) is poisoned before the handler runs; a failure on the last try
+	// poisons it at once. Defaults to 5, as the Azure Functions queue
+	// trigger does.
+	MaxDequeueCount int64
+
+	// PoisonQueue receives the messages given up on, in a PoisonEnvelope.
+	// Defaults to the source's PoisonQueue() ("<queue>-poison" in the same
+	// account); required for a source without one.
+	PoisonQueue Target
+
+	// Retry says how long a failed message stays hidden before its next
+	// try. Defaults to ExponentialRetry(time.Second, 5*time.Minute): a
+	// transient fault gets about 15 s over the default 5 tries, and a
+	// failing message does not come back hot.
+	Retry RetryFunc
+
+	// Idle is the back-off after a receive that found nothing. Defaults to
+	// ExponentialIdle(0, 30*time.Second): a new message on a quiet queue
+	// waits at most 30 s, and an idle dequeuer makes about 2 requests a minute.
+	Idle IdleFunc
+
+	// DrainTimeout is how long Run, once its context ends, lets running
+	// handlers finish before cancelling their contexts (cause
+	// ErrDrainTimeout). Run then still waits for them to return. Defaults to
+	// 30 s; negative cancels at once.
+	DrainTimeout time.Duration
+
+	// Logger receives the listener's logs. Defaults to none.
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c (which may be nil) with defaults filled in
+// and every field checked.
+func (c *ListenerConfig) withDefaults(src Source) (ListenerConfig, error) {
+	var cfg ListenerConfig
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = JSON()
+	}
+	setDefault(&cfg.BatchSize, MaxBatch)
+	setDefault(&cfg.Concurrency, 64)
+	setDefault(&cfg.Dequeuers, 1)
+	setDefault(&cfg.VisibilityTimeout, 30*time.Second)
+	setDefault(&cfg.HandlerTimeout, 10*time.Minute)
+	setDefault(&cfg.MaxDequeueCount, 5)
+	setDefault(&cfg.DrainTimeout, 30*time.Second)
+	if cfg.Retry == nil {
+		cfg.Retry = ExponentialRetry(time.Second, 5*time.Minute)
+	}
+	if cfg.Idle == nil {
+		cfg.Idle = ExponentialIdle(0, 30*time.Second)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PoisonQueue == nil {
+		if p, ok := src.(interface{ PoisonQueue() *Queue }); ok {
+			if q := p.PoisonQueue(); q != nil {
+				cfg.PoisonQueue = q
+			}
+		}
+	}
+
+	bad := func(field, reason string, args ...any) error {
+		return &ConfigError{Field: "ListenerConfig." + field, Reason: fmt.Sprintf(reason, args...)}
+	}
+	switch {
+	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
+		return cfg, bad("BatchSize", "%d is not between 1 and %d", cfg.BatchSize, MaxBatch)
+	case cfg.Concurrency < 1:
+		return cfg, bad("Concurrency", "%d is less than 1", cfg.Concurrency)
+	case cfg.Dequeuers < 1:
+		return cfg, bad("Dequeuers", "%d is less than 1", cfg.Dequeuers)
+	case cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > MaxVisibility:
+		return cfg, bad("VisibilityTimeout", "%v is not between 1s and 7 days", cfg.VisibilityTimeout)
+	case cfg.MaxDequeueCount < 1:
+		return cfg, bad("MaxDequeueCount", "%d is less than 1", cfg.MaxDequeueCount)
+	case cfg.PoisonQueue == nil:
+		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
+	}
+	return cfg, nil
+}
+
+// setDefault sets *v to def when it is zero.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

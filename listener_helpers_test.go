@@ -1,0 +1,150 @@
+package azdispatch
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// job is the message type of the listener tests.
+type job struct {
+	N int `json:"n"`
+}
+
+// quick returns a config for tests: short idle back-off and retry delay,
+// so that tests finish in seconds, and a logger into the test's output.
+func quick(t testing.TB) *ListenerConfig {
+	return &ListenerConfig{
+		Idle:  ExponentialIdle(0, 200*time.Millisecond),
+		Retry: func(int64) time.Duration { return time.Second },
+	}
+}
+
+// started runs l until the returned stop is called (or the test ends) and
+// returns Run's result from stop.
+func started[T any](t testing.TB, l *Listener[T]) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() { result <- l.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-result:
+			case <-time.After(2 * time.Minute):
+				t.Errorf("Run did not return")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// sendJobs publishes jobs 0..n-1 to q.
+func sendJobs(t testing.TB, q *Queue, n int) {
+	t.Helper()
+	p, err := NewPublisher[job](q, nil)
+	require.NoError(t, err)
+	for i := range n {
+		_, err := p.Send(context.Background(), job{N: i})
+		require.NoError(t, err)
+	}
+}
+
+// tally counts handler calls and successes per job.
+type tally struct {
+	mu    sync.Mutex
+	calls map[int]int
+	ok    map[int]int
+}
+
+func newTally() *tally { return &tally{calls: map[int]int{}, ok: map[int]int{}} }
+
+// handler wraps h so that every call and every success is counted.
+func (c *tally) handler(h Handler[job]) Handler[job] {
+	return func(ctx context.Context, m *Message[job]) error {
+		c.mu.Lock()
+		c.calls[m.Body.N]++
+		c.mu.Unlock()
+		err := h(ctx, m)
+		if err == nil {
+			c.mu.Lock()
+			c.ok[m.Body.N]++
+			c.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (c *tally) succeeded() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ok)
+}
+
+func (c *tally) callsOf(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[n]
+}
+
+// assertEachSucceededOnce checks that every job 0..n-1 succeeded, and that
+// no job was handled again after a success unless the listener reported
+// losing a message (a delete that failed), which at-least-once allows.
+func (c *tally) assertEachSucceededOnce(t testing.TB, n int, lost int64) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	extra := 0
+	for i := range n {
+		if !assert.GreaterOrEqual(t, c.ok[i], 1, "job %d never succeeded", i) {
+			continue
+		}
+		extra += c.ok[i] - 1
+	}
+	assert.Len(t, c.ok, n, "only jobs that were sent succeeded")
+	assert.LessOrEqual(t, int64(extra), lost, "a job succeeded twice without a lost delete")
+}
+
+// waitFor polls cond until it holds; storage tests wait on outcomes, never on times.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 60*time.Second, 20*time.Millisecond, what)
+}
+
+// depth reads q's depth, failing the test on error.
+func depth(t testing.TB, q *Queue) int {
+	t.Helper()
+	n, err := q.Depth(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
+// poisonEnvelopes drains q's poison queue and returns its envelopes.
+func poisonEnvelopes(t testing.TB, q *Queue) []*PoisonEnvelope {
+	t.Helper()
+	var out []*PoisonEnvelope
+	for {
+		batch, err := q.PoisonQueue().Receive(context.Background(), MaxBatch, 30*time.Second)
+		require.NoError(t, err)
+		if len(batch) == 0 {
+			return out
+		}
+		for _, d := range batch {
+			env, err := ParsePoison(d.Text)
+			require.NoError(t, err)
+			out = append(out, env)
+			require.NoError(t, q.PoisonQueue().Delete(context.Background(), d))
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,125 @@
+package azdispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
+
+// TestMain starts one Azurite for the package's tests (each test uses its
+// own queues) and exports its connection string for the examples. Without
+// Azurite the run fails with advice on how to get it; it never skips.
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	emulator, err := azurite.Start(ctx, nil)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "azdispatch tests need Azurite: %v\n%s\n", err, azurite.HowTo)
+		os.Exit(1)
+	}
+	os.Setenv(azurite.EnvConnectionString, emulator.ConnectionString())
+	code := m.Run()
+	if err := emulator.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
+	}
+	os.Exit(code)
+}
+
+func connectionString() string { return os.Getenv(azurite.EnvConnectionString) }
+
+// testAccount opens the emulator's account with a client of its own, so that
+// its transaction counts belong to the test.
+func testAccount(t testing.TB, opts *AccountOptions) *Account {
+	t.Helper()
+	a, err := NewAccountFromConnectionString(connectionString(), opts)
+	require.NoError(t, err)
+	return a
+}
+
+// uniqueName returns a fresh queue name, so tests can run in parallel.
+func uniqueName(t testing.TB) string {
+	b := make([]byte, 8)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return "t" + hex.EncodeToString(b)
+}
+
+// testQueue returns a new, empty queue in an account of its own.
+func testQueue(t testing.TB) *Queue {
+	t.Helper()
+	q, err := testAccount(t, nil).Queue(uniqueName(t))
+	require.NoError(t, err)
+	return q
+}
+
+// faultTransport wraps the HTTP transport and fails the requests fail picks
+// with a 503 ServerBusy, as a throttled account would.
+type faultTransport struct {
+	next policy.Transporter
+	fail func(*http.Request) bool
+	hits atomic.Int64
+}
+
+func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
+	if f.fail != nil && f.fail(req) {
+		f.hits.Add(1)
+		body := `<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>injected</Message></Error>`
+		return &http.Response{
+			StatusCode: http.StatusServiceUnavailable, Status: "503 Server Busy",
+			Header: http.Header{"X-Ms-Error-Code": {"ServerBusy"}, "Content-Type": {"application/xml"}},
+			Body:   io.NopCloser(strings.NewReader(body)), Request: req, ContentLength: int64(len(body)),
+		}, nil
+	}
+	return f.next.Do(req)
+}
+
+// faultyAccount opens the emulator with f between the SDK and the network,
+// and SDK retries without delay so tests stay quick.
+func faultyAccount(t testing.TB, f *faultTransport, maxRetries int32) *Account {
+	t.Helper()
+	f.next = newHTTPClient()
+	return testAccount(t, &AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: f,
+		Retry:     policy.RetryOptions{MaxRetries: maxRetries, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond},
+	}}})
+}
+
+// sendTexts puts n texts made by text(i) on q.
+func sendTexts(t testing.TB, q *Queue, n int, text func(i int) string) {
+	t.Helper()
+	for i := range n {
+		_, err := q.Send(context.Background(), text(i), nil)
+		require.NoError(t, err)
+	}
+}
+
+// atomic32 is a countdown shared between a test and its fault transport.
+type atomic32 struct{ n atomic.Int32 }
+
+func (a *atomic32) set(n int32) { a.n.Store(n) }
+
+// dec counts down and reports whether the count had not run out.
+func (a *atomic32) dec() bool { return a.n.Add(-1) >= 0 }
+
+func sasResources() sas.AccountResourceTypes {
+	return sas.AccountResourceTypes{Service: true, Container: true, Object: true}
+}
+
+func sasPermissions() sas.AccountPermissions {
+	return sas.AccountPermissions{Read: true, Write: true, Delete: true, List: true, Add: true, Create: true, Update: true, Process: true}
+}

@@ -1,0 +1,163 @@
+package azdispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// PoisonHeaderReserve is the room, in bytes, kept for the header a poison
+// envelope puts before the original text. Publishers stay this far under the
+// service limit (see MaxMessageSize) so their messages can always be poisoned.
+const PoisonHeaderReserve = 1024
+
+const (
+	poisonSuffix = "-poison"
+	// poisonMagic starts every envelope, so that a reader of the poison queue
+	// (a person with Storage Explorer, or ParsePoison) can tell one at a glance.
+	poisonMagic = "azdispatch-poison/1 "
+	// requeueVisibility hides the poison messages Requeue leaves behind for
+	// the rest of its run, so that it does not read them again.
+	requeueVisibility = 30 * time.Second
+)
+
+// PoisonEnvelope is what a poison queue holds for each message a listener
+// gave up on: the original text, unchanged, and why. On the queue it is the
+// line "azdispatch-poison/1 {header JSON}" followed by the original text.
+type PoisonEnvelope struct {
+	Queue        string    `json:"queue"` // the source the message came from
+	MessageID    string    `json:"id"`
+	DequeueCount int64     `json:"dequeue_count"`
+	Reason       string    `json:"reason"`
+	InsertedAt   time.Time `json:"inserted_at"`
+	PoisonedAt   time.Time `json:"poisoned_at"`
+	Body         string    `json:"-"` // the original message text
+}
+
+// newPoisonEnvelope describes d, poisoned from source for reason.
+func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time) *PoisonEnvelope {
+	return &PoisonEnvelope{
+		Queue: source, MessageID: d.ID, DequeueCount: d.DequeueCount, Reason: reason,
+		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), Body: d.Text,
+	}
+}
+
+// Encode returns the envelope as message text. The reason is shortened as
+// needed to keep the header within PoisonHeaderReserve.
+func (e *PoisonEnvelope) Encode() (string, error) {
+	h := *e
+	for {
+		header, err := json.Marshal(&h)
+		if err != nil {
+			return "", err
+		}
+		if len(poisonMagic)+len(header)+1 <= PoisonHeaderReserve {
+			return poisonMagic + string(header) + "\n" + e.Body, nil
+		}
+		if h.Reason == "" {
+			return "", fmt.Errorf("azdispatch: poison header of %d bytes does not fit", len(header))
+		}
+		h.Reason = truncateUTF8(h.Reason, len(h.Reason)/2)
+	}
+}
+
+// ParsePoison reads an envelope written by a listener. Text that is not one
+// gives an error matching ErrNotPoison.
+func ParsePoison(text string) (*PoisonEnvelope, error) {
+	rest, ok := strings.CutPrefix(text, poisonMagic)
+	if !ok {
+		return nil, ErrNotPoison
+	}
+	header, body, ok := strings.Cut(rest, "\n")
+	if !ok {
+		return nil, fmt.Errorf("%w: no header line", ErrNotPoison)
+	}
+	var e PoisonEnvelope
+	if err := json.Unmarshal([]byte(header), &e); err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrNotPoison, err)
+	}
+	e.Body = body
+	return &e, nil
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// RequeueOptions narrows a Requeue. Nil means every envelope.
+type RequeueOptions struct {
+	// Max is the most messages to move; 0 means all.
+	Max int
+	// Filter picks the envelopes to move; nil means all. Those it rejects
+	// stay in the poison queue.
+	Filter func(*PoisonEnvelope) bool
+}
+
+// RequeueResult counts what a Requeue did.
+type RequeueResult struct {
+	Moved   int // sent back with their original text, and deleted from the poison queue
+	Skipped int // rejected by the filter; left in the poison queue
+	Invalid int // not poison envelopes; left in the poison queue
+}
+
+// Requeue moves messages from a poison queue back to a target, restoring each
+// original text; the moved message starts again with a dequeue count of 0.
+// Each message is sent before it is deleted from the poison queue, so a
+// failure between the two leaves a copy in both places rather than in none.
+// Messages left behind are hidden for 30 s so the run does not meet them again.
+func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (RequeueResult, error) {
+	var res RequeueResult
+	var o RequeueOptions
+	if opts != nil {
+		o = *opts
+	}
+	for o.Max == 0 || res.Moved < o.Max {
+		want := MaxBatch
+		if o.Max > 0 {
+			want = min(want, o.Max-res.Moved)
+		}
+		batch, err := poison.Receive(ctx, want, requeueVisibility)
+		if err != nil {
+			return res, err
+		}
+		if len(batch) == 0 {
+			return res, nil
+		}
+		for _, d := range batch {
+			env, err := ParsePoison(d.Text)
+			switch {
+			case err != nil:
+				res.Invalid++
+			case o.Filter != nil && !o.Filter(env):
+				res.Skipped++
+			default:
+				if err := requeueOne(ctx, poison, to, d, env); err != nil {
+					return res, err
+				}
+				res.Moved++
+			}
+		}
+	}
+	return res, nil
+}
+
+func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env *PoisonEnvelope) error {
+	if _, err := to.Send(ctx, env.Body, nil); err != nil {
+		return fmt.Errorf("azdispatch: requeue %s: %w", d.ID, err)
+	}
+	if err := poison.Delete(ctx, d); err != nil && !errors.Is(err, ErrOwnershipLost) {
+		return fmt.Errorf("azdispatch: requeue %s: sent, but not deleted from the poison queue: %w", d.ID, err)
+	}
+	return nil
+}

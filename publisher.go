@@ -1,0 +1,67 @@
+package azdispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxMessageSize is the largest encoded message, in UTF-8 bytes, that a
+// Publisher sends: the service's 64 KiB less PoisonHeaderReserve, so that
+// every message it sends can later be moved whole into a poison queue.
+const MaxMessageSize = ServiceMessageLimit - PoisonHeaderReserve
+
+// PublisherConfig configures a Publisher. Nil means defaults.
+type PublisherConfig struct {
+	// Codec encodes bodies. Defaults to JSON(); listeners must use the same.
+	Codec Codec
+	// TTL is how long each message lives. Defaults to the service's 7 days;
+	// negative means messages never expire.
+	TTL time.Duration
+}
+
+// Publisher sends typed messages to a Target. It is safe for concurrent use.
+type Publisher[T any] struct {
+	target Target
+	codec  Codec
+	ttl    time.Duration
+}
+
+// NewPublisher returns a publisher of T values to target.
+func NewPublisher[T any](target Target, cfg *PublisherConfig) (*Publisher[T], error) {
+	if target == nil {
+		return nil, &ConfigError{Field: "target", Reason: "nil"}
+	}
+	var c PublisherConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Codec == nil {
+		c.Codec = JSON()
+	}
+	if err := checkCodecType[T](c.Codec); err != nil {
+		return nil, &ConfigError{Field: "PublisherConfig.Codec", Reason: err.Error()}
+	}
+	return &Publisher[T]{target: target, codec: c.Codec, ttl: c.TTL}, nil
+}
+
+// Send encodes body and puts it on the queue, visible at once. It returns
+// the message ID. A body that encodes to more than MaxMessageSize bytes fails
+// with a *MessageTooLargeError before any request is made.
+func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
+	return p.SendAfter(ctx, body, 0)
+}
+
+// SendAfter is Send with the message kept invisible for delay (up to 7 days,
+// rounded up to whole seconds).
+func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (string, error) {
+	text, err := p.codec.Encode(body)
+	if err != nil {
+		return "", fmt.Errorf("azdispatch: encode: %w", err)
+	}
+	// The target checks the text itself; the publisher's limit is tighter.
+	if len(text) > MaxMessageSize {
+		return "", &MessageTooLargeError{Size: len(text), Limit: MaxMessageSize}
+	}
+	return p.target.Send(ctx, text, &SendOptions{Delay: delay, TTL: p.ttl})
+}

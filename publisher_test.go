@@ -1,0 +1,86 @@
+package azdispatch
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPublisherRefusesAnOversizedMessageBeforeSending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
+	require.NoError(t, err)
+
+	_, err = p.Send(ctx, strings.Repeat("a", MaxMessageSize+1))
+	var tooLarge *MessageTooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	assert.Equal(t, MaxMessageSize, tooLarge.Limit)
+	assert.Zero(t, q.Transactions().Total(), "no request made")
+
+	// JSON escaping and base64 count: the limit applies to the encoded text.
+	pj, err := NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	_, err = pj.Send(ctx, strings.Repeat("\"", MaxMessageSize/2))
+	assert.ErrorIs(t, err, ErrMessageTooLarge, "each quote is escaped to two bytes")
+	pb, err := NewPublisher[string](q, &PublisherConfig{Codec: Base64(Raw())})
+	require.NoError(t, err)
+	_, err = pb.Send(ctx, strings.Repeat("a", MaxMessageSize*3/4+1))
+	assert.ErrorIs(t, err, ErrMessageTooLarge, "base64 grows it by a third")
+	assert.Zero(t, q.Transactions().Total())
+
+	_, err = p.Send(ctx, "bell\a")
+	assert.ErrorIs(t, err, ErrInvalidText)
+}
+
+func TestPublisherSendsAtTheLimitInEveryEncoding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	cases := map[string]string{
+		"ascii":       strings.Repeat("a", MaxMessageSize),
+		"multibyte":   strings.Repeat("é", MaxMessageSize/2),
+		"xml special": strings.Repeat("<&>", MaxMessageSize/3),
+	}
+	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
+	require.NoError(t, err)
+	for name, body := range cases {
+		_, err := p.Send(ctx, body)
+		require.NoError(t, err, name)
+		batch, err := q.Receive(ctx, 1, 30*time.Second)
+		require.NoError(t, err)
+		require.Len(t, batch, 1)
+		assert.Equal(t, body, batch[0].Text, name)
+		require.NoError(t, q.Delete(ctx, batch[0]))
+	}
+}
+
+func TestPublisherSendAfterDelaysDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	p, err := NewPublisher[job](q, &PublisherConfig{TTL: time.Hour})
+	require.NoError(t, err)
+	id, err := p.SendAfter(ctx, job{N: 7}, 2*time.Second)
+	require.NoError(t, err)
+	sent := time.Now()
+
+	var got *Delivery
+	waitFor(t, "delivered after the delay", func() bool {
+		batch, err := q.Receive(ctx, 1, 30*time.Second)
+		if err != nil || len(batch) == 0 {
+			return false
+		}
+		got = batch[0]
+		return true
+	})
+	assert.GreaterOrEqual(t, time.Since(sent), 1500*time.Millisecond, "not before its delay")
+	assert.Equal(t, id, got.ID)
+	assert.Equal(t, `{"n":7}`, got.Text)
+	assert.WithinDuration(t, got.InsertedAt.Add(time.Hour), got.ExpiresAt, 5*time.Second)
+}

@@ -1,0 +1,236 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+)
+
+// Queue is one Azure storage queue. It is both a Source and a Target, counts
+// the requests made on it, and creates itself the first time a send or
+// receive finds it missing, so a healthy queue costs no extra request.
+// It is safe for concurrent use.
+type Queue struct {
+	name    string
+	account *Account // nil for a queue opened with its own SAS URL
+	client  *azqueue.QueueClient
+	tx      *Counter
+}
+
+var (
+	_ Source = (*Queue)(nil)
+	_ Target = (*Queue)(nil)
+)
+
+// Name is the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Transactions counts the requests made on this queue, by anyone in this process.
+func (q *Queue) Transactions() Transactions { return q.tx.Snapshot() }
+
+// PoisonQueue is where a listener on q moves messages it gives up on:
+// "<name>-poison" in the same account. It is nil for a queue opened with
+// NewQueueWithSAS, whose token cannot reach another queue.
+func (q *Queue) PoisonQueue() *Queue {
+	if q.account == nil {
+		return nil
+	}
+	// A poison queue's own name needs no room for a further suffix.
+	p, err := q.account.queue(q.name+poisonSuffix, 0)
+	if err != nil {
+		return nil // a name that had no room for the suffix
+	}
+	return p
+}
+
+// Create creates the queue. It succeeds if the queue already exists.
+func (q *Queue) Create(ctx context.Context) error {
+	_, err := q.client.Create(tagRequest(ctx, opCreate, q.tx), nil)
+	if err != nil && queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
+		return nil
+	}
+	return storageError(opCreate, q.name, err)
+}
+
+// Send puts text on the queue. It refuses, without a request, text the
+// service would refuse or corrupt (ErrMessageTooLarge, ErrInvalidText).
+func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
+	if err := checkText(text, ServiceMessageLimit); err != nil {
+		return "", err
+	}
+	var o azqueue.EnqueueMessageOptions
+	if opts != nil {
+		if opts.Delay < 0 || opts.Delay > MaxVisibility {
+			return "", &ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+		}
+		if opts.Delay > 0 {
+			o.VisibilityTimeout = to.Ptr(seconds(opts.Delay))
+		}
+		switch {
+		case opts.TTL < 0:
+			o.TimeToLive = to.Ptr(int32(-1))
+		case opts.TTL > 0:
+			o.TimeToLive = to.Ptr(seconds(opts.TTL))
+		}
+	}
+	var id string
+	err := q.createIfMissing(ctx, opSend, func(ctx context.Context) error {
+		resp, err := q.client.EnqueueMessage(ctx, text, &o)
+		if err == nil && len(resp.Messages) > 0 && resp.Messages[0].MessageID != nil {
+			id = *resp.Messages[0].MessageID
+		}
+		return err
+	})
+	return id, err
+}
+
+// Receive gets up to max (1 to MaxBatch) messages, hidden for visibility
+// (rounded up to whole seconds, at least one).
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
+	if max < 1 || max > MaxBatch {
+		return nil, fmt.Errorf("azdispatch: receive of %d messages: must be 1 to %d", max, MaxBatch)
+	}
+	if visibility <= 0 || visibility > MaxVisibility {
+		return nil, fmt.Errorf("azdispatch: receive visibility %v: must be more than 0 and at most 7 days", visibility)
+	}
+	opts := &azqueue.DequeueMessagesOptions{
+		NumberOfMessages:  to.Ptr(int32(max)),
+		VisibilityTimeout: to.Ptr(seconds(visibility)),
+	}
+	var msgs []*azqueue.DequeuedMessage
+	err := q.createIfMissing(ctx, opReceive, func(ctx context.Context) error {
+		resp, err := q.client.DequeueMessages(ctx, opts)
+		msgs = resp.Messages
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		q.countEmptyReceive(ctx)
+		return nil, nil
+	}
+	out := make([]*Delivery, 0, len(msgs))
+	for _, m := range msgs {
+		if m == nil || m.MessageID == nil || m.PopReceipt == nil {
+			continue // malformed response entry: nothing can be done with it
+		}
+		out = append(out, &Delivery{
+			ID:            *m.MessageID,
+			Text:          deref(m.MessageText),
+			DequeueCount:  deref(m.DequeueCount),
+			InsertedAt:    deref(m.InsertionTime),
+			ExpiresAt:     deref(m.ExpirationTime),
+			NextVisibleAt: deref(m.TimeNextVisible),
+			popReceipt:    *m.PopReceipt,
+			from:          q,
+		})
+	}
+	return out, nil
+}
+
+// Delete removes a message received from this queue.
+func (q *Queue) Delete(ctx context.Context, d *Delivery) error {
+	if err := q.owns(d); err != nil {
+		return err
+	}
+	_, err := q.client.DeleteMessage(tagRequest(ctx, opDelete, q.tx), d.ID, d.popReceipt, nil)
+	return storageError(opDelete, q.name, err)
+}
+
+// SetVisibility hides a message received from this queue for after from now
+// (rounded up to whole seconds; 0 releases it at once). It sends the
+// message's text back unchanged, because the service replaces the text with
+// whatever an update carries, and records the new pop receipt in d.
+func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error {
+	if err := q.owns(d); err != nil {
+		return err
+	}
+	if after < 0 || after > MaxVisibility {
+		return fmt.Errorf("azdispatch: visibility %v: must be between 0 and 7 days", after)
+	}
+	opts := &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(seconds(after))}
+	resp, err := q.client.UpdateMessage(tagRequest(ctx, opUpdate, q.tx), d.ID, d.popReceipt, d.Text, opts)
+	if err != nil {
+		return storageError(opUpdate, q.name, err)
+	}
+	if resp.PopReceipt != nil {
+		d.popReceipt = *resp.PopReceipt
+	}
+	if resp.TimeNextVisible != nil {
+		d.NextVisibleAt = *resp.TimeNextVisible
+	}
+	return nil
+}
+
+// Depth is the approximate number of messages in the queue, invisible ones
+// included; 0 when the queue does not exist.
+func (q *Queue) Depth(ctx context.Context) (int, error) {
+	resp, err := q.client.GetProperties(tagRequest(ctx, opDepth, q.tx), nil)
+	if err != nil {
+		if queueerror.HasCode(err, queueerror.QueueNotFound) {
+			return 0, nil
+		}
+		return 0, storageError(opDepth, q.name, err)
+	}
+	return int(deref(resp.ApproximateMessagesCount)), nil
+}
+
+// countEmptyReceive records a receive that found nothing. It is not an HTTP
+// attempt of its own, so the counting policy does not see it.
+func (q *Queue) countEmptyReceive(ctx context.Context) {
+	q.tx.empty.Add(1)
+	if q.account != nil {
+		q.account.tx.empty.Add(1)
+	}
+	for ch, _ := ctx.Value(observersKey{}).(*counterChain); ch != nil; ch = ch.next {
+		ch.c.empty.Add(1)
+	}
+}
+
+// owns checks that d came from q: a pop receipt only works on its own queue.
+func (q *Queue) owns(d *Delivery) error {
+	if d == nil || d.from != q {
+		return errors.New("azdispatch: delivery did not come from queue " + q.name)
+	}
+	return nil
+}
+
+// createIfMissing runs call; if the queue does not exist it creates it and
+// runs call once more. Creating lazily costs one request when the queue is
+// missing and none when it is there.
+func (q *Queue) createIfMissing(ctx context.Context, o op, call func(context.Context) error) error {
+	tagged := tagRequest(ctx, o, q.tx)
+	err := call(tagged)
+	if err != nil && queueerror.HasCode(err, queueerror.QueueNotFound) {
+		if cerr := q.Create(ctx); cerr != nil {
+			return cerr
+		}
+		err = call(tagged)
+	}
+	return storageError(o, q.name, err)
+}
+
+// seconds converts d to the service's whole seconds, rounding up so that a
+// message is never visible earlier than asked.
+func seconds(d time.Duration) int32 {
+	s := math.Ceil(d.Seconds())
+	if s > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(s)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

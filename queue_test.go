@@ -1,0 +1,330 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestQueueCreatesItselfOnFirstSendAndCountsEveryRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+
+	depth, err := q.Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, depth, "a missing queue is empty")
+
+	id, err := q.Send(ctx, "hello", nil)
+	require.NoError(t, err)
+	assert.NotEmpty(t, id)
+	// The first send found no queue (1), created it (1) and sent again (1).
+	assert.Equal(t, Transactions{Send: 2, Create: 1, Depth: 1}, q.Transactions())
+
+	batch, err := q.Receive(ctx, 32, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 1)
+	d := batch[0]
+	assert.Equal(t, id, d.ID)
+	assert.Equal(t, "hello", d.Text)
+	assert.EqualValues(t, 1, d.DequeueCount)
+	assert.Equal(t, q.Name(), d.QueueName())
+	assert.WithinDuration(t, time.Now().Add(30*time.Second), d.NextVisibleAt, 5*time.Second)
+
+	depth, err = q.Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, depth, "the depth counts invisible messages")
+
+	require.NoError(t, q.Delete(ctx, d))
+	empty, err := q.Receive(ctx, 32, time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, empty)
+
+	tx := q.Transactions()
+	assert.Equal(t, Transactions{Receive: 2, EmptyReceive: 1, Delete: 1, Send: 2, Depth: 2, Create: 1}, tx)
+	assert.EqualValues(t, 8, tx.Total())
+	assert.Equal(t, tx, q.account.Transactions(), "the account saw the same requests")
+}
+
+func TestQueueSendOptionsDelayAndTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	require.NoError(t, q.Create(ctx))
+	require.NoError(t, q.Create(ctx), "Create is idempotent")
+
+	_, err := q.Send(ctx, "later", &SendOptions{Delay: 1500 * time.Millisecond, TTL: time.Hour})
+	require.NoError(t, err)
+	batch, err := q.Receive(ctx, 1, time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, batch, "hidden by the initial delay")
+
+	require.Eventually(t, func() bool {
+		batch, err = q.Receive(ctx, 1, time.Second)
+		return err == nil && len(batch) == 1
+	}, 10*time.Second, 200*time.Millisecond)
+	assert.WithinDuration(t, batch[0].InsertedAt.Add(time.Hour), batch[0].ExpiresAt, 5*time.Second)
+
+	_, err = q.Send(ctx, "forever", &SendOptions{TTL: -1})
+	require.NoError(t, err)
+	_, err = q.Send(ctx, "x", &SendOptions{Delay: 8 * 24 * time.Hour})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestQueueSetVisibilityKeepsTextAndTracksThePopReceipt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	sendTexts(t, q, 1, func(int) string { return `{"keep":"me"} <&>` })
+
+	batch, err := q.Receive(ctx, 1, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 1)
+	d := batch[0]
+	first := d.popReceipt
+
+	require.NoError(t, q.SetVisibility(ctx, d, time.Minute), "renew")
+	assert.NotEqual(t, first, d.popReceipt, "an update issues a new pop receipt")
+	assert.WithinDuration(t, time.Now().Add(time.Minute), d.NextVisibleAt, 5*time.Second)
+
+	require.NoError(t, q.SetVisibility(ctx, d, 0), "release")
+	again, err := q.Receive(ctx, 1, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, again, 1, "a released message is visible at once")
+	assert.Equal(t, `{"keep":"me"} <&>`, again[0].Text, "the update kept the text")
+	assert.EqualValues(t, 2, again[0].DequeueCount)
+	require.NoError(t, q.Delete(ctx, again[0]))
+}
+
+func TestQueueStalePopReceiptMeansOwnershipLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	sendTexts(t, q, 1, func(int) string { return "contested" })
+
+	batch, err := q.Receive(ctx, 1, time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 1)
+	stale := batch[0]
+
+	var fresh *Delivery
+	require.Eventually(t, func() bool { // it reappears after its visibility timeout
+		again, err := q.Receive(ctx, 1, 30*time.Second)
+		if err != nil || len(again) == 0 {
+			return false
+		}
+		fresh = again[0]
+		return true
+	}, 10*time.Second, 200*time.Millisecond)
+	assert.EqualValues(t, 2, fresh.DequeueCount)
+
+	err = q.SetVisibility(ctx, stale, 0)
+	assert.ErrorIs(t, err, ErrOwnershipLost, "update with a stale receipt")
+	err = q.Delete(ctx, stale)
+	assert.ErrorIs(t, err, ErrOwnershipLost, "delete with a stale receipt")
+	var se *StorageError
+	require.ErrorAs(t, err, &se)
+	var re *azcore.ResponseError
+	require.ErrorAs(t, err, &re, "the SDK's error stays reachable")
+	assert.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound}, re.StatusCode)
+
+	require.NoError(t, q.Delete(ctx, fresh), "the new owner deletes it")
+	assert.ErrorIs(t, q.Delete(ctx, fresh), ErrOwnershipLost, "a second delete finds nothing")
+}
+
+func TestQueueRefusesWhatTheServiceWouldRefuseOrCorrupt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+
+	_, err := q.Send(ctx, strings.Repeat("a", ServiceMessageLimit+1), nil)
+	var tooLarge *MessageTooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	assert.Equal(t, ServiceMessageLimit+1, tooLarge.Size)
+	assert.ErrorIs(t, err, ErrMessageTooLarge)
+
+	for _, bad := range []string{"nul\x00", "bell\a", "bad utf8 \xff", "\uFFFE"} {
+		_, err = q.Send(ctx, bad, nil)
+		assert.ErrorIs(t, err, ErrInvalidText, "%q", bad)
+	}
+	assert.Zero(t, q.Transactions().Total(), "refused without a request")
+
+	// At the limit the emulator takes it: ASCII, and XML specials whose
+	// escaping on the wire does not count.
+	for _, text := range []string{strings.Repeat("a", ServiceMessageLimit), strings.Repeat("<&>\"'", ServiceMessageLimit/5)} {
+		_, err = q.Send(ctx, text, nil)
+		require.NoError(t, err)
+		batch, err := q.Receive(ctx, 1, 30*time.Second)
+		require.NoError(t, err)
+		require.Len(t, batch, 1)
+		assert.Equal(t, text, batch[0].Text)
+		require.NoError(t, q.Delete(ctx, batch[0]))
+	}
+
+	_, err = q.Receive(ctx, 33, time.Second)
+	assert.Error(t, err)
+	_, err = q.Receive(ctx, 1, 0)
+	assert.Error(t, err)
+}
+
+func TestQueueRejectsDeliveriesFromElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := testQueue(t), testQueue(t)
+	sendTexts(t, a, 1, func(int) string { return "from a" })
+	batch, err := a.Receive(ctx, 1, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 1)
+	assert.Error(t, b.Delete(ctx, batch[0]))
+	assert.Error(t, b.SetVisibility(ctx, batch[0], 0))
+	require.NoError(t, a.Delete(ctx, batch[0]))
+}
+
+func TestQueueCountsEveryRetryOfARequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var failures atomic32
+	f := &faultTransport{fail: func(r *http.Request) bool {
+		return r.Method == http.MethodGet && failures.dec() // the first two receives
+	}}
+	failures.set(2)
+	acct := faultyAccount(t, f, 3)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	require.NoError(t, q.Create(ctx))
+
+	batch, err := q.Receive(ctx, 32, time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, batch)
+	assert.EqualValues(t, 3, q.Transactions().Receive, "two 503s and the attempt that worked")
+	assert.EqualValues(t, 1, q.Transactions().EmptyReceive, "one call found nothing")
+
+	var c Counter
+	failures.set(100)
+	_, err = q.Receive(CountTransactions(ctx, &c), 32, time.Second)
+	var se *StorageError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
+	assert.Equal(t, "ServerBusy", se.Code)
+	assert.EqualValues(t, 4, c.Snapshot().Receive, "MaxRetries 3: four billable attempts")
+	assert.Contains(t, err.Error(), "503 ServerBusy")
+}
+
+func TestErrorsNeverCarryTheSASSignature(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const secret = "sig=TOPSECRETSIGNATURE"
+	noRetry := &AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
+		Retry: policy.RetryOptions{MaxRetries: -1},
+	}}}
+
+	// Nothing listens on port 1: a transport error, whose URL has the query.
+	acct, err := NewAccountWithSAS("http://127.0.0.1:1/devstoreaccount1?sv=2020-08-04&"+secret, noRetry)
+	require.NoError(t, err)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	_, err = q.Receive(ctx, 1, time.Second)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "TOPSECRET")
+	var ue *url.Error
+	require.ErrorAs(t, err, &ue)
+	assert.NotContains(t, ue.URL, "TOPSECRET")
+	assert.NotContains(t, ue.Error(), "TOPSECRET")
+
+	// The emulator refuses a forged signature: a response error.
+	endpoint := strings.TrimSuffix(testAccount(t, nil).service.URL(), "/")
+	q, err = NewQueueWithSAS(endpoint+"/"+uniqueName(t)+"?sv=2020-08-04&ss=q&srt=sco&sp=rwdlacup&se=2099-01-01T00:00:00Z&"+secret, noRetry)
+	require.NoError(t, err)
+	_, err = q.Send(ctx, "x", nil)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "TOPSECRET")
+	var re *azcore.ResponseError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, http.StatusForbidden, re.StatusCode)
+	assert.Nil(t, q.PoisonQueue(), "a queue-scoped SAS reaches no other queue")
+
+	_, err = NewAccountFromConnectionString("AccountName=x;AccountKey=TOPSECRET", nil)
+	if err != nil {
+		assert.NotContains(t, err.Error(), "TOPSECRET")
+	}
+	_, err = NewAccountFromConnectionString("nonsense TOPSECRET", nil)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "TOPSECRET")
+}
+
+func TestAccountCredentialsAllReachTheEmulator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := testAccount(t, nil)
+	endpoint := base.service.URL()
+
+	shared, err := NewAccountWithSharedKey(endpoint, "devstoreaccount1", emulatorKey, nil)
+	require.NoError(t, err)
+	q, err := shared.Queue(uniqueName(t))
+	require.NoError(t, err)
+	_, err = q.Send(ctx, "shared key", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "devstoreaccount1", shared.Name())
+
+	_, err = NewAccountWithSharedKey(endpoint, "devstoreaccount1", "not base64!", nil)
+	assert.Error(t, err)
+	_, err = NewAccount(endpoint, nil, nil)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+
+	// An account SAS signed with the key, as a user would make one.
+	cred, err := azqueue.NewSharedKeyCredential("devstoreaccount1", emulatorKey)
+	require.NoError(t, err)
+	res, perms := sasResources(), sasPermissions()
+	params, err := sas.AccountSignatureValues{
+		Protocol: sas.ProtocolHTTPSandHTTP, ExpiryTime: time.Now().Add(time.Hour),
+		Permissions: perms.String(), ResourceTypes: res.String(),
+	}.SignWithSharedKey(cred)
+	require.NoError(t, err)
+	sasURL := endpoint + "?" + params.Encode()
+	viaSAS, err := NewAccountWithSAS(sasURL, nil)
+	require.NoError(t, err)
+	q2, err := viaSAS.Queue(q.Name())
+	require.NoError(t, err)
+	batch, err := q2.Receive(ctx, 1, time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 1)
+	assert.Equal(t, "shared key", batch[0].Text)
+}
+
+func TestQueueNamesFollowTheServiceRules(t *testing.T) {
+	t.Parallel()
+	a := testAccount(t, nil)
+	for _, bad := range []string{"", "ab", "Upper", "has_underscore", "-lead", "trail-", "dou--ble", strings.Repeat("a", 57)} {
+		_, err := a.Queue(bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
+	}
+	for _, good := range []string{"abc", "a-b-c", "q1", strings.Repeat("a", 56)} {
+		if len(good) < 3 {
+			continue
+		}
+		q, err := a.Queue(good)
+		require.NoError(t, err, "%q", good)
+		assert.Equal(t, good+"-poison", q.PoisonQueue().Name())
+	}
+	q1, _ := a.Queue("same")
+	q2, _ := a.Queue("same")
+	assert.Same(t, q1, q2, "one *Queue per name, so listeners and publishers share it")
+}
+
+func TestRedactURL(t *testing.T) {
+	assert.Equal(t, "https://acct.queue.core.windows.net/q?REDACTED", redactURL("https://acct.queue.core.windows.net/q?sv=1&sig=abc"))
+	assert.Equal(t, "https://h/p", redactURL("https://user:pw@h/p"))
+	assert.Equal(t, "(unparsable URL)", redactURL("://bad url"))
+	assert.True(t, errors.Is(storageError(opSend, "q", &url.Error{Op: "Put", URL: "http://h/?sig=x", Err: context.DeadlineExceeded}), context.DeadlineExceeded))
+}

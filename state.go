@@ -1,0 +1,50 @@
+package azdispatch
+
+import "sync/atomic"
+
+// State is a point-in-time view of a listener.
+type State struct {
+	InFlight        int // messages being handled or settled now
+	ActiveDequeuers int // receive loops running now
+
+	Received  int64 // messages received
+	Succeeded int64 // handled without error and deleted
+	Failed    int64 // handler errors, panics and timeouts
+	Retried   int64 // failed messages released for another try
+	Poisoned  int64 // moved to the poison queue
+	Panics    int64 // of Failed, the handler panics
+	Lost      int64 // ownership lost before settling (stale pop receipt, failed delete): the message returns to the queue
+	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
+	Renewed   int64 // visibility renewals of long-running handlers
+
+	ReceiveErrors int64 // failed receive calls (each retried after a back-off)
+	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue
+
+	// Transactions counts the storage requests this listener made.
+	Transactions Transactions
+}
+
+// stats holds a listener's counters.
+type stats struct {
+	inFlight, active                                       atomic.Int64
+	received, succeeded, failed, retried, poisoned, panics atomic.Int64
+	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
+}
+
+func (s *stats) snapshot() State {
+	return State{
+		InFlight:        int(s.inFlight.Load()),
+		ActiveDequeuers: int(s.active.Load()),
+		Received:        s.received.Load(),
+		Succeeded:       s.succeeded.Load(),
+		Failed:          s.failed.Load(),
+		Retried:         s.retried.Load(),
+		Poisoned:        s.poisoned.Load(),
+		Panics:          s.panics.Load(),
+		Lost:            s.lost.Load(),
+		Released:        s.released.Load(),
+		Renewed:         s.renewed.Load(),
+		ReceiveErrors:   s.receiveErrors.Load(),
+		PoisonErrors:    s.poisonErrors.Load(),
+	}
+}

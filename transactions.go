@@ -1,0 +1,157 @@
+package azdispatch
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+)
+
+// op is the kind of a storage request, for counting and for errors.
+type op int
+
+const (
+	opOther op = iota
+	opReceive
+	opDelete
+	opUpdate
+	opSend
+	opDepth
+	opPeek
+	opCreate
+	numOps
+)
+
+func (o op) String() string {
+	switch o {
+	case opReceive:
+		return "receive"
+	case opDelete:
+		return "delete"
+	case opUpdate:
+		return "update"
+	case opSend:
+		return "send"
+	case opDepth:
+		return "depth"
+	case opPeek:
+		return "peek"
+	case opCreate:
+		return "create"
+	}
+	return "other"
+}
+
+// Transactions counts billable storage requests by kind. Every HTTP attempt
+// counts, retries included, because the service bills each one.
+type Transactions struct {
+	Receive      int64 // Get Messages requests, including those that found nothing
+	EmptyReceive int64 // of Receive, the calls that returned no message
+	Delete       int64 // Delete Message
+	Update       int64 // Update Message: visibility renewals and releases
+	Send         int64 // Put Message
+	Depth        int64 // Get Queue Properties, for the approximate depth
+	Peek         int64 // Peek Messages
+	Create       int64 // Create Queue
+	Other        int64 // anything else made through the account's client
+}
+
+// Total is the number of billable requests. EmptyReceive is part of Receive
+// and is not counted twice.
+func (t Transactions) Total() int64 {
+	return t.Receive + t.Delete + t.Update + t.Send + t.Depth + t.Peek + t.Create + t.Other
+}
+
+// Add returns the field-by-field sum of t and u.
+func (t Transactions) Add(u Transactions) Transactions {
+	return Transactions{
+		Receive: t.Receive + u.Receive, EmptyReceive: t.EmptyReceive + u.EmptyReceive,
+		Delete: t.Delete + u.Delete, Update: t.Update + u.Update, Send: t.Send + u.Send,
+		Depth: t.Depth + u.Depth, Peek: t.Peek + u.Peek, Create: t.Create + u.Create,
+		Other: t.Other + u.Other,
+	}
+}
+
+// Sub returns the field-by-field difference t − u: the requests made between
+// two snapshots.
+func (t Transactions) Sub(u Transactions) Transactions {
+	return Transactions{
+		Receive: t.Receive - u.Receive, EmptyReceive: t.EmptyReceive - u.EmptyReceive,
+		Delete: t.Delete - u.Delete, Update: t.Update - u.Update, Send: t.Send - u.Send,
+		Depth: t.Depth - u.Depth, Peek: t.Peek - u.Peek, Create: t.Create - u.Create,
+		Other: t.Other - u.Other,
+	}
+}
+
+// Counter accumulates Transactions. It is safe for concurrent use; the zero
+// value is ready. Attach one to a context with CountTransactions to learn what
+// a piece of work cost.
+type Counter struct {
+	ops   [numOps]atomic.Int64
+	empty atomic.Int64
+}
+
+func (c *Counter) add(o op) { c.ops[o].Add(1) }
+
+// Snapshot returns the counts so far.
+func (c *Counter) Snapshot() Transactions {
+	return Transactions{
+		Receive:      c.ops[opReceive].Load(),
+		EmptyReceive: c.empty.Load(),
+		Delete:       c.ops[opDelete].Load(),
+		Update:       c.ops[opUpdate].Load(),
+		Send:         c.ops[opSend].Load(),
+		Depth:        c.ops[opDepth].Load(),
+		Peek:         c.ops[opPeek].Load(),
+		Create:       c.ops[opCreate].Load(),
+		Other:        c.ops[opOther].Load(),
+	}
+}
+
+// counterChain is the list of counters a context's requests are counted in.
+type counterChain struct {
+	c    *Counter
+	next *counterChain
+}
+
+type observersKey struct{}
+
+// CountTransactions returns a copy of ctx in which every storage request this
+// package makes is also counted in c (besides the queue's and the account's
+// own counters). Contexts nest: an inner counter does not hide an outer one.
+func CountTransactions(ctx context.Context, c *Counter) context.Context {
+	outer, _ := ctx.Value(observersKey{}).(*counterChain)
+	return context.WithValue(ctx, observersKey{}, &counterChain{c: c, next: outer})
+}
+
+// requestTag says what a request is and which queue's counter it belongs to.
+type requestTag struct {
+	op    op
+	queue *Counter
+}
+
+type requestTagKey struct{}
+
+func tagRequest(ctx context.Context, o op, queue *Counter) context.Context {
+	return context.WithValue(ctx, requestTagKey{}, requestTag{op: o, queue: queue})
+}
+
+// countingPolicy sits in the SDK pipeline's per-retry slot, so it sees every
+// HTTP attempt, and counts it in the account's counter, the queue's counter
+// and every counter attached to the request's context.
+type countingPolicy struct{ account *Counter }
+
+func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
+	ctx := req.Raw().Context()
+	o := opOther
+	if tag, ok := ctx.Value(requestTagKey{}).(requestTag); ok {
+		o = tag.op
+		tag.queue.add(o)
+	}
+	p.account.add(o)
+	for ch, _ := ctx.Value(observersKey{}).(*counterChain); ch != nil; ch = ch.next {
+		ch.c.add(o)
+	}
+	return req.Next()
+}
