@@ -115,7 +115,9 @@ func (a *Account) Name() string { return a.name }
 // Transactions counts every request made through this account's client.
 func (a *Account) Transactions() Transactions { return a.tx.Snapshot() }
 
-// Queue returns the queue called name in this account. It makes no request:
+// Queue returns the queue called name in this account: 3 to 56 lowercase
+// letters, digits and single inner hyphens (the service allows 63; the rest
+// is kept for the "-poison" suffix of its poison queue). It makes no request:
 // the queue is created when a send or receive first finds it missing. The
 // same *Queue is returned for the same name, so that listeners and
 // publishers in one process share it.

@@ -8,9 +8,11 @@ import (
 
 // IdleFunc is asked by a dequeuer after each receive that found nothing, with
 // the listener's state and how many empty receives in a row this dequeuer has
-// made (1 on the first). It returns how long to wait before the next receive,
-// and whether this dequeuer may stop. A listener with a fixed number of
-// dequeuers ignores stop. It is called from several goroutines at once.
+// made (1 on the first); after a receive that returned fewer messages than it
+// asked for, it is asked with 1, since the queue had no more just then. It
+// returns how long to wait before the next receive, and whether this dequeuer
+// may stop; a listener with a fixed number of dequeuers (Dequeuers) ignores
+// stop. It is called from several goroutines at once.
 type IdleFunc func(s State, idleCount int) (delay time.Duration, stop bool)
 
 // RetryFunc returns how long a message whose handler failed stays hidden

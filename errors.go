@@ -58,6 +58,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error names the field and what is wrong with it.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("azdispatch: invalid %s: %s", e.Field, e.Reason)
 }
@@ -72,6 +73,7 @@ type MessageTooLargeError struct {
 	Limit int
 }
 
+// Error gives the size and the limit.
 func (e *MessageTooLargeError) Error() string {
 	return fmt.Sprintf("azdispatch: message is %d bytes, over the %d-byte limit", e.Size, e.Limit)
 }
@@ -92,6 +94,7 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
+// Error is the wrapped error's message, marked permanent.
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 
 // Unwrap returns the wrapped error.
@@ -103,12 +106,14 @@ type PanicError struct {
 	Stack []byte // the goroutine's stack at the panic
 }
 
+// Error gives the panic value (the stack is in Stack).
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
 // DecodeError reports a message text the codec could not turn into the
 // listener's type. Such messages are poisoned without reaching the handler.
 type DecodeError struct{ Err error }
 
+// Error is the codec's message.
 func (e *DecodeError) Error() string { return "decode: " + e.Err.Error() }
 
 // Unwrap returns the codec's error.
@@ -127,6 +132,8 @@ type StorageError struct {
 	Err        error
 }
 
+// Error names the operation, the queue and the status and error code (or
+// the redacted transport error).
 func (e *StorageError) Error() string {
 	if e.StatusCode != 0 {
 		code := e.Code
@@ -156,8 +163,6 @@ func (e *StorageError) ownershipLost() bool {
 	}
 	return false
 }
-
-func (e *StorageError) hasCode(c queueerror.Code) bool { return e.Code == string(c) }
 
 // storageError wraps err from a storage call, or returns nil for nil.
 func storageError(o op, queue string, err error) error {

@@ -104,6 +104,7 @@ func TestListenerLosesNothingThroughServerBusyAndLostResponses(t *testing.T) {
 	waitFor(t, "every job succeeded", func() bool { return c.succeeded() == n })
 	waitFor(t, "the queue emptied", func() bool { return depth(t, observer) == 0 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	s := l.State()
 	c.assertEachSucceededOnce(t, n, s.Lost)
@@ -139,6 +140,8 @@ func TestTwoListenersShareAQueueWithoutDuplicates(t *testing.T) {
 	waitFor(t, "all handled", func() bool { return a.State().Succeeded+b.State().Succeeded == n })
 	require.NoError(t, stopA())
 	require.NoError(t, stopB())
+	assertSettled(t, a.State())
+	assertSettled(t, b.State())
 
 	c.assertEachSucceededOnce(t, n, 0)
 	assert.Zero(t, a.State().Lost+b.State().Lost)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,13 +22,24 @@ func (l *Listener[T]) process(work context.Context, d *Delivery) {
 		return
 	}
 	var body T
-	if err := l.cfg.Codec.Decode(d.Text, &body); err != nil {
+	if err := l.decode(d.Text, &body); err != nil {
 		l.poison(work, d, (&DecodeError{Err: err}).Error())
 		return
 	}
 	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt, Queue: d.QueueName()}
 	err, lost := l.handle(work, d, m)
 	l.settle(work, d, err, lost)
+}
+
+// decode runs the codec, which may run user code (a type's UnmarshalJSON)
+// on untrusted input: a panic there poisons the message, not the process.
+func (l *Listener[T]) decode(text string, body *T) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("codec panicked: %v", v)
+		}
+	}()
+	return l.cfg.Codec.Decode(text, body)
 }
 
 // handle runs the handler with the message kept hidden meanwhile. It reports
@@ -75,8 +87,7 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 		l.stats.succeeded.Add(1)
 	case errors.Is(context.Cause(work), ErrDrainTimeout):
 		// Cut off by shutdown, not failed: let another listener have it now.
-		l.stats.released.Add(1)
-		l.release(ctx, d, 0)
+		l.count(l.release(ctx, d, 0), &l.stats.released)
 	case errors.As(err, new(*PermanentError)):
 		l.stats.failed.Add(1)
 		l.poison(work, d, err.Error())
@@ -93,16 +104,16 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 			return
 		}
 		log.Info("handler failed; retrying later", "err", err)
-		if l.release(ctx, d, l.cfg.Retry(d.DequeueCount)) {
-			l.stats.retried.Add(1)
-		}
+		l.count(l.release(ctx, d, l.cfg.Retry(d.DequeueCount)), &l.stats.retried)
 	}
 }
 
-// release hides d for after, remembering when it is due. It reports success.
+// release hides d for after (0: visible at once), remembering when it is
+// due. It reports success; on failure the message reappears when its
+// visibility timeout ends.
 func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
+	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
 	if err := l.src.SetVisibility(ctx, d, after); err != nil {
-		l.stats.lost.Add(1)
 		l.log.Warn("release failed; the message reappears after its visibility timeout", "id", d.ID, "err", err)
 		return false
 	}
@@ -127,13 +138,22 @@ func (l *Listener[T]) poison(work context.Context, d *Delivery, reason string) {
 	if err != nil {
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
-		l.release(ctx, d, l.cfg.Retry(d.DequeueCount))
+		l.count(l.release(ctx, d, l.cfg.Retry(d.DequeueCount)), &l.stats.retried)
 		return
 	}
 	l.stats.poisoned.Add(1)
 	log.Warn("message poisoned")
 	if err := l.src.Delete(ctx, d); err != nil {
 		log.Warn("copied to the poison queue but not deleted; it may be poisoned twice", "err", err)
+	}
+}
+
+// count records a settled message in c if ok, and as lost otherwise.
+func (l *Listener[T]) count(ok bool, c *atomic.Int64) {
+	if ok {
+		c.Add(1)
+	} else {
+		l.stats.lost.Add(1)
 	}
 }
 

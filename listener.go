@@ -17,8 +17,6 @@ const (
 	// settleTimeout bounds a delete, release or poison move, which outlive
 	// the listener's context so that a shutdown settles what it finished.
 	settleTimeout = 30 * time.Second
-	// stuckWarnEvery is how often Run logs handlers that outlive the drain.
-	stuckWarnEvery = 10 * time.Second
 )
 
 // Listener receives messages from a Source, decodes them into T and runs a
@@ -92,8 +90,8 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	for range l.cfg.Dequeuers {
 		dequeuers.Go(func() { l.dequeue(ctx, work, &handlers) })
 	}
-	dequeuers.Wait()
-	l.drain(&handlers, stopWork)
+	<-ctx.Done()
+	l.shutdown(&dequeuers, &handlers, stopWork)
 	return nil
 }
 
@@ -105,6 +103,12 @@ func (l *Listener[T]) dequeue(ctx, work context.Context, handlers *sync.WaitGrou
 	for {
 		n, err := l.slots.take(ctx, l.threshold, l.cfg.BatchSize)
 		if err != nil {
+			return
+		}
+		if ctx.Err() != nil {
+			// Slots were free, so take did not wait; receiving now would
+			// only cost a try of every message it brought back.
+			l.slots.give(n)
 			return
 		}
 		batch, err := l.receive(ctx, n)
@@ -160,51 +164,6 @@ func (l *Listener[T]) receive(ctx context.Context, n int) ([]*Delivery, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
 	defer cancel()
 	return l.src.Receive(rctx, n, l.cfg.VisibilityTimeout)
-}
-
-// releaseUnstarted makes messages received during shutdown visible again at
-// once, so that another listener gets them without waiting out the timeout.
-func (l *Listener[T]) releaseUnstarted(work context.Context, batch []*Delivery) {
-	ctx, cancel := settleContext(work)
-	defer cancel()
-	for _, d := range batch {
-		if err := l.src.SetVisibility(ctx, d, 0); err != nil {
-			l.log.Warn("release at shutdown failed; the message reappears after its visibility timeout",
-				"id", d.ID, "err", err)
-		}
-		l.stats.released.Add(1)
-		l.slots.give(1)
-	}
-}
-
-// drain waits for the handlers, cancelling their contexts after the drain timeout.
-func (l *Listener[T]) drain(handlers *sync.WaitGroup, stopWork context.CancelCauseFunc) {
-	done := make(chan struct{})
-	go func() { // owned here: drain does not return before done is closed
-		handlers.Wait()
-		close(done)
-	}()
-	if l.cfg.DrainTimeout > 0 {
-		timer := time.NewTimer(l.cfg.DrainTimeout)
-		defer timer.Stop()
-		select {
-		case <-done:
-			return
-		case <-timer.C:
-		}
-	}
-	stopWork(ErrDrainTimeout)
-	tick := time.NewTicker(stuckWarnEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			l.log.Warn("handlers still running after the drain timeout; Run waits for them",
-				"in_flight", l.stats.inFlight.Load())
-		}
-	}
 }
 
 // sleep waits for d or until ctx ends; it reports whether ctx is still live.

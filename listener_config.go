@@ -49,7 +49,8 @@ type ListenerConfig struct {
 	// more often than this (its handler kept failing, or its process kept
 	// dying) is poisoned before the handler runs; a failure on the last try
 	// poisons it at once. Defaults to 5, as the Azure Functions queue
-	// trigger does.
+	// trigger does. Every delivery counts, including one cut short by a
+	// shutdown, so values below 3 poison messages that were never really tried.
 	MaxDequeueCount int64
 
 	// PoisonQueue receives the messages given up on, in a PoisonEnvelope.

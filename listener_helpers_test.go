@@ -2,7 +2,6 @@ package azdispatch
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -147,4 +146,12 @@ func poisonEnvelopes(t testing.TB, q *Queue) []*PoisonEnvelope {
 	}
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
+// assertSettled checks the bookkeeping once a listener has stopped: every
+// received message is counted in exactly one final outcome.
+func assertSettled(t testing.TB, s State) {
+	t.Helper()
+	assert.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released,
+		"received = succeeded + retried + poisoned + lost + released: %+v", s)
+	assert.Zero(t, s.InFlight)
+	assert.Zero(t, s.ActiveDequeuers)
+}

@@ -27,6 +27,7 @@ func TestListenerHandlesEveryMessageOnceAndDeletesIt(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "all handled", func() bool { return l.State().Succeeded == n })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	c.assertEachSucceededOnce(t, n, 0)
 	s := l.State()
@@ -70,6 +71,7 @@ func TestListenerReleasesAFailureForARetryAfterItsDelay(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "all retried and handled", func() bool { return l.State().Succeeded == n })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	c.assertEachSucceededOnce(t, n, 0)
 	s := l.State()
@@ -100,6 +102,7 @@ func TestListenerPoisonsAPermanentFailureAtOnce(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "settled", func() bool { s := l.State(); return s.Succeeded == 2 && s.Poisoned == 2 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.Equal(t, 1, c.callsOf(1), "no retry of a permanent failure")
 	envs := poisonEnvelopes(t, q)
@@ -138,6 +141,7 @@ func TestListenerRecoversAPanicAsAFailure(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "handled on the second try", func() bool { return l.State().Succeeded == 3 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	s := l.State()
 	assert.EqualValues(t, 3, s.Panics)
@@ -165,6 +169,7 @@ func TestListenerPoisonsAMessageThatKeepsFailing(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.Equal(t, 3, c.callsOf(0), "MaxDequeueCount tries, then poison without a fourth delivery")
 	s := l.State()
@@ -198,6 +203,7 @@ func TestListenerPoisonsAnOverDeliveredMessageWithoutRunningTheHandler(t *testin
 	stop := started(t, l)
 	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.Zero(t, c.callsOf(0), "the handler never saw it")
 	envs := poisonEnvelopes(t, q)
@@ -218,6 +224,7 @@ func TestListenerPoisonsWhatItCannotDecode(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "settled", func() bool { s := l.State(); return s.Poisoned == 1 && s.Succeeded == 1 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.Zero(t, l.State().Failed, "a decode error is not a handler failure")
 	envs := poisonEnvelopes(t, q)
@@ -252,6 +259,8 @@ func TestListenerRenewsVisibilityWhileAHandlerRuns(t *testing.T) {
 	waitFor(t, "handled", func() bool { return a.State().Succeeded+b.State().Succeeded == 1 })
 	require.NoError(t, stopA())
 	require.NoError(t, stopB())
+	assertSettled(t, a.State())
+	assertSettled(t, b.State())
 
 	assert.Equal(t, 1, c.callsOf(0), "handled once: renewals kept it hidden")
 	renewed := a.State().Renewed + b.State().Renewed
@@ -313,6 +322,7 @@ func TestListenerCancelsTheHandlerWhenOwnershipIsLost(t *testing.T) {
 	}
 	waitFor(t, "counted as lost", func() bool { return l.State().Lost == 1 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 	s := l.State()
 	assert.Zero(t, s.Succeeded+s.Failed+s.Retried+s.Poisoned, "nothing settled with a stale receipt")
 	require.NoError(t, q.Delete(ctx, other), "the new owner still holds it")
@@ -338,6 +348,7 @@ func TestListenerHandlerTimeoutCancelsAndRetries(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "handled on the retry", func() bool { return l.State().Succeeded == 1 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 	assert.ErrorIs(t, <-cause, ErrHandlerTimeout)
 	assert.EqualValues(t, 1, l.State().Retried)
 }
@@ -390,6 +401,7 @@ func TestListenerShutdownCancelsHandlersAfterTheDrainTimeoutAndReleasesTheirMess
 	stop := started(t, l)
 	<-entered
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.ErrorIs(t, <-cause, ErrDrainTimeout)
 	s := l.State()
@@ -457,6 +469,7 @@ func TestListenerRunsOnceAtATime(t *testing.T) {
 	waitFor(t, "running", func() bool { return l.State().ActiveDequeuers == 1 })
 	assert.ErrorIs(t, l.Run(context.Background()), ErrAlreadyRunning)
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 	assert.Zero(t, l.State().ActiveDequeuers)
 }
 
@@ -476,6 +489,7 @@ func TestListenerKeepsAForeignMessageItCannotPoison(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "poison attempted", func() bool { return l.State().PoisonErrors == 1 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.Zero(t, l.State().Poisoned)
 	assert.Equal(t, 1, depth(t, q), "it stays in its queue, hidden for the retry delay")
@@ -526,4 +540,51 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+func TestListenerWithAnEndedContextMakesNoRequest(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sendJobs(t, q, 3)
+	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, quick(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, l.Run(ctx))
+	assert.Zero(t, l.State().Transactions.Total(), "no receive that would only cost each message a try")
+	batch, err := q.Receive(context.Background(), MaxBatch, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 3)
+	for _, d := range batch {
+		assert.EqualValues(t, 1, d.DequeueCount)
+	}
+}
+
+// touchy panics when decoded, like a buggy UnmarshalJSON meeting bad input.
+type touchy struct{}
+
+func (*touchy) UnmarshalJSON([]byte) error {
+	var m map[string]int
+	m["boom"]++ // nil map
+	return nil
+}
+
+func TestListenerPoisonsAMessageWhoseDecoderPanics(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sendTexts(t, q, 1, func(int) string { return `{"any":"thing"}` })
+	var called atomic.Bool
+	l, err := NewListener(q, func(context.Context, *Message[touchy]) error {
+		called.Store(true)
+		return nil
+	}, quick(t))
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	require.NoError(t, stop())
+	assertSettled(t, l.State())
+	assert.False(t, called.Load())
+	envs := poisonEnvelopes(t, q)
+	require.Len(t, envs, 1)
+	assert.Contains(t, envs[0].Reason, "codec panicked")
 }

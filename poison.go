@@ -3,7 +3,6 @@ package azdispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,8 +19,8 @@ const (
 	// poisonMagic starts every envelope, so that a reader of the poison queue
 	// (a person with Storage Explorer, or ParsePoison) can tell one at a glance.
 	poisonMagic = "azdispatch-poison/1 "
-	// requeueVisibility hides the poison messages Requeue leaves behind for
-	// the rest of its run, so that it does not read them again.
+	// requeueVisibility hides the poison messages Requeue leaves behind, so
+	// that its run mostly meets new ones.
 	requeueVisibility = 30 * time.Second
 )
 
@@ -115,13 +114,15 @@ type RequeueResult struct {
 // original text; the moved message starts again with a dequeue count of 0.
 // Each message is sent before it is deleted from the poison queue, so a
 // failure between the two leaves a copy in both places rather than in none.
-// Messages left behind are hidden for 30 s so the run does not meet them again.
+// Messages left behind are hidden for 30 s; Requeue remembers the IDs it has
+// seen and stops at the first batch that holds nothing new.
 func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (RequeueResult, error) {
 	var res RequeueResult
 	var o RequeueOptions
 	if opts != nil {
 		o = *opts
 	}
+	seen := make(map[string]bool)
 	for o.Max == 0 || res.Moved < o.Max {
 		want := MaxBatch
 		if o.Max > 0 {
@@ -131,10 +132,13 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 		if err != nil {
 			return res, err
 		}
-		if len(batch) == 0 {
-			return res, nil
-		}
+		fresh := 0
 		for _, d := range batch {
+			if seen[d.ID] {
+				continue // left behind earlier in this run, and back already
+			}
+			seen[d.ID] = true
+			fresh++
 			env, err := ParsePoison(d.Text)
 			switch {
 			case err != nil:
@@ -148,6 +152,9 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 				res.Moved++
 			}
 		}
+		if fresh == 0 {
+			return res, nil
+		}
 	}
 	return res, nil
 }
@@ -156,8 +163,8 @@ func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env 
 	if _, err := to.Send(ctx, env.Body, nil); err != nil {
 		return fmt.Errorf("azdispatch: requeue %s: %w", d.ID, err)
 	}
-	if err := poison.Delete(ctx, d); err != nil && !errors.Is(err, ErrOwnershipLost) {
-		return fmt.Errorf("azdispatch: requeue %s: sent, but not deleted from the poison queue: %w", d.ID, err)
+	if err := poison.Delete(ctx, d); err != nil {
+		return fmt.Errorf("azdispatch: requeue %s: sent, but not deleted from the poison queue (it may be requeued twice): %w", d.ID, err)
 	}
 	return nil
 }

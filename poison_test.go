@@ -89,6 +89,7 @@ func TestRequeueMovesPoisonedMessagesBackWithTheirBody(t *testing.T) {
 	assert.Equal(t, RequeueResult{Moved: 2, Skipped: 1, Invalid: 1}, res)
 	waitFor(t, "requeued handled", func() bool { return l.State().Succeeded == 2 })
 	require.NoError(t, stop())
+	assertSettled(t, l.State())
 
 	assert.Equal(t, 2, c.callsOf(0), "poisoned once, then handled")
 	assert.Equal(t, 2, c.callsOf(1))

@@ -2,7 +2,10 @@ package azdispatch
 
 import "sync/atomic"
 
-// State is a point-in-time view of a listener.
+// State is a point-in-time view of a listener. Every received message,
+// once settled, is counted in exactly one of Succeeded, Retried, Poisoned,
+// Lost and Released; Failed, Panics, Renewed and the error counts describe
+// what happened on the way.
 type State struct {
 	InFlight        int // messages being handled or settled now
 	ActiveDequeuers int // receive loops running now
@@ -10,15 +13,15 @@ type State struct {
 	Received  int64 // messages received
 	Succeeded int64 // handled without error and deleted
 	Failed    int64 // handler errors, panics and timeouts
-	Retried   int64 // failed messages released for another try
+	Retried   int64 // released to be tried again later: after a failure, or after a failed move to the poison queue
 	Poisoned  int64 // moved to the poison queue
 	Panics    int64 // of Failed, the handler panics
-	Lost      int64 // ownership lost before settling (stale pop receipt, failed delete): the message returns to the queue
+	Lost      int64 // not settled: ownership lost (stale pop receipt) or a delete or release failed; the message reappears when its visibility timeout ends
 	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
 	Renewed   int64 // visibility renewals of long-running handlers
 
 	ReceiveErrors int64 // failed receive calls (each retried after a back-off)
-	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue
+	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue, released for a retry delay
 
 	// Transactions counts the storage requests this listener made.
 	Transactions Transactions

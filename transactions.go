@@ -18,7 +18,6 @@ const (
 	opUpdate
 	opSend
 	opDepth
-	opPeek
 	opCreate
 	numOps
 )
@@ -35,8 +34,6 @@ func (o op) String() string {
 		return "send"
 	case opDepth:
 		return "depth"
-	case opPeek:
-		return "peek"
 	case opCreate:
 		return "create"
 	}
@@ -52,7 +49,6 @@ type Transactions struct {
 	Update       int64 // Update Message: visibility renewals and releases
 	Send         int64 // Put Message
 	Depth        int64 // Get Queue Properties, for the approximate depth
-	Peek         int64 // Peek Messages
 	Create       int64 // Create Queue
 	Other        int64 // anything else made through the account's client
 }
@@ -60,7 +56,7 @@ type Transactions struct {
 // Total is the number of billable requests. EmptyReceive is part of Receive
 // and is not counted twice.
 func (t Transactions) Total() int64 {
-	return t.Receive + t.Delete + t.Update + t.Send + t.Depth + t.Peek + t.Create + t.Other
+	return t.Receive + t.Delete + t.Update + t.Send + t.Depth + t.Create + t.Other
 }
 
 // Add returns the field-by-field sum of t and u.
@@ -68,7 +64,7 @@ func (t Transactions) Add(u Transactions) Transactions {
 	return Transactions{
 		Receive: t.Receive + u.Receive, EmptyReceive: t.EmptyReceive + u.EmptyReceive,
 		Delete: t.Delete + u.Delete, Update: t.Update + u.Update, Send: t.Send + u.Send,
-		Depth: t.Depth + u.Depth, Peek: t.Peek + u.Peek, Create: t.Create + u.Create,
+		Depth: t.Depth + u.Depth, Create: t.Create + u.Create,
 		Other: t.Other + u.Other,
 	}
 }
@@ -79,7 +75,7 @@ func (t Transactions) Sub(u Transactions) Transactions {
 	return Transactions{
 		Receive: t.Receive - u.Receive, EmptyReceive: t.EmptyReceive - u.EmptyReceive,
 		Delete: t.Delete - u.Delete, Update: t.Update - u.Update, Send: t.Send - u.Send,
-		Depth: t.Depth - u.Depth, Peek: t.Peek - u.Peek, Create: t.Create - u.Create,
+		Depth: t.Depth - u.Depth, Create: t.Create - u.Create,
 		Other: t.Other - u.Other,
 	}
 }
@@ -103,7 +99,6 @@ func (c *Counter) Snapshot() Transactions {
 		Update:       c.ops[opUpdate].Load(),
 		Send:         c.ops[opSend].Load(),
 		Depth:        c.ops[opDepth].Load(),
-		Peek:         c.ops[opPeek].Load(),
 		Create:       c.ops[opCreate].Load(),
 		Other:        c.ops[opOther].Load(),
 	}
