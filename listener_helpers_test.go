@@ -155,3 +155,17 @@ func assertSettled(t testing.TB, s State) {
 	assert.Zero(t, s.InFlight)
 	assert.Zero(t, s.ActiveDequeuers)
 }
+
+// waitsForCancel returns a handler that signals entered on its first call,
+// blocks until its context ends, and reports the context's cause.
+func waitsForCancel() (h Handler[job], entered <-chan struct{}, cause <-chan error) {
+	in, out := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	h = func(ctx context.Context, _ *Message[job]) error {
+		once.Do(func() { close(in) })
+		<-ctx.Done()
+		out <- context.Cause(ctx)
+		return ctx.Err()
+	}
+	return h, in, out
+}

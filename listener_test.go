@@ -296,17 +296,11 @@ func TestListenerCancelsTheHandlerWhenOwnershipIsLost(t *testing.T) {
 
 	cfg := quick(t)
 	cfg.VisibilityTimeout = 2 * time.Second
-	started1 := make(chan struct{})
-	cause := make(chan error, 1)
-	l, err := NewListener(src, func(ctx context.Context, _ *Message[job]) error {
-		close(started1)
-		<-ctx.Done()
-		cause <- context.Cause(ctx)
-		return ctx.Err()
-	}, cfg)
+	h, entered, cause := waitsForCancel()
+	l, err := NewListener(src, h, cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
-	<-started1
+	<-entered
 
 	// Another process changes the message (new pop receipt) and takes it.
 	src.mu.Lock()
@@ -389,14 +383,8 @@ func TestListenerShutdownCancelsHandlersAfterTheDrainTimeoutAndReleasesTheirMess
 
 	cfg := quick(t)
 	cfg.DrainTimeout = 200 * time.Millisecond
-	entered := make(chan struct{})
-	cause := make(chan error, 1)
-	l, err := NewListener(q, func(ctx context.Context, _ *Message[job]) error {
-		close(entered)
-		<-ctx.Done()
-		cause <- context.Cause(ctx)
-		return ctx.Err()
-	}, cfg)
+	h, entered, cause := waitsForCancel()
+	l, err := NewListener(q, h, cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
 	<-entered
@@ -587,4 +575,37 @@ func TestListenerPoisonsAMessageWhoseDecoderPanics(t *testing.T) {
 	envs := poisonEnvelopes(t, q)
 	require.Len(t, envs, 1)
 	assert.Contains(t, envs[0].Reason, "codec panicked")
+}
+
+func TestListenerLetsAnotherTryRunWhileAHandlerHangs(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sendJobs(t, q, 1)
+
+	cfg := quick(t)
+	cfg.VisibilityTimeout = 2 * time.Second
+	cfg.HandlerTimeout = 500 * time.Millisecond
+	release := make(chan struct{})
+	secondTry := make(chan struct{})
+	l, err := NewListener(q, func(ctx context.Context, m *Message[job]) error {
+		if m.DequeueCount == 1 {
+			<-release // hangs, ignoring its context
+			return nil
+		}
+		close(secondTry)
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	select {
+	case <-secondTry: // renewals stopped at the timeout, so the message came back
+	case <-time.After(30 * time.Second):
+		t.Fatal("no second try while the first hung")
+	}
+	waitFor(t, "second try deleted it", func() bool { return l.State().Succeeded == 1 })
+	close(release)
+	waitFor(t, "the hung try settled", func() bool { return l.State().Lost == 1 })
+	require.NoError(t, stop())
+	assertSettled(t, l.State())
+	assert.Equal(t, 0, depth(t, q))
 }
