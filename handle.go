@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,7 @@ func (l *Listener[T]) process(work context.Context, d *Delivery) {
 		return
 	}
 	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt, Queue: d.QueueName()}
-	err, lost := l.handle(work, d, m)
+	lost, err := l.handle(work, d, m)
 	l.settle(work, d, err, lost)
 }
 
@@ -43,8 +44,8 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 }
 
 // handle runs the handler with the message kept hidden meanwhile. It reports
-// the handler's result, and whether ownership was lost while it ran.
-func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (err error, lost bool) {
+// whether ownership was lost while it ran, and the handler's result.
+func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (lost bool, err error) {
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
 	if l.cfg.HandlerTimeout > 0 {
@@ -54,7 +55,7 @@ func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (
 	}
 	r := l.startRenewer(work, ctx, d, cancel)
 	err = l.call(ctx, m)
-	return err, r.stop()
+	return r.stop(), err
 }
 
 // call runs the handler, turning a panic into a *PanicError.
@@ -71,17 +72,16 @@ func (l *Listener[T]) call(ctx context.Context, m *Message[T]) (err error) {
 func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost bool) {
 	ctx, cancel := settleContext(work)
 	defer cancel()
-	log := l.log.With("id", d.ID, "dequeue_count", d.DequeueCount)
 
 	var pe *PanicError
 	switch {
 	case lost:
 		l.stats.lost.Add(1)
-		log.Warn("ownership lost while handling; the message will be delivered again", "err", err)
+		l.msgLog(d).Warn("ownership lost while handling; the message will be delivered again", "err", err)
 	case err == nil:
 		if derr := l.src.Delete(ctx, d); derr != nil {
 			l.stats.lost.Add(1)
-			log.Warn("handled, but the delete failed; the message will be delivered again", "err", derr)
+			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again", "err", derr)
 			return
 		}
 		l.stats.succeeded.Add(1)
@@ -95,7 +95,7 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 		l.stats.failed.Add(1)
 		if errors.As(err, &pe) {
 			l.stats.panics.Add(1)
-			log.Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+			l.msgLog(d).Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 		}
 		if d.DequeueCount >= l.cfg.MaxDequeueCount {
 			// Its last try: poison now rather than at the next delivery,
@@ -103,7 +103,7 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 			l.poison(work, d, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
 			return
 		}
-		log.Info("handler failed; retrying later", "err", err)
+		l.msgLog(d).Info("handler failed; retrying later", "err", err)
 		l.count(l.release(ctx, d, l.cfg.Retry(d.DequeueCount)), &l.stats.retried)
 	}
 }
@@ -114,7 +114,7 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
 	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
 	if err := l.src.SetVisibility(ctx, d, after); err != nil {
-		l.log.Warn("release failed; the message reappears after its visibility timeout", "id", d.ID, "err", err)
+		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
 		return false
 	}
 	if after > 0 {
@@ -130,7 +130,7 @@ func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Durat
 func (l *Listener[T]) poison(work context.Context, d *Delivery, reason string) {
 	ctx, cancel := settleContext(work)
 	defer cancel()
-	log := l.log.With("id", d.ID, "dequeue_count", d.DequeueCount, "reason", reason)
+	log := l.msgLog(d).With("reason", reason)
 	text, err := newPoisonEnvelope(l.src.Name(), d, reason, time.Now()).Encode()
 	if err == nil {
 		_, err = l.cfg.PoisonQueue.Send(ctx, text, &SendOptions{TTL: -1})
@@ -146,6 +146,12 @@ func (l *Listener[T]) poison(work context.Context, d *Delivery, reason string) {
 	if err := l.src.Delete(ctx, d); err != nil {
 		log.Warn("copied to the poison queue but not deleted; it may be poisoned twice", "err", err)
 	}
+}
+
+// msgLog is the logger for one message's events. It is made only when
+// something is logged: most messages log nothing.
+func (l *Listener[T]) msgLog(d *Delivery) *slog.Logger {
+	return l.log.With("id", d.ID, "dequeue_count", d.DequeueCount)
 }
 
 // count records a settled message in c if ok, and as lost otherwise.

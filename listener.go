@@ -138,19 +138,18 @@ func (l *Listener[T]) dequeue(ctx, work context.Context, handlers *sync.WaitGrou
 			idle = 0
 			continue // there may be more: receive again at once
 		}
-		if len(batch) > 0 {
-			// Fewer than asked for: the queue had no more just now, so
-			// the next receive would most likely come back empty. Wait as
-			// after a first empty receive, without counting it as idle.
+		// Fewer than asked for: the queue had no more just now, so an
+		// immediate receive would most likely come back empty. After a
+		// partial batch, wait as after a first empty receive, without
+		// counting it as idle.
+		step := 1
+		if len(batch) == 0 {
+			idle++
+			step = idle
+		} else {
 			idle = 0
-			delay, _ := l.cfg.Idle(l.State(), 1)
-			if !sleep(ctx, l.due.limit(time.Now(), delay)) {
-				return
-			}
-			continue
 		}
-		idle++
-		delay, _ := l.cfg.Idle(l.State(), idle)
+		delay, _ := l.cfg.Idle(l.State(), step)
 		if !sleep(ctx, l.due.limit(time.Now(), delay)) {
 			return
 		}
