@@ -60,8 +60,8 @@ func main() {
 	flag.BoolVar(&o.json, "json", false, "print one JSON object per line instead of a table")
 	flag.DurationVar(&o.latency, "latency", 0, "add this to every request, a stand-in for the round trip to a real account")
 	flag.IntVar(&o.messages, "messages", 1000, "messages per run (Azurite slows past about 1,000 held)")
-	flag.IntVar(&o.rounds, "rounds", 3, "runs per variant; the median is reported")
-	flag.DurationVar(&o.limit, "limit", 20*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
+	flag.IntVar(&o.rounds, "rounds", 5, "runs per variant; the median is reported")
+	flag.DurationVar(&o.limit, "limit", 15*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
 	flag.Parse()
 
