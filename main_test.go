@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 	emulator, err := azurite.Start(ctx, nil)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "azdispatch tests need Azurite: %v\n%s\n", err, azurite.HowTo)
+		msg := err.Error()
+		if !strings.Contains(msg, azurite.HowTo) {
+			msg += "\n" + azurite.HowTo
+		}
+		fmt.Fprintln(os.Stderr, "azdispatch tests need Azurite:", msg)
 		os.Exit(1)
 	}
 	os.Setenv(azurite.EnvConnectionString, emulator.ConnectionString())

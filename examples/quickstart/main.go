@@ -136,7 +136,7 @@ func run(orders int, verbose bool) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  poison: %q after %d tries: %s\n", env.Body, env.DequeueCount, env.Reason)
+		fmt.Printf("  poison: %q (dequeued %d times): %s\n", env.Body, env.DequeueCount, env.Reason)
 	}
 
 	if s.Succeeded+s.Poisoned != int64(sent) {
