@@ -80,7 +80,7 @@ func TestListenerAndPublisherAgreeOnEachCodec(t *testing.T) {
 			require.NoError(t, err)
 
 			got := make(chan string, 1)
-			cfg := quick(t)
+			cfg := quick()
 			cfg.Codec = tt.codec
 			l, err := NewListener(q, func(_ context.Context, m *Message[string]) error {
 				got <- m.Body

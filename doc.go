@@ -42,7 +42,8 @@
 // (Transactions), and so do an Account and a Listener; CountTransactions
 // counts the requests made under one context. A busy listener makes about
 // 1.03 requests per message (a receive per 32 messages and a delete each);
-// an idle one backs off exponentially to one receive per ~30 s.
+// an idle one backs off exponentially (the Idle hook) to one receive every
+// 24 to 30 s.
 //
 // # Shutdown
 //

@@ -80,7 +80,7 @@ func TestListenerLosesNothingThroughServerBusyAndLostResponses(t *testing.T) {
 	sendJobs(t, q, n)
 	chaos.set(true)
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.VisibilityTimeout = 2 * time.Second // what a lost receive hid comes back soon
 	cfg.MaxDequeueCount = 50                // redeliveries caused by chaos must not poison
 	c := newTally()
@@ -130,7 +130,7 @@ func TestTwoListenersShareAQueueWithoutDuplicates(t *testing.T) {
 		}
 		return nil
 	})
-	cfg := quick(t)
+	cfg := quick()
 	cfg.Concurrency = 8 // small, so both listeners get work
 	a, err := NewListener(q, h, cfg)
 	require.NoError(t, err)

@@ -16,8 +16,8 @@ type job struct {
 }
 
 // quick returns a config for tests: short idle back-off and retry delay,
-// so that tests finish in seconds, and a logger into the test's output.
-func quick(t testing.TB) *ListenerConfig {
+// so that tests finish in seconds.
+func quick() *ListenerConfig {
 	return &ListenerConfig{
 		Idle:  ExponentialIdle(0, 200*time.Millisecond),
 		Retry: func(int64) time.Duration { return time.Second },

@@ -22,7 +22,7 @@ func TestListenerHandlesEveryMessageOnceAndDeletesIt(t *testing.T) {
 	sendJobs(t, q, n)
 
 	c := newTally()
-	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), quick(t))
+	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "all handled", func() bool { return l.State().Succeeded == n })
@@ -51,7 +51,7 @@ func TestListenerReleasesAFailureForARetryAfterItsDelay(t *testing.T) {
 	var mu sync.Mutex
 	firstFailure := map[int]time.Time{}
 	var retryGap []time.Duration
-	cfg := quick(t)
+	cfg := quick()
 	cfg.Retry = func(count int64) time.Duration {
 		assert.EqualValues(t, 1, count, "the retry delay is asked with the dequeue count")
 		return 2 * time.Second
@@ -97,7 +97,7 @@ func TestListenerPoisonsAPermanentFailureAtOnce(t *testing.T) {
 			return Permanent(fmt.Errorf("order %d is malformed", m.Body.N))
 		}
 		return nil
-	}), quick(t))
+	}), quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "settled", func() bool { s := l.State(); return s.Succeeded == 2 && s.Poisoned == 2 })
@@ -128,7 +128,7 @@ func TestListenerRecoversAPanicAsAFailure(t *testing.T) {
 
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	cfg := quick(t)
+	cfg := quick()
 	cfg.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
 	c := newTally()
 	l, err := NewListener(q, c.handler(func(_ context.Context, m *Message[job]) error {
@@ -159,7 +159,7 @@ func TestListenerPoisonsAMessageThatKeepsFailing(t *testing.T) {
 	q := testQueue(t)
 	sendJobs(t, q, 1)
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.MaxDequeueCount = 3
 	c := newTally()
 	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error {
@@ -195,7 +195,7 @@ func TestListenerPoisonsAnOverDeliveredMessageWithoutRunningTheHandler(t *testin
 		})
 	}
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.MaxDequeueCount = 2
 	c := newTally()
 	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), cfg)
@@ -219,7 +219,7 @@ func TestListenerPoisonsWhatItCannotDecode(t *testing.T) {
 	sendJobs(t, q, 1)
 
 	c := newTally()
-	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), quick(t))
+	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "settled", func() bool { s := l.State(); return s.Poisoned == 1 && s.Succeeded == 1 })
@@ -240,7 +240,7 @@ func TestListenerRenewsVisibilityWhileAHandlerRuns(t *testing.T) {
 
 	// Two listeners compete; without renewals the message would reappear
 	// after 2 s and the other listener would handle it too.
-	cfg := quick(t)
+	cfg := quick()
 	cfg.VisibilityTimeout = 2 * time.Second
 	c := newTally()
 	h := c.handler(func(ctx context.Context, _ *Message[job]) error {
@@ -294,7 +294,7 @@ func TestListenerCancelsTheHandlerWhenOwnershipIsLost(t *testing.T) {
 	sendJobs(t, q, 1)
 	src := &stealable{Queue: q}
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.VisibilityTimeout = 2 * time.Second
 	h, entered, cause := waitsForCancel()
 	l, err := NewListener(src, h, cfg)
@@ -327,7 +327,7 @@ func TestListenerHandlerTimeoutCancelsAndRetries(t *testing.T) {
 	q := testQueue(t)
 	sendJobs(t, q, 1)
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.HandlerTimeout = 300 * time.Millisecond
 	cause := make(chan error, 1)
 	l, err := NewListener(q, func(ctx context.Context, m *Message[job]) error {
@@ -357,7 +357,7 @@ func TestListenerShutdownWaitsForRunningHandlers(t *testing.T) {
 		close(entered)
 		<-finish
 		return ctx.Err() // nil: the drain has not cancelled it
-	}, quick(t))
+	}, quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	<-entered
@@ -381,7 +381,7 @@ func TestListenerShutdownCancelsHandlersAfterTheDrainTimeoutAndReleasesTheirMess
 	q := testQueue(t)
 	sendJobs(t, q, 1)
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.DrainTimeout = 200 * time.Millisecond
 	h, entered, cause := waitsForCancel()
 	l, err := NewListener(q, h, cfg)
@@ -431,7 +431,7 @@ func TestListenerReleasesMessagesReceivedDuringShutdown(t *testing.T) {
 	l, err := NewListener(src, func(context.Context, *Message[job]) error {
 		handled.Add(1)
 		return nil
-	}, quick(t))
+	}, quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	<-src.inReceive
@@ -451,7 +451,7 @@ func TestListenerReleasesMessagesReceivedDuringShutdown(t *testing.T) {
 func TestListenerRunsOnceAtATime(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, quick(t))
+	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "running", func() bool { return l.State().ActiveDequeuers == 1 })
@@ -468,7 +468,7 @@ func TestListenerKeepsAForeignMessageItCannotPoison(t *testing.T) {
 	// around it would not fit in the poison queue.
 	sendTexts(t, q, 1, func(int) string { return `"` + string(bytes.Repeat([]byte("x"), ServiceMessageLimit-2)) + `"` })
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.Retry = func(int64) time.Duration { return time.Hour }
 	l, err := NewListener(q, func(context.Context, *Message[string]) error {
 		return Permanent(errors.New("unwanted"))
@@ -534,7 +534,7 @@ func TestListenerWithAnEndedContextMakesNoRequest(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
 	sendJobs(t, q, 3)
-	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, quick(t))
+	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, quick())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -565,7 +565,7 @@ func TestListenerPoisonsAMessageWhoseDecoderPanics(t *testing.T) {
 	l, err := NewListener(q, func(context.Context, *Message[touchy]) error {
 		called.Store(true)
 		return nil
-	}, quick(t))
+	}, quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
@@ -582,7 +582,7 @@ func TestListenerLetsAnotherTryRunWhileAHandlerHangs(t *testing.T) {
 	q := testQueue(t)
 	sendJobs(t, q, 1)
 
-	cfg := quick(t)
+	cfg := quick()
 	cfg.VisibilityTimeout = 2 * time.Second
 	cfg.HandlerTimeout = 500 * time.Millisecond
 	release := make(chan struct{})

@@ -76,7 +76,7 @@ func TestRequeueMovesPoisonedMessagesBackWithTheirBody(t *testing.T) {
 			return Permanent(errors.New("downstream rejects it"))
 		}
 		return nil
-	}), quick(t))
+	}), quick())
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "all poisoned", func() bool { return l.State().Poisoned == 3 })
