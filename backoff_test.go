@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestIdleDelayFollowsTheSeedCurve(t *testing.T) {
+func TestIdleDelayFollowsTheRandomizedExponentialCurve(t *testing.T) {
 	const ms = time.Millisecond
 	tests := []struct {
 		name       string
