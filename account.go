@@ -166,8 +166,8 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 }
 
 // clientOptions copies the caller's SDK options, fills our defaults and adds
-// the counting policy. The caller's struct is not modified: the SDK appends
-// its own policies to the slices it is given.
+// the counting policy. The caller's struct and slices are not modified: the
+// SDK appends its own policies to the PerRetryPolicies slice it is given.
 func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 	var co azqueue.ClientOptions
 	if opts != nil && opts.Client != nil {
@@ -181,7 +181,6 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 	}
 	tx := new(Counter)
 	co.PerRetryPolicies = append(append([]policy.Policy(nil), co.PerRetryPolicies...), countingPolicy{account: tx})
-	co.PerCallPolicies = append([]policy.Policy(nil), co.PerCallPolicies...)
 	return &co, tx
 }
 

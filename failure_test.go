@@ -44,7 +44,7 @@ func (c *chaosTransport) Do(req *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		c.busyHits++
 		c.mu.Unlock()
-		return (&faultTransport{fail: func(*http.Request) bool { return true }}).Do(req)
+		return serverBusy(req), nil
 	}
 	resp, err := c.next.Do(req)
 	if r < c.busy+c.lostResponse && err == nil {

@@ -82,14 +82,19 @@ type faultTransport struct {
 func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 	if f.fail != nil && f.fail(req) {
 		f.hits.Add(1)
-		body := `<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>injected</Message></Error>`
-		return &http.Response{
-			StatusCode: http.StatusServiceUnavailable, Status: "503 Server Busy",
-			Header: http.Header{"X-Ms-Error-Code": {"ServerBusy"}, "Content-Type": {"application/xml"}},
-			Body:   io.NopCloser(strings.NewReader(body)), Request: req, ContentLength: int64(len(body)),
-		}, nil
+		return serverBusy(req), nil
 	}
 	return f.next.Do(req)
+}
+
+// serverBusy is the service's answer when it throttles: 503 ServerBusy.
+func serverBusy(req *http.Request) *http.Response {
+	body := `<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>injected</Message></Error>`
+	return &http.Response{
+		StatusCode: http.StatusServiceUnavailable, Status: "503 Server Busy",
+		Header: http.Header{"X-Ms-Error-Code": {"ServerBusy"}, "Content-Type": {"application/xml"}},
+		Body:   io.NopCloser(strings.NewReader(body)), Request: req, ContentLength: int64(len(body)),
+	}
 }
 
 // faultyAccount opens the emulator with f between the SDK and the network,

@@ -59,27 +59,6 @@ func (t Transactions) Total() int64 {
 	return t.Receive + t.Delete + t.Update + t.Send + t.Depth + t.Create + t.Other
 }
 
-// Add returns the field-by-field sum of t and u.
-func (t Transactions) Add(u Transactions) Transactions {
-	return Transactions{
-		Receive: t.Receive + u.Receive, EmptyReceive: t.EmptyReceive + u.EmptyReceive,
-		Delete: t.Delete + u.Delete, Update: t.Update + u.Update, Send: t.Send + u.Send,
-		Depth: t.Depth + u.Depth, Create: t.Create + u.Create,
-		Other: t.Other + u.Other,
-	}
-}
-
-// Sub returns the field-by-field difference t − u: the requests made between
-// two snapshots.
-func (t Transactions) Sub(u Transactions) Transactions {
-	return Transactions{
-		Receive: t.Receive - u.Receive, EmptyReceive: t.EmptyReceive - u.EmptyReceive,
-		Delete: t.Delete - u.Delete, Update: t.Update - u.Update, Send: t.Send - u.Send,
-		Depth: t.Depth - u.Depth, Create: t.Create - u.Create,
-		Other: t.Other - u.Other,
-	}
-}
-
 // Counter accumulates Transactions. It is safe for concurrent use; the zero
 // value is ready. Attach one to a context with CountTransactions to learn what
 // a piece of work cost.
