@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 )
 
@@ -22,6 +23,7 @@ import (
 type Account struct {
 	name    string // for logs and errors; never a credential
 	service *azqueue.ServiceClient
+	blob    *service.Client // nil when the blob service URL is unknown
 	tx      *Counter
 
 	mu     sync.Mutex
@@ -38,6 +40,13 @@ type AccountOptions struct {
 	// connection for most requests. Retry.TryTimeout defaults to 30 s, so a
 	// request on a dead connection cannot stall a dequeuer forever.
 	Client *azqueue.ClientOptions
+
+	// BlobServiceURL is the account's blob service, used for offloaded
+	// payloads and leases. It defaults to the queue service URL with "queue"
+	// replaced by "blob" in the host name (and, for a connection string, to
+	// its BlobEndpoint); set it for emulators and custom domains. An account
+	// SAS in the URL must cover the blob service too.
+	BlobServiceURL string
 }
 
 // emulatorKey is the published, well-known key of the Azure Storage emulator's
@@ -50,7 +59,7 @@ const emulatorKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I
 func NewAccountFromConnectionString(connectionString string, opts *AccountOptions) (*Account, error) {
 	if strings.EqualFold(strings.TrimRight(strings.TrimSpace(connectionString), ";"), "UseDevelopmentStorage=true") {
 		connectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + emulatorKey +
-			";QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
+			";BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
 	}
 	co, tx := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientFromConnectionString(connectionString, co)
@@ -59,7 +68,35 @@ func NewAccountFromConnectionString(connectionString string, opts *AccountOption
 		// echo it, it holds a key or a signature.
 		return nil, errors.New("azdispatch: invalid connection string (it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true)")
 	}
-	return newAccount(svc, tx), nil
+	a := newAccount(svc, tx)
+	if opts != nil && opts.BlobServiceURL != "" {
+		// An explicit URL wins; the string's key or signature still applies.
+		a.blob = blobClientFromConnectionString(replaceBlobEndpoint(connectionString, opts.BlobServiceURL), co)
+	} else {
+		a.blob = blobClientFromConnectionString(connectionString, co)
+	}
+	return a, nil
+}
+
+// blobClientFromConnectionString returns nil when the string names no blob
+// service; features that need one then fail with ErrNoBlobService.
+func blobClientFromConnectionString(connectionString string, co *azqueue.ClientOptions) *service.Client {
+	c, err := service.NewClientFromConnectionString(connectionString, blobOptions(co))
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// replaceBlobEndpoint sets the BlobEndpoint of a connection string.
+func replaceBlobEndpoint(connectionString, endpoint string) string {
+	var kept []string
+	for _, part := range strings.Split(connectionString, ";") {
+		if k, _, _ := strings.Cut(part, "="); !strings.EqualFold(strings.TrimSpace(k), "BlobEndpoint") && part != "" {
+			kept = append(kept, part)
+		}
+	}
+	return strings.Join(append(kept, "BlobEndpoint="+endpoint), ";")
 }
 
 // NewAccount opens the account at serviceURL (https://<account>.queue.core.windows.net/)
@@ -73,7 +110,13 @@ func NewAccount(serviceURL string, cred azcore.TokenCredential, opts *AccountOpt
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
 	}
-	return newAccount(svc, tx), nil
+	a := newAccount(svc, tx)
+	if u := blobServiceURL(serviceURL, opts); u != "" {
+		if a.blob, err = service.NewClient(u, cred, blobOptions(co)); err != nil {
+			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
+		}
+	}
+	return a, nil
 }
 
 // NewAccountWithSharedKey opens the account at serviceURL with its name and
@@ -88,7 +131,17 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
 	}
-	return newAccount(svc, tx), nil
+	a := newAccount(svc, tx)
+	if u := blobServiceURL(serviceURL, opts); u != "" {
+		bcred, err := service.NewSharedKeyCredential(accountName, accountKey)
+		if err != nil {
+			return nil, errors.New("azdispatch: invalid shared key credential (the key must be base64)")
+		}
+		if a.blob, err = service.NewClientWithSharedKeyCredential(u, bcred, blobOptions(co)); err != nil {
+			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
+		}
+	}
+	return a, nil
 }
 
 // NewAccountWithSAS opens an account through a service URL that carries an
@@ -102,7 +155,13 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", redactURLError(err))
 	}
-	return newAccount(svc, tx), nil
+	a := newAccount(svc, tx)
+	if u := blobServiceURL(serviceURLWithSAS, opts); u != "" {
+		if a.blob, err = service.NewClientWithNoCredential(u, blobOptions(co)); err != nil {
+			return nil, fmt.Errorf("azdispatch: new blob client: %w", redactURLError(err))
+		}
+	}
+	return a, nil
 }
 
 func newAccount(svc *azqueue.ServiceClient, tx *Counter) *Account {

@@ -19,6 +19,11 @@ const (
 	opSend
 	opDepth
 	opCreate
+	opBlobRead
+	opBlobWrite
+	opBlobDelete
+	opBlobLease
+	opBlobList
 	numOps
 )
 
@@ -36,6 +41,16 @@ func (o op) String() string {
 		return "depth"
 	case opCreate:
 		return "create"
+	case opBlobRead:
+		return "blob read"
+	case opBlobWrite:
+		return "blob write"
+	case opBlobDelete:
+		return "blob delete"
+	case opBlobLease:
+		return "blob lease"
+	case opBlobList:
+		return "blob list"
 	}
 	return "other"
 }
@@ -50,13 +65,23 @@ type Transactions struct {
 	Send         int64 // Put Message
 	Depth        int64 // Get Queue Properties, for the approximate depth
 	Create       int64 // Create Queue
-	Other        int64 // anything else made through the account's client
+	BlobRead     int64 // Get Blob and Get Blob Properties
+	BlobWrite    int64 // Put Blob, Put Block, Set Blob Metadata, Create Container
+	BlobDelete   int64 // Delete Blob
+	BlobLease    int64 // Lease Blob: acquire, renew, release, break
+	BlobList     int64 // List Blobs
+	Other        int64 // anything else made through the account's clients
 }
 
 // Total is the number of billable requests. EmptyReceive is part of Receive
 // and is not counted twice.
 func (t Transactions) Total() int64 {
-	return t.Receive + t.Delete + t.Update + t.Send + t.Depth + t.Create + t.Other
+	return t.Receive + t.Delete + t.Update + t.Send + t.Depth + t.Create + t.Blob() + t.Other
+}
+
+// Blob is the number of blob service requests among them.
+func (t Transactions) Blob() int64 {
+	return t.BlobRead + t.BlobWrite + t.BlobDelete + t.BlobLease + t.BlobList
 }
 
 // Counter accumulates Transactions. It is safe for concurrent use; the zero
@@ -79,6 +104,11 @@ func (c *Counter) Snapshot() Transactions {
 		Send:         c.ops[opSend].Load(),
 		Depth:        c.ops[opDepth].Load(),
 		Create:       c.ops[opCreate].Load(),
+		BlobRead:     c.ops[opBlobRead].Load(),
+		BlobWrite:    c.ops[opBlobWrite].Load(),
+		BlobDelete:   c.ops[opBlobDelete].Load(),
+		BlobLease:    c.ops[opBlobLease].Load(),
+		BlobList:     c.ops[opBlobList].Load(),
 		Other:        c.ops[opOther].Load(),
 	}
 }
@@ -99,7 +129,8 @@ func CountTransactions(ctx context.Context, c *Counter) context.Context {
 	return context.WithValue(ctx, observersKey{}, &counterChain{c: c, next: outer})
 }
 
-// requestTag says what a request is and which queue's counter it belongs to.
+// requestTag says what a request is and which queue's counter it belongs to
+// (nil for blob requests).
 type requestTag struct {
 	op    op
 	queue *Counter
@@ -121,7 +152,9 @@ func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
 	o := opOther
 	if tag, ok := ctx.Value(requestTagKey{}).(requestTag); ok {
 		o = tag.op
-		tag.queue.add(o)
+		if tag.queue != nil {
+			tag.queue.add(o)
+		}
 	}
 	p.account.add(o)
 	for ch, _ := ctx.Value(observersKey{}).(*counterChain); ch != nil; ch = ch.next {
