@@ -11,8 +11,10 @@ import (
 // made (1 on the first); after a receive that returned fewer messages than it
 // asked for, it is asked with 1, since the queue had no more just then. It
 // returns how long to wait before the next receive, and whether this dequeuer
-// may stop; a listener with a fixed number of dequeuers (Dequeuers) ignores
-// stop. It is called from several goroutines at once.
+// may stop. The listener honours stop only above its floor (State.MinDequeuers)
+// and not within ScaleInterval of a scale-up. A wake-up ends the wait early and
+// starts the count again, as does any message found. It is called from several
+// goroutines at once.
 type IdleFunc func(s State, idleCount int) (delay time.Duration, stop bool)
 
 // RetryFunc returns how long a message whose handler failed stays hidden
@@ -29,11 +31,17 @@ const idleDelta = 100 * time.Millisecond
 //
 // and at the cap it still draws from [0.8·maxIdle, maxIdle], so that the idle
 // pollers of a fleet do not line up. It says stop once the curve has reached
-// maxIdle and more than one dequeuer is active.
+// maxIdle and this is not the last dequeuer the listener keeps (more are
+// active than State.MinDequeuers, which is 1 unless configured otherwise).
 func ExponentialIdle(minIdle, maxIdle time.Duration) IdleFunc {
+	return exponentialIdle(minIdle, maxIdle, rand.Float64)
+}
+
+// exponentialIdle is ExponentialIdle drawing its jitter from random.
+func exponentialIdle(minIdle, maxIdle time.Duration, random func() float64) IdleFunc {
 	return func(s State, idleCount int) (time.Duration, bool) {
-		d, capped := idleDelay(minIdle, maxIdle, idleCount, rand.Float64(), rand.Float64())
-		return d, capped && s.ActiveDequeuers > 1
+		d, capped := idleDelay(minIdle, maxIdle, idleCount, random(), random())
+		return d, capped && s.ActiveDequeuers > s.MinDequeuers
 	}
 }
 

@@ -53,14 +53,30 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func TestExponentialIdleStopsOnlyAtTheCapAndNotTheLastDequeuer(t *testing.T) {
-	f := ExponentialIdle(0, time.Second)
-	_, stop := f(State{ActiveDequeuers: 3}, 1)
-	assert.False(t, stop, "below the cap")
-	_, stop = f(State{ActiveDequeuers: 3}, 20)
-	assert.True(t, stop, "at the cap with others running")
-	_, stop = f(State{ActiveDequeuers: 1}, 20)
-	assert.False(t, stop, "the last dequeuer keeps polling")
+func TestExponentialIdleStopRule(t *testing.T) {
+	half := func() float64 { return 0.5 }
+	f := exponentialIdle(0, time.Second, half)
+	tests := []struct {
+		name          string
+		active, floor int
+		idle          int
+		wantDelay     time.Duration
+		wantStop      bool
+	}{
+		{"below the cap", 3, 1, 1, 100 * time.Millisecond, false},
+		{"at the cap with others running", 3, 1, 20, 900 * time.Millisecond, true},
+		{"the last dequeuer keeps polling", 1, 1, 20, 900 * time.Millisecond, false},
+		{"at the floor of a larger minimum", 2, 2, 20, 900 * time.Millisecond, false},
+		{"push-only: the last may stop", 1, 0, 20, 900 * time.Millisecond, true},
+		{"push-only below the cap", 1, 0, 2, 300 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, stop := f(State{ActiveDequeuers: tt.active, MinDequeuers: tt.floor}, tt.idle)
+			assert.InDelta(t, float64(tt.wantDelay), float64(d), float64(time.Millisecond))
+			assert.Equal(t, tt.wantStop, stop)
+		})
+	}
 }
 
 func TestRetryDelayDoublesWithinJitterAndCaps(t *testing.T) {

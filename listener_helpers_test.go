@@ -48,11 +48,14 @@ func started[T any](t testing.TB, l *Listener[T]) (stop func() error) {
 }
 
 // sendJobs publishes jobs 0..n-1 to q.
-func sendJobs(t testing.TB, q *Queue, n int) {
+func sendJobs(t testing.TB, q *Queue, n int) { sendJobRange(t, q, 0, n) }
+
+// sendJobRange publishes jobs from..to-1 to q.
+func sendJobRange(t testing.TB, q *Queue, from, to int) {
 	t.Helper()
 	p, err := NewPublisher[job](q, nil)
 	require.NoError(t, err)
-	for i := range n {
+	for i := from; i < to; i++ {
 		_, err := p.Send(context.Background(), job{N: i})
 		require.NoError(t, err)
 	}
@@ -67,8 +70,12 @@ type tally struct {
 
 func newTally() *tally { return &tally{calls: map[int]int{}, ok: map[int]int{}} }
 
-// handler wraps h so that every call and every success is counted.
+// handler wraps h so that every call and every success is counted; a nil h
+// succeeds at once.
 func (c *tally) handler(h Handler[job]) Handler[job] {
+	if h == nil {
+		h = func(context.Context, *Message[job]) error { return nil }
+	}
 	return func(ctx context.Context, m *Message[job]) error {
 		c.mu.Lock()
 		c.calls[m.Body.N]++

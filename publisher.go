@@ -18,6 +18,12 @@ type PublisherConfig struct {
 	// TTL is how long each message lives. Defaults to the service's 7 days;
 	// negative means messages never expire.
 	TTL time.Duration
+	// OnSent, if set, is called after each successful send of a message
+	// visible at once (not SendAfter with a delay), with its ID, to tell
+	// listeners in other processes that work is there (an
+	// HTTPNotifier's Notify, or any transport). It must not block. Listeners
+	// in this process on the same *Queue are woken without it.
+	OnSent func(ctx context.Context, id string)
 }
 
 // Publisher sends typed messages to a Target. It is safe for concurrent use.
@@ -25,6 +31,7 @@ type Publisher[T any] struct {
 	target Target
 	codec  Codec
 	ttl    time.Duration
+	onSent func(ctx context.Context, id string)
 }
 
 // NewPublisher returns a publisher of T values to target.
@@ -42,7 +49,7 @@ func NewPublisher[T any](target Target, cfg *PublisherConfig) (*Publisher[T], er
 	if err := checkCodecType[T](c.Codec); err != nil {
 		return nil, &ConfigError{Field: "PublisherConfig.Codec", Reason: err.Error()}
 	}
-	return &Publisher[T]{target: target, codec: c.Codec, ttl: c.TTL}, nil
+	return &Publisher[T]{target: target, codec: c.Codec, ttl: c.TTL, onSent: c.OnSent}, nil
 }
 
 // Send encodes body and puts it on the queue, visible at once. It returns
@@ -63,5 +70,9 @@ func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duratio
 	if len(text) > MaxMessageSize {
 		return "", &MessageTooLargeError{Size: len(text), Limit: MaxMessageSize}
 	}
-	return p.target.Send(ctx, text, &SendOptions{Delay: delay, TTL: p.ttl})
+	id, err := p.target.Send(ctx, text, &SendOptions{Delay: delay, TTL: p.ttl})
+	if err == nil && p.onSent != nil && delay == 0 {
+		p.onSent(ctx, id)
+	}
+	return id, err
 }

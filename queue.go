@@ -21,11 +21,13 @@ type Queue struct {
 	account *Account // nil for a queue opened with its own SAS URL
 	client  *azqueue.QueueClient
 	tx      *Counter
+	sent    subscribers // woken after each send through this *Queue
 }
 
 var (
-	_ Source = (*Queue)(nil)
-	_ Target = (*Queue)(nil)
+	_ Source     = (*Queue)(nil)
+	_ Target     = (*Queue)(nil)
+	_ WakeSource = (*Queue)(nil)
 )
 
 // Name is the queue's name.
@@ -87,8 +89,20 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 		}
 		return err
 	})
+	if err == nil && (opts == nil || opts.Delay == 0) {
+		// A delayed message is not there to be found yet: waking a
+		// listener now would only cost it an empty receive.
+		q.sent.wake()
+	}
 	return id, err
 }
+
+// Subscribe implements WakeSource: wake is called after every successful
+// Send of a message visible at once, through this *Queue, in this process.
+// Listeners on the queue subscribe when they run, so a Publisher in the same
+// process wakes them without any request. (Account.Queue returns the same
+// *Queue for the same name, so both sides share it.)
+func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe(wake) }
 
 // Receive gets up to max (1 to MaxBatch) messages, hidden for visibility
 // (rounded up to whole seconds, at least one).

@@ -46,11 +46,11 @@ func (l *Listener[T]) shutdown(dequeuers, handlers *sync.WaitGroup, stopWork con
 // releaseUnstarted makes messages received during shutdown visible again at
 // once, in parallel, so that another listener gets them without waiting out
 // the visibility timeout.
-func (l *Listener[T]) releaseUnstarted(work context.Context, batch []*Delivery) {
+func (l *Listener[T]) releaseUnstarted(work context.Context, slots *slots, batch []*Delivery) {
 	var wg sync.WaitGroup
 	for _, d := range batch {
 		wg.Go(func() {
-			defer l.slots.give(1)
+			defer slots.give(1)
 			ctx, cancel := settleContext(work)
 			defer cancel()
 			l.count(l.release(ctx, d, 0), &l.stats.released)

@@ -1,14 +1,27 @@
 package azdispatch
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // State is a point-in-time view of a listener. Every received message,
 // once settled, is counted in exactly one of Succeeded, Retried, Poisoned,
 // Lost and Released; Failed, Panics, Renewed and the error counts describe
 // what happened on the way.
 type State struct {
-	InFlight        int // messages being handled or settled now
-	ActiveDequeuers int // receive loops running now
+	InFlight           int // messages being handled or settled now
+	ActiveDequeuers    int // receive loops running now
+	MaxActiveDequeuers int // the most that ran at once
+	IdleDequeuers      int // of ActiveDequeuers, those backing off after finding nothing
+	MinDequeuers       int // the floor the listener keeps: MinDequeuers, or 0 when PushOnly
+
+	// Depth is the queue's approximate depth as last read for scaling
+	// (invisible messages included), at DepthAt; DepthAt is zero before the
+	// first read.
+	Depth   int
+	DepthAt time.Time
 
 	Received  int64 // messages received
 	Succeeded int64 // handled without error and deleted
@@ -19,6 +32,11 @@ type State struct {
 	Lost      int64 // not settled: ownership lost (stale pop receipt) or a delete or release failed; the message reappears when its visibility timeout ends
 	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
 	Renewed   int64 // visibility renewals of long-running handlers
+
+	EmptyReceives int64 // receives that found nothing
+	ScaleUps      int64 // times the listener added dequeuers
+	ScaleDowns    int64 // idle dequeuers that stopped
+	Wakes         int64 // wake-ups: Notify calls and sends seen through a WakeSource
 
 	ReceiveErrors int64 // failed receive calls (each retried after a back-off)
 	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue, released for a retry delay
@@ -32,22 +50,57 @@ type stats struct {
 	inFlight, active                                       atomic.Int64
 	received, succeeded, failed, retried, poisoned, panics atomic.Int64
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
+	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
+	wakes                                                  atomic.Int64
+
+	depthMu sync.Mutex
+	depth   int
+	depthAt time.Time
+}
+
+// setDepth records a depth read at.
+func (s *stats) setDepth(depth int, at time.Time) {
+	s.depthMu.Lock()
+	s.depth, s.depthAt = depth, at
+	s.depthMu.Unlock()
+}
+
+// started counts a dequeuer in, keeping the high-water mark.
+func (s *stats) started() int {
+	n := s.active.Add(1)
+	for {
+		m := s.maxActive.Load()
+		if n <= m || s.maxActive.CompareAndSwap(m, n) {
+			return int(n)
+		}
+	}
 }
 
 func (s *stats) snapshot() State {
+	s.depthMu.Lock()
+	depth, depthAt := s.depth, s.depthAt
+	s.depthMu.Unlock()
 	return State{
-		InFlight:        int(s.inFlight.Load()),
-		ActiveDequeuers: int(s.active.Load()),
-		Received:        s.received.Load(),
-		Succeeded:       s.succeeded.Load(),
-		Failed:          s.failed.Load(),
-		Retried:         s.retried.Load(),
-		Poisoned:        s.poisoned.Load(),
-		Panics:          s.panics.Load(),
-		Lost:            s.lost.Load(),
-		Released:        s.released.Load(),
-		Renewed:         s.renewed.Load(),
-		ReceiveErrors:   s.receiveErrors.Load(),
-		PoisonErrors:    s.poisonErrors.Load(),
+		InFlight:           int(s.inFlight.Load()),
+		ActiveDequeuers:    int(s.active.Load()),
+		MaxActiveDequeuers: int(s.maxActive.Load()),
+		IdleDequeuers:      int(s.idle.Load()),
+		Depth:              depth,
+		DepthAt:            depthAt,
+		EmptyReceives:      s.emptyReceives.Load(),
+		ScaleUps:           s.scaleUps.Load(),
+		ScaleDowns:         s.scaleDowns.Load(),
+		Wakes:              s.wakes.Load(),
+		Received:           s.received.Load(),
+		Succeeded:          s.succeeded.Load(),
+		Failed:             s.failed.Load(),
+		Retried:            s.retried.Load(),
+		Poisoned:           s.poisoned.Load(),
+		Panics:             s.panics.Load(),
+		Lost:               s.lost.Load(),
+		Released:           s.released.Load(),
+		Renewed:            s.renewed.Load(),
+		ReceiveErrors:      s.receiveErrors.Load(),
+		PoisonErrors:       s.poisonErrors.Load(),
 	}
 }

@@ -18,7 +18,7 @@ import (
 type drainRun struct {
 	processed int
 	elapsed   time.Duration
-	requests  int64 // receives (empty ones included), deletes and updates: sends are not counted
+	requests  int64 // receives (empty ones included), deletes, updates and depth reads: sends are not counted
 
 	emulatorCPU, clientCPU time.Duration // used during the run (the emulator's is 0 for a real account)
 }
@@ -43,15 +43,7 @@ var drainVariants = []struct {
 
 // drainListener is the Listener with its default configuration.
 func drainListener(ctx context.Context, cs, queue string, n int, latency time.Duration, deadline time.Time) (drainRun, error) {
-	acct, err := azdispatch.NewAccountFromConnectionString(cs, &azdispatch.AccountOptions{
-		Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
-			Transport: latencyTransport{next: newHTTPClient(), delay: latency},
-		}},
-	})
-	if err != nil {
-		return drainRun{}, err
-	}
-	q, err := acct.Queue(queue)
+	q, err := openQueue(cs, queue, latency)
 	if err != nil {
 		return drainRun{}, err
 	}
@@ -59,18 +51,15 @@ func drainListener(ctx context.Context, cs, queue string, n int, latency time.Du
 	if err != nil {
 		return drainRun{}, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- l.Run(runCtx) }()
+	stop := runListener(ctx, l)
 	end := waitUntil(deadline, func() bool { return l.State().Succeeded >= int64(n) })
 	s := l.State()
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		return drainRun{}, err
 	}
 	tx := s.Transactions
-	return drainRun{processed: int(s.Succeeded), elapsed: end.Sub(start), requests: tx.Receive + tx.Delete + tx.Update}, nil
+	return drainRun{processed: int(s.Succeeded), elapsed: end.Sub(start), requests: tx.Receive + tx.Delete + tx.Update + tx.Depth}, nil
 }
 
 // rawClient is an azqueue client over the same transport the listener uses,

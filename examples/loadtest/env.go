@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
@@ -122,4 +125,31 @@ func waitUntil(deadline time.Time, done func() bool) time.Time {
 		time.Sleep(2 * time.Millisecond)
 	}
 	return time.Now()
+}
+
+// openQueue opens queue on its own client, with latency added to every
+// request. Listeners and publishers given the same *Queue share it, as they
+// would in one process: sends through it wake the listeners.
+func openQueue(cs, queue string, latency time.Duration) (*azdispatch.Queue, error) {
+	acct, err := azdispatch.NewAccountFromConnectionString(cs, &azdispatch.AccountOptions{
+		Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
+			Transport: latencyTransport{next: newHTTPClient(), delay: latency},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return acct.Queue(queue)
+}
+
+// runListener runs l until the returned stop is called; stop returns Run's
+// result once Run has returned.
+func runListener[T any](ctx context.Context, l *azdispatch.Listener[T]) (stop func() error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(runCtx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
 }

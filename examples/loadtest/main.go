@@ -38,11 +38,15 @@ type options struct {
 type record struct {
 	Scenario  string             `json:"scenario"`
 	Variant   string             `json:"variant"`
-	MsgsPerS  float64            `json:"msgs_per_s"`
-	TxPerMsg  float64            `json:"tx_per_msg"`
-	Runs      []float64          `json:"runs_msgs_per_s"`
-	Messages  int                `json:"messages"`
+	MsgsPerS  float64            `json:"msgs_per_s,omitempty"`
+	TxPerMsg  float64            `json:"tx_per_msg,omitempty"`
+	Runs      []float64          `json:"runs_msgs_per_s,omitempty"`
+	Messages  int                `json:"messages,omitempty"`
 	LatencyMS float64            `json:"latency_ms"`
+	Requests  int64              `json:"requests,omitempty"` // idle: requests made in the window
+	DrainS    float64            `json:"drain_s,omitempty"`  // burst: median seconds to drain
+	P50MS     float64            `json:"p50_ms,omitempty"`   // wake: send to handler start
+	P99MS     float64            `json:"p99_ms,omitempty"`   // wake: send to handler start
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
 }
 
@@ -52,6 +56,9 @@ type scenario func(ctx context.Context, o options, progress io.Writer) ([]record
 
 var scenarios = map[string]scenario{
 	"drain": runDrain,
+	"idle":  runIdle,
+	"burst": runBurst,
+	"wake":  runWake,
 }
 
 func main() {
@@ -102,7 +109,16 @@ func names() []string {
 	return n
 }
 
+// printTable prints a throughput table for scenarios that measure one, then
+// the scenario's own lines.
 func printTable(w io.Writer, name string, o options, recs []record, lines []string) {
+	if !slices.ContainsFunc(recs, func(r record) bool { return r.MsgsPerS > 0 }) {
+		fmt.Fprintf(w, "\nscenario %s\n", name)
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+		return
+	}
 	fmt.Fprintf(w, "\nscenario %s: %d messages of 1 KiB per run, %d rounds, added latency %v\n", name, o.messages, o.rounds, o.latency)
 	fmt.Fprintf(w, "%-16s %9s %8s   %s\n", "variant", "msgs/s", "tx/msg", "runs (msgs/s)")
 	for _, r := range recs {

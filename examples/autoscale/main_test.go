@@ -1,0 +1,23 @@
+package main
+
+import (
+	"io"
+	"os"
+	"testing"
+)
+
+// TestMain lets the test binary play the worker, which run starts as a copy
+// of the running executable.
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "worker" {
+		os.Exit(worker())
+	}
+	os.Exit(m.Run())
+}
+
+// The example, smaller: the worker handles every order and scales back down.
+func TestAutoscaleHandlesEveryOrder(t *testing.T) {
+	if err := run(100, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}

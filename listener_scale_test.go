@@ -1,0 +1,180 @@
+package azdispatch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// elsewhere opens q again through another Account, as another process would:
+// sends through it wake no listener of q.
+func elsewhere(t testing.TB, q *Queue) *Queue {
+	t.Helper()
+	other, err := testAccount(t, nil).Queue(q.Name())
+	require.NoError(t, err)
+	return other
+}
+
+// events records a listener's events.
+type events struct {
+	mu   sync.Mutex
+	seen map[EventKind]int
+}
+
+func (e *events) record(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.seen == nil {
+		e.seen = map[EventKind]int{}
+	}
+	e.seen[ev.Kind]++
+}
+
+func (e *events) count(k EventKind) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen[k]
+}
+
+// atMaxBackOff is an idle hook that, after the first empty receive, waits an
+// hour: a listener that finds anything sooner was woken.
+func atMaxBackOff(State, int) (time.Duration, bool) { return time.Hour, false }
+
+func TestListenerScalesUpUnderABacklogAndBackDownWhenIdle(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sendJobs(t, elsewhere(t, q), 200)
+
+	var ev events
+	c := newTally()
+	cfg := quick()
+	cfg.BatchSize, cfg.Concurrency = 8, 8 // small dequeuers, so that one cannot keep up
+	cfg.MaxDequeuers = 4
+	cfg.ScaleInterval = 100 * time.Millisecond
+	cfg.OnEvent = ev.record
+	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error {
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+
+	waitFor(t, "all 200 handled", func() bool { return c.succeeded() == 200 })
+	s := l.State()
+	assert.Equal(t, 4, s.MaxActiveDequeuers, "scaled up to MaxDequeuers")
+	assert.Positive(t, s.ScaleUps)
+	assert.Positive(t, ev.count(ScaleUp))
+	assert.False(t, s.DepthAt.IsZero(), "the depth was read")
+	assert.LessOrEqual(t, s.Transactions.Depth, int64(20), "depth reads are rationed, not one per batch")
+
+	waitFor(t, "back down to one dequeuer", func() bool { return l.State().ActiveDequeuers == 1 })
+	s = l.State()
+	assert.Equal(t, int64(3), s.ScaleDowns)
+	assert.Equal(t, 3, ev.count(ScaleDown))
+	assert.Positive(t, ev.count(Idle))
+	require.NoError(t, stop())
+	c.assertEachSucceededOnce(t, 200, l.State().Lost)
+	assertSettled(t, l.State())
+}
+
+func TestListenerNeverGoesBelowMinDequeuers(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	cfg := quick()
+	cfg.MinDequeuers, cfg.MaxDequeuers = 3, 5
+	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "three idle dequeuers well past the cap", func() bool {
+		s := l.State()
+		return s.ActiveDequeuers == 3 && s.EmptyReceives >= 60
+	})
+	assert.Equal(t, 3, l.State().MaxActiveDequeuers)
+	assert.Zero(t, l.State().ScaleDowns)
+	require.NoError(t, stop())
+}
+
+func TestNotifyWakesAListenerAtMaximumBackOff(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	c := newTally()
+	cfg := quick()
+	cfg.Idle = atMaxBackOff
+	l, err := NewListener(q, c.handler(nil), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "backing off", func() bool { return l.State().IdleDequeuers == 1 })
+
+	sendJobs(t, elsewhere(t, q), 1) // no wake-up: another process sent it
+	l.Notify()
+	waitFor(t, "the job handled long before the back-off ends", func() bool { return c.succeeded() == 1 })
+	assert.Equal(t, int64(1), l.State().Wakes)
+	require.NoError(t, stop())
+	assertSettled(t, l.State())
+}
+
+func TestASendInTheSameProcessWakesTheListener(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	c := newTally()
+	cfg := quick()
+	cfg.Idle = atMaxBackOff
+	l, err := NewListener(q, c.handler(nil), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "backing off", func() bool { return l.State().IdleDequeuers == 1 })
+
+	sendJobs(t, q, 3) // through the listener's own *Queue
+	waitFor(t, "the jobs handled without an explicit Notify", func() bool { return c.succeeded() == 3 })
+	assert.GreaterOrEqual(t, l.State().Wakes, int64(1))
+
+	p, err := NewPublisher[job](q, nil)
+	require.NoError(t, err)
+	wakes := l.State().Wakes
+	_, err = p.SendAfter(context.Background(), job{N: 3}, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, wakes, l.State().Wakes, "a delayed message wakes nobody: it is not there yet")
+	l.Notify() // the delayed message becomes visible while this wait is at the hour-long cap
+	require.NoError(t, stop())
+}
+
+func TestPushOnlyListenerIdlesWithNoDequeuerAndWakesOnSend(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	c := newTally()
+	cfg := quick()
+	cfg.PushOnly, cfg.Wake = true, q
+	cfg.ScaleInterval = 50 * time.Millisecond
+	l, err := NewListener(q, c.handler(nil), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+
+	waitFor(t, "no dequeuer left", func() bool {
+		s := l.State()
+		return s.ScaleDowns == 1 && s.ActiveDequeuers == 0
+	})
+	idle := l.State().Transactions.Total()
+	time.Sleep(500 * time.Millisecond)
+	assert.Equal(t, idle, l.State().Transactions.Total(), "an idle push-only listener makes no request")
+
+	for round := range 3 {
+		downs := l.State().ScaleDowns
+		sendJobRange(t, q, 40*round, 40*(round+1)) // through the same *Queue: each send wakes it
+		waitFor(t, "all handled", func() bool { return c.succeeded() == 40*(round+1) })
+		waitFor(t, "idle again, with no dequeuer", func() bool {
+			s := l.State()
+			return s.ScaleDowns > downs && s.ActiveDequeuers == 0
+		})
+	}
+	sendJobRange(t, elsewhere(t, q), 120, 125)
+	l.Notify()
+	waitFor(t, "a Notify after a send elsewhere", func() bool { return c.succeeded() == 125 })
+	require.NoError(t, stop())
+	c.assertEachSucceededOnce(t, 125, l.State().Lost)
+	assert.Zero(t, depth(t, q))
+	assertSettled(t, l.State())
+}

@@ -1,0 +1,106 @@
+package azdispatch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestScaleByDepth(t *testing.T) {
+	tests := []struct {
+		per, depth, want int
+	}{
+		{32, 0, 0},
+		{32, 1, 1},
+		{32, 32, 1},
+		{32, 33, 2},
+		{32, 2000, 63},
+		{32, -5, 0}, // a depth read that went wrong never asks for fewer than none
+		{0, 7, 7},   // a zero batch size counts one per message
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ScaleByDepth(tt.per)(State{}, tt.depth), "per %d depth %d", tt.per, tt.depth)
+	}
+}
+
+func TestScalerReadsDepthAtMostOncePerInterval(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	s := scaler{interval: 10 * time.Second, min: 1, max: 8}
+	steps := []struct {
+		at   time.Duration
+		done bool // finish the read claimed before this step
+		want bool
+	}{
+		{0, false, true},
+		{time.Second, false, false},      // a read is under way
+		{2 * time.Second, true, false},   // done, but within the interval
+		{10 * time.Second, false, true},  // the interval has passed
+		{25 * time.Second, false, false}, // still reading: one at a time
+		{26 * time.Second, true, true},   // done, and long enough ago
+		{26*time.Second + time.Millisecond, true, false},
+	}
+	for i, st := range steps {
+		if st.done {
+			s.readDone()
+		}
+		assert.Equal(t, st.want, s.claimDepthRead(t0.Add(st.at)), "step %d at %v", i, st.at)
+	}
+}
+
+func TestScalerTargetClampsAndOnlyGrows(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	tests := []struct {
+		name              string
+		min, max          int
+		want, active, add int
+	}{
+		{"grows to the target", 1, 8, 4, 1, 3},
+		{"capped at the maximum", 1, 8, 63, 2, 6},
+		{"never shrinks", 1, 8, 1, 5, 0},
+		{"already there", 1, 8, 5, 5, 0},
+		{"at least the minimum", 3, 8, 0, 1, 2},
+		{"push-only still starts one", 0, 8, 0, 0, 1},
+		{"at the maximum", 1, 4, 10, 4, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scaler{interval: time.Second, min: tt.min, max: tt.max}
+			assert.Equal(t, tt.add, s.target(t0, tt.want, tt.active))
+			assert.Equal(t, tt.add == 0, s.mayRetire(t0), "a scale-up holds retirements")
+		})
+	}
+}
+
+func TestScalerHoldsRetirementsAfterAScaleUp(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	s := scaler{interval: 10 * time.Second, min: 1, max: 8}
+	assert.True(t, s.mayRetire(t0), "never scaled: idle dequeuers may stop")
+	assert.Equal(t, 3, s.target(t0, 4, 1))
+	for _, tt := range []struct {
+		after time.Duration
+		want  bool
+	}{
+		{0, false},
+		{time.Second, false}, // no scale-down in the next second
+		{9 * time.Second, false},
+		{10 * time.Second, true},
+		{time.Minute, true},
+	} {
+		assert.Equal(t, tt.want, s.mayRetire(t0.Add(tt.after)), "%v after the scale-up", tt.after)
+	}
+}
+
+func TestSignalBroadcastWakesEveryWaiterOnce(t *testing.T) {
+	s := newSignal()
+	ch1, g1 := s.current()
+	ch2, g2 := s.current()
+	assert.Equal(t, g1, g2)
+	assert.False(t, isClosed(ch1))
+	s.broadcast()
+	assert.True(t, isClosed(ch1))
+	assert.True(t, isClosed(ch2))
+	ch3, g3 := s.current()
+	assert.False(t, isClosed(ch3), "a new wait is not woken by an old broadcast")
+	assert.Equal(t, g1+1, g3)
+}
