@@ -44,6 +44,13 @@ type record struct {
 	Messages  int                `json:"messages"`
 	LatencyMS float64            `json:"latency_ms"`
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
+
+	// Sharded scenarios.
+	AzuriteCPUS     float64   `json:"azurite_cpu_s,omitempty"`      // emulator CPU seconds, all processes
+	AzuriteCPUEach  []float64 `json:"azurite_cpu_s_each,omitempty"` // per emulator process
+	ShardMaxOverMin float64   `json:"shard_max_over_min,omitempty"` // busiest shard's messages ÷ idlest's
+	ServerBusy      int64     `json:"server_busy,omitempty"`        // 503 answers per run
+	Requests        int64     `json:"requests,omitempty"`           // requests made in the window
 }
 
 // scenario runs one comparison and returns its records and a few lines of
@@ -51,7 +58,8 @@ type record struct {
 type scenario func(ctx context.Context, o options, progress io.Writer) ([]record, []string, error)
 
 var scenarios = map[string]scenario{
-	"drain": runDrain,
+	"drain":     runDrain,
+	"simulated": runSimulated,
 }
 
 func main() {
