@@ -58,8 +58,10 @@ type record struct {
 type scenario func(ctx context.Context, o options, progress io.Writer) ([]record, []string, error)
 
 var scenarios = map[string]scenario{
-	"drain":     runDrain,
-	"simulated": runSimulated,
+	"drain":        runDrain,
+	"simulated":    runSimulated,
+	"sharded":      runSharded,
+	"idle-sharded": runIdleSharded,
 }
 
 func main() {
