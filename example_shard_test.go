@@ -11,23 +11,30 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
+// exampleShardedQueue opens n fresh shards in the account the tests point
+// AZDISPATCH_CONNECTION_STRING at.
+func exampleShardedQueue(name string, n int) *azdispatch.ShardedQueue {
+	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
+	if err != nil {
+		panic(err)
+	}
+	shards, err := azdispatch.AccountShards(fmt.Sprintf("%s%d", name, time.Now().UnixNano()%1e9), n, account)
+	if err != nil {
+		panic(err)
+	}
+	tasks, err := azdispatch.NewShardedQueue(name, shards, nil)
+	if err != nil {
+		panic(err)
+	}
+	return tasks
+}
+
 // A sharded queue spreads messages over shards (here 4 queues in one
 // account; in production, queues in several accounts, each opened with its
 // own credential), and a listener drains it like any queue.
 func ExampleShardedQueue() {
 	ctx := context.Background()
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
-	if err != nil {
-		panic(err)
-	}
-	shards, err := azdispatch.AccountShards(fmt.Sprintf("tasks%d", time.Now().UnixNano()%1e9), 4, account)
-	if err != nil {
-		panic(err)
-	}
-	tasks, err := azdispatch.NewShardedQueue("tasks", shards, nil)
-	if err != nil {
-		panic(err)
-	}
+	tasks := exampleShardedQueue("tasks", 4)
 	publisher, err := azdispatch.NewPublisher[Order](tasks, nil)
 	if err != nil {
 		panic(err)
@@ -76,18 +83,7 @@ func ExampleShardedQueue() {
 // a customer's messages.
 func ExampleShardedQueue_Subset() {
 	ctx := context.Background()
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
-	if err != nil {
-		panic(err)
-	}
-	shards, err := azdispatch.AccountShards(fmt.Sprintf("keyed%d", time.Now().UnixNano()%1e9), 6, account)
-	if err != nil {
-		panic(err)
-	}
-	tasks, err := azdispatch.NewShardedQueue("keyed", shards, nil)
-	if err != nil {
-		panic(err)
-	}
+	tasks := exampleShardedQueue("keyed", 6)
 	publisher, err := azdispatch.NewPublisher[Order](tasks, nil)
 	if err != nil {
 		panic(err)

@@ -47,8 +47,8 @@ func started[T any](t testing.TB, l *Listener[T]) (stop func() error) {
 	return stop
 }
 
-// sendJobs publishes jobs 0..n-1 to q.
-func sendJobs(t testing.TB, q *Queue, n int) {
+// sendJobs publishes jobs 0..n-1 to q (a Queue or a ShardedQueue).
+func sendJobs(t testing.TB, q Target, n int) {
 	t.Helper()
 	p, err := NewPublisher[job](q, nil)
 	require.NoError(t, err)

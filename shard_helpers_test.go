@@ -93,14 +93,3 @@ func shardDepths(t testing.TB, sq *ShardedQueue) []int {
 	}
 	return out
 }
-
-// sendShardJobs publishes jobs 0..n-1 to sq, round-robin.
-func sendShardJobs(t testing.TB, sq *ShardedQueue, n int) {
-	t.Helper()
-	p, err := NewPublisher[job](sq, nil)
-	require.NoError(t, err)
-	for i := range n {
-		_, err := p.Send(context.Background(), job{N: i})
-		require.NoError(t, err)
-	}
-}

@@ -18,7 +18,7 @@ import (
 func TestShardedQueueSpreadsSendsAndListenerDrainsThroughOrigins(t *testing.T) {
 	t.Parallel()
 	sq := shardedQueue(t, 6, nil, threeAccounts(t)...)
-	sendShardJobs(t, sq, 60)
+	sendJobs(t, sq, 60)
 	assert.Equal(t, []int{10, 10, 10, 10, 10, 10}, shardDepths(t, sq), "round-robin puts the same number on every shard")
 	n, err := sq.Depth(context.Background())
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestShardedQueueDeleteAndVisibilityGoToTheOrigin(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
 	sq := shardedQueue(t, 3, nil, a)
-	sendShardJobs(t, sq, 3)
+	sendJobs(t, sq, 3)
 	ctx := context.Background()
 	var got []*Delivery
 	for len(got) < 3 {
@@ -157,7 +157,7 @@ func TestShardedQueueRoutesAroundAThrottledShard(t *testing.T) {
 	sq, err := NewShardedQueue("tasks", shards, &ShardOptions{RetryMin: 300 * time.Millisecond, RetryMax: 500 * time.Millisecond})
 	require.NoError(t, err)
 
-	sendShardJobs(t, sq, 30)
+	sendJobs(t, sq, 30)
 	h := sq.Health()
 	assert.False(t, h[1].Healthy)
 	assert.GreaterOrEqual(t, h[1].Failures, int64(1))
