@@ -155,7 +155,12 @@ func (c *ListenerConfig) withDefaults(src Source) (ListenerConfig, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.PoisonQueue == nil {
-		if p, ok := src.(interface{ PoisonQueue() *Queue }); ok {
+		switch p := src.(type) {
+		case interface{ PoisonQueue() *Queue }:
+			if q := p.PoisonQueue(); q != nil {
+				cfg.PoisonQueue = q
+			}
+		case interface{ PoisonQueue() *ShardedQueue }:
 			if q := p.PoisonQueue(); q != nil {
 				cfg.PoisonQueue = q
 			}

@@ -47,11 +47,11 @@ func started[T any](t testing.TB, l *Listener[T]) (stop func() error) {
 	return stop
 }
 
-// sendJobs publishes jobs 0..n-1 to q.
-func sendJobs(t testing.TB, q *Queue, n int) { sendJobRange(t, q, 0, n) }
+// sendJobs publishes jobs 0..n-1 to q (a Queue or a ShardedQueue).
+func sendJobs(t testing.TB, q Target, n int) { sendJobRange(t, q, 0, n) }
 
 // sendJobRange publishes jobs from..to-1 to q.
-func sendJobRange(t testing.TB, q *Queue, from, to int) {
+func sendJobRange(t testing.TB, q Target, from, to int) {
 	t.Helper()
 	p, err := NewPublisher[job](q, nil)
 	require.NoError(t, err)

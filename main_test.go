@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(azurite.EnvConnectionString, emulator.ConnectionString())
 	code := m.Run()
+	stopSpareEmulators()
 	if err := emulator.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
 	}

@@ -53,14 +53,15 @@ type Delivery struct {
 	ExpiresAt     time.Time
 	NextVisibleAt time.Time // when it reappears unless deleted or renewed
 
-	popReceipt string // changes on every update; required to delete
-	from       *Queue // the queue it came from, so deletes go back there
+	popReceipt string      // changes on every update; required to delete
+	from       *Queue      // the queue it came from, so deletes go back there
+	route      *shardRoute // the shard of a ShardedQueue it came through, if any
 }
 
 // QueueName is the name of the queue the message came from.
 func (d *Delivery) QueueName() string {
 	if d.from == nil {
-		return ""
+		return d.route.shardName() // a shard that is not a *Queue
 	}
 	return d.from.name
 }

@@ -43,11 +43,17 @@ type record struct {
 	Runs      []float64          `json:"runs_msgs_per_s,omitempty"`
 	Messages  int                `json:"messages,omitempty"`
 	LatencyMS float64            `json:"latency_ms"`
-	Requests  int64              `json:"requests,omitempty"` // idle: requests made in the window
-	DrainS    float64            `json:"drain_s,omitempty"`  // burst: median seconds to drain
-	P50MS     float64            `json:"p50_ms,omitempty"`   // wake: send to handler start
-	P99MS     float64            `json:"p99_ms,omitempty"`   // wake: send to handler start
+	DrainS    float64            `json:"drain_s,omitempty"` // burst: median seconds to drain
+	P50MS     float64            `json:"p50_ms,omitempty"`  // wake: send to handler start
+	P99MS     float64            `json:"p99_ms,omitempty"`  // wake: send to handler start
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
+
+	// Sharded scenarios.
+	AzuriteCPUS     float64   `json:"azurite_cpu_s,omitempty"`      // emulator CPU seconds, all processes
+	AzuriteCPUEach  []float64 `json:"azurite_cpu_s_each,omitempty"` // per emulator process
+	ShardMaxOverMin float64   `json:"shard_max_over_min,omitempty"` // busiest shard's messages ÷ idlest's
+	ServerBusy      int64     `json:"server_busy,omitempty"`        // 503 answers per run
+	Requests        int64     `json:"requests,omitempty"`           // idle scenarios: requests made in the window
 }
 
 // scenario runs one comparison and returns its records and a few lines of
@@ -55,10 +61,13 @@ type record struct {
 type scenario func(ctx context.Context, o options, progress io.Writer) ([]record, []string, error)
 
 var scenarios = map[string]scenario{
-	"drain": runDrain,
-	"idle":  runIdle,
-	"burst": runBurst,
-	"wake":  runWake,
+	"drain":        runDrain,
+	"idle":         runIdle,
+	"burst":        runBurst,
+	"wake":         runWake,
+	"simulated":    runSimulated,
+	"sharded":      runSharded,
+	"idle-sharded": runIdleSharded,
 }
 
 func main() {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+)
+
+// The idle-sharded scenario counts the requests an idle Listener makes on a
+// ShardedQueue of 10 shards and on a single queue, both at once on one fresh
+// emulator, over shardIdleWindow. Time is compressed: the listeners' idle curve
+// tops out at shardIdleMax instead of the default 30 s, so the window holds as
+// many polls at the cap as 30 times its length would at the defaults.
+const (
+	idleShards      = 10
+	shardIdleMax    = time.Second
+	shardIdleWindow = 60 * time.Second
+	idleRamp        = 10 * time.Second // the curve's climb, left out of the per-hour figure
+)
+
+func runIdleSharded(ctx context.Context, o options, progress io.Writer) ([]record, []string, error) {
+	acct, err := openAccount(ctx, o.real)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer acct.close()
+	a, err := azdispatch.NewAccountFromConnectionString(acct.connectionString, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	shards, err := azdispatch.AccountShards(queueName("idle"), idleShards, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	sq, err := azdispatch.NewShardedQueue("idle", shards, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	single, err := a.Queue(queueName("idle"))
+	if err != nil {
+		return nil, nil, err
+	}
+	// Created beforehand: creation is not idling.
+	if err := sq.Create(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := single.Create(ctx); err != nil {
+		return nil, nil, err
+	}
+	variants := []struct {
+		name string
+		src  azdispatch.Source
+	}{{"sharded-10", sq}, {"single", single}}
+	type count struct{ total, afterRamp int64 }
+	counts := make([]count, len(variants))
+	var wg sync.WaitGroup
+	fmt.Fprintf(progress, "idle-sharded: %v of idle listeners, idle curve capped at %v\n", shardIdleWindow, shardIdleMax)
+	for i, v := range variants {
+		l, err := azdispatch.NewListener(v.src, func(context.Context, *azdispatch.Message[payload]) error { return nil },
+			&azdispatch.ListenerConfig{Idle: azdispatch.ExponentialIdle(0, shardIdleMax)})
+		if err != nil {
+			return nil, nil, err
+		}
+		runCtx, stop := context.WithTimeout(ctx, shardIdleWindow)
+		wg.Go(func() {
+			defer stop()
+			ramp := time.AfterFunc(idleRamp, func() { counts[i].afterRamp = -l.State().Transactions.Total() })
+			defer ramp.Stop()
+			_ = l.Run(runCtx)
+			s := l.State().Transactions.Total()
+			counts[i].total, counts[i].afterRamp = s, counts[i].afterRamp+s
+		})
+	}
+	wg.Wait()
+	var recs []record
+	perHour := make([]float64, len(variants))
+	compression := float64(30*time.Second) / float64(shardIdleMax)
+	for i, v := range variants {
+		perHour[i] = float64(counts[i].afterRamp) / (shardIdleWindow - idleRamp).Hours() / compression
+		recs = append(recs, record{Scenario: "idle-sharded", Variant: v.name, Requests: counts[i].total})
+		fmt.Fprintf(progress, "idle-sharded %-10s %5d requests in %v (%d after the first %v)\n",
+			v.name, counts[i].total, shardIdleWindow, counts[i].afterRamp, idleRamp)
+	}
+	ratio := float64(counts[0].total) / float64(counts[1].total)
+	recs[0].Ratios = map[string]float64{"sharded_over_single": ratio}
+	lines := []string{
+		fmt.Sprintf("requests in %v, idle curve capped at %v: sharded-10 %d, single %d; sharded ÷ single %.2f",
+			shardIdleWindow, shardIdleMax, counts[0].total, counts[1].total, ratio),
+		fmt.Sprintf("per hour at the default 30 s cap (steady state, scaled by %.0f): sharded-10 %.0f, single %.0f",
+			compression, perHour[0], perHour[1]),
+		fmt.Sprintf("a message alone on one of %d idle shards is found within %d polls: %v at the default cap", idleShards, idleShards, idleShards*30*time.Second),
+	}
+	return recs, lines, nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+)
+
+// The simulated scenario drives the real ShardedQueue routing and the real
+// Listener over the in-memory model of simshard.go: seed 003's 3 accounts ×
+// 10 queues, each queue held to 2,000 messages/s and each account to 20,000
+// requests/s. Two variants, each over a fresh model:
+//
+//   - publish: publishers offer 60,000 messages/s, the 30 queues' combined
+//     target, through ShardedQueue.Send; every send is one request, so this
+//     is also the 3 accounts' combined request target.
+//   - drain: three listeners, each on a third of the shards (Subset), drain
+//     a backlog. A processed message costs a delete and 1/32 of a receive,
+//     so the accounts' 60,000 requests/s allow at most 58,182 messages/s.
+const (
+	simAccounts   = 3
+	simPerAccount = 10
+	simWindow     = 6 * time.Second
+	simWarmup     = 2 * time.Second
+	simOffered    = simAccounts * simPerAccount * simQueueMsgsPerS // 60,000/s
+)
+
+// simPayload is small: the model limits requests and messages, not bytes,
+// and a smaller body leaves the shared machine's CPU to the code under test.
+var simPayload = `{"seq":1,"pad":"` + strings.Repeat("x", 64) + `"}`
+
+type simRun struct {
+	msgsPerS   float64
+	maxOverMin float64
+	busy       int64
+}
+
+func runSimulated(ctx context.Context, o options, progress io.Writer) ([]record, []string, error) {
+	variants := []struct {
+		name string
+		run  func(context.Context) (simRun, error)
+	}{{"publish", simPublish}, {"drain", simDrain}}
+	var recs []record
+	for _, v := range variants {
+		var rates, spreads []float64
+		var busy int64
+		for round := range o.rounds {
+			r, err := v.run(ctx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", v.name, err)
+			}
+			fmt.Fprintf(progress, "simulated round %d %-8s %8.0f msgs/s, busiest/idlest shard %.3f, 503s %d\n",
+				round+1, v.name, r.msgsPerS, r.maxOverMin, r.busy)
+			rates, spreads = append(rates, r.msgsPerS), append(spreads, r.maxOverMin)
+			busy += r.busy
+		}
+		recs = append(recs, record{
+			Scenario: "simulated", Variant: v.name, MsgsPerS: median(rates), Runs: rates,
+			ShardMaxOverMin: median(spreads), ServerBusy: busy / int64(max(o.rounds, 1)),
+		})
+	}
+	ceiling := float64(simAccounts*simAccountReqsPerS) / (1 + 1.0/32)
+	lines := []string{
+		fmt.Sprintf("model: %d accounts × %d queues; %d msgs/s per queue, %d requests/s per account, 503 above; %v per run",
+			simAccounts, simPerAccount, simQueueMsgsPerS, simAccountReqsPerS, simWindow),
+		fmt.Sprintf("publish offers %d msgs/s (the queues' and the accounts' combined target): %.1f%% delivered",
+			simOffered, 100*recs[0].MsgsPerS/simOffered),
+		fmt.Sprintf("drain ceiling %.0f msgs/s (1 + 1/32 requests per message): %.1f%% of it", ceiling, 100*recs[1].MsgsPerS/ceiling),
+		"503s are per run (mean); busiest/idlest compares messages per shard.",
+	}
+	return recs, lines, nil
+}
+
+// simPublish paces publishers at simOffered and measures what the model
+// accepts over simWindow, after simWarmup.
+func simPublish(ctx context.Context) (simRun, error) {
+	model := newSimModel(simAccounts, simPerAccount)
+	sq, err := azdispatch.NewShardedQueue("tasks", model.shards(), nil)
+	if err != nil {
+		return simRun{}, err
+	}
+	p, err := azdispatch.NewPublisher[payload](sq, nil)
+	if err != nil {
+		return simRun{}, err
+	}
+	const publishers = 8
+	var accepted, offered atomic.Int64
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for range publishers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				elapsed := time.Since(begin)
+				if elapsed >= simWarmup+simWindow {
+					return
+				}
+				// Send while behind the offered rate, else wait a tick.
+				if offered.Load() >= int64(elapsed.Seconds()*simOffered) {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				offered.Add(1)
+				if _, err := p.Send(ctx, payload{Seq: 1, Pad: "x"}); err == nil {
+					accepted.Add(1)
+				}
+			}
+		})
+	}
+	// The buckets start full, holding a second's worth: measure after it
+	// is spent, so that the figure is the sustained rate.
+	time.Sleep(simWarmup)
+	from, start := accepted.Load(), time.Now()
+	wg.Wait()
+	done, elapsed := accepted.Load()-from, time.Since(start)
+	counts := make([]int64, len(model.queues))
+	for i, q := range model.queues {
+		counts[i] = q.sent.Load()
+	}
+	return simRun{msgsPerS: float64(done) / elapsed.Seconds(), maxOverMin: maxOverMin(counts), busy: model.busy.Load()}, nil
+}
+
+// simDrain fills every queue with more than a run can drain and measures
+// how many messages three listeners process in simWindow.
+func simDrain(ctx context.Context) (simRun, error) {
+	model := newSimModel(simAccounts, simPerAccount)
+	for _, q := range model.queues {
+		q.fill(int(simQueueMsgsPerS*simWindow.Seconds()*1.5), simPayload)
+	}
+	// A throttled shard is passed over for 100 ms, not the default second:
+	// at these rates a second is 2,000 messages of the shard's share.
+	sq, err := azdispatch.NewShardedQueue("tasks", model.shards(), &azdispatch.ShardOptions{RetryMin: 100 * time.Millisecond, RetryMax: time.Second})
+	if err != nil {
+		return simRun{}, err
+	}
+	var listeners []*azdispatch.Listener[payload]
+	for i := range 3 {
+		sub, err := sq.Subset(i, 3)
+		if err != nil {
+			return simRun{}, err
+		}
+		l, err := azdispatch.NewListener(sub, func(context.Context, *azdispatch.Message[payload]) error { return nil },
+			&azdispatch.ListenerConfig{PoisonQueue: sq, Concurrency: 256})
+		if err != nil {
+			return simRun{}, err
+		}
+		listeners = append(listeners, l)
+	}
+	succeeded := func() int64 {
+		var n int64
+		for _, l := range listeners {
+			n += l.State().Succeeded
+		}
+		return n
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, l := range listeners {
+		wg.Go(func() { _ = l.Run(runCtx) })
+	}
+	// The buckets start full, holding a second's worth: measure after it
+	// is spent, so that the figure is the sustained rate.
+	time.Sleep(simWarmup)
+	from, start := succeeded(), time.Now()
+	time.Sleep(simWindow)
+	done := succeeded() - from
+	elapsed := time.Since(start)
+	stop()
+	wg.Wait()
+	counts := make([]int64, len(model.queues))
+	for i, q := range model.queues {
+		counts[i] = q.received.Load()
+	}
+	return simRun{msgsPerS: float64(done) / elapsed.Seconds(), maxOverMin: maxOverMin(counts), busy: model.busy.Load()}, nil
+}

@@ -1,0 +1,267 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+)
+
+// ErrLeaseLost is the cause of the context of a function run by Lease.Run
+// when the lease could not be kept (another holder has it, or renewals
+// failed for so long that it may have expired), and is wrapped by Run's error.
+var ErrLeaseLost = errors.New("azdispatch: lease lost")
+
+// LeaseConfig configures a Lease. Nil, or a zero field, means the
+// documented default.
+type LeaseConfig struct {
+	// Container holds the lease blobs. Defaults to "azdispatch-leases". It
+	// and the blob are created on first use.
+	Container string
+
+	// Duration is the lease period, 15 to 60 s (the service's bounds). A
+	// holder that dies is replaced at most Duration plus AcquireEvery after
+	// its last renewal. Defaults to 30 s.
+	Duration time.Duration
+
+	// RenewEvery is how often the holder renews; it must be less than
+	// Duration. Defaults to Duration/3, so that two renewals can fail before
+	// the lease is at risk. A failed renewal is retried every second.
+	RenewEvery time.Duration
+
+	// AcquireEvery is how often a process waiting for the lease tries to take
+	// it (±20%). Defaults to Duration/3. Each try is a billable request: at
+	// the defaults a waiting process makes 360 an hour, and so does the holder.
+	AcquireEvery time.Duration
+
+	// Logger receives the lease's comings and goings. Defaults to none.
+	Logger *slog.Logger
+}
+
+// Lease lets one process among several run a function at a time, over a
+// lease on a blob in one account (seed 001's single active distributor).
+// Create one per contender with NewLease; every contender names the same
+// blob.
+//
+// The holder renews the lease every RenewEvery. It considers the lease lost,
+// and cancels its function's context with cause ErrLeaseLost, when the
+// service says another holder has it, or when no renewal has succeeded for
+// Duration less a margin (a tenth) counted from when the last successful
+// renewal was sent, so that it stops before the service can give the lease
+// to anyone else. A holder that exits cleanly releases the lease, and a
+// waiting contender takes it at its next try.
+type Lease struct {
+	name      string
+	cfg       LeaseConfig
+	container *container.Client
+	blob      *blockblob.Client
+	client    *lease.BlobClient
+	log       *slog.Logger
+	tx        Counter
+}
+
+// NewLease returns a contender for the lease on the blob called name in
+// the account's blob service.
+func NewLease(a *Account, name string, cfg *LeaseConfig) (*Lease, error) {
+	if a == nil {
+		return nil, &ConfigError{Field: "account", Reason: "nil"}
+	}
+	if name == "" {
+		return nil, &ConfigError{Field: "name", Reason: "empty"}
+	}
+	var c LeaseConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	setDefault(&c.Container, "azdispatch-leases")
+	setDefault(&c.Duration, 30*time.Second)
+	setDefault(&c.RenewEvery, c.Duration/3)
+	setDefault(&c.AcquireEvery, c.Duration/3)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.Duration < 15*time.Second || c.Duration > 60*time.Second:
+		return nil, &ConfigError{Field: "LeaseConfig.Duration", Reason: fmt.Sprintf("%v is not between 15 s and 60 s", c.Duration)}
+	case c.RenewEvery <= 0 || c.RenewEvery >= c.Duration:
+		return nil, &ConfigError{Field: "LeaseConfig.RenewEvery", Reason: fmt.Sprintf("%v must be more than 0 and less than Duration", c.RenewEvery)}
+	case c.AcquireEvery <= 0:
+		return nil, &ConfigError{Field: "LeaseConfig.AcquireEvery", Reason: "must be more than 0"}
+	}
+	svc, err := a.blobService()
+	if err != nil {
+		return nil, err
+	}
+	cc := svc.NewContainerClient(c.Container)
+	bb := cc.NewBlockBlobClient(name)
+	lc, err := lease.NewBlobClient(bb, nil) // a fresh random lease ID per contender
+	if err != nil {
+		return nil, fmt.Errorf("azdispatch: lease client: %w", err)
+	}
+	return &Lease{name: name, cfg: c, container: cc, blob: bb, client: lc, log: c.Logger.With("lease", c.Container+"/"+name)}, nil
+}
+
+// Transactions counts the requests this contender made: lease requests, and
+// the blob writes that create the container and blob the first time.
+func (l *Lease) Transactions() Transactions { return l.tx.Snapshot() }
+
+// Run waits until it holds the lease, then runs fn with a context that ends
+// when ctx does or when the lease is lost (cause ErrLeaseLost), renewing
+// the lease meanwhile. When fn returns, Run releases the lease and returns
+// fn's error. If the lease is lost it waits for fn to return and returns an
+// error wrapping ErrLeaseLost. If ctx ends before the lease is held, it
+// returns ctx's cause. To keep contending after a loss, call Run again.
+func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx = CountTransactions(ctx, &l.tx)
+	sent, err := l.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	l.log.Info("lease acquired")
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- fn(fnCtx) }()
+
+	lost := l.keep(ctx, sent, done)
+	if lost != nil {
+		cancel(lost)
+		l.log.Warn("lease lost; the function's context is cancelled", "err", lost)
+		if fnErr := <-done; fnErr != nil && !errors.Is(fnErr, context.Canceled) {
+			return errors.Join(lost, fnErr)
+		}
+		return lost
+	}
+	fnErr := <-done // keep returned because fn did, or because ctx ended and fn followed
+	l.release(ctx)
+	return fnErr
+}
+
+// keep renews the lease until fn returns (nil result) or the lease is lost
+// (an error wrapping ErrLeaseLost). When ctx ends it waits for fn, whose
+// context ends with it, still renewing, so that fn never runs unheld.
+func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error {
+	deadline := sent.Add(l.cfg.Duration - l.cfg.Duration/10)
+	renew := time.NewTimer(l.cfg.RenewEvery)
+	defer renew.Stop()
+	for {
+		expire := time.NewTimer(time.Until(deadline))
+		select {
+		case err := <-done:
+			expire.Stop()
+			done <- err // for Run
+			return nil
+		case <-expire.C:
+			return fmt.Errorf("%w: no renewal succeeded for %v", ErrLeaseLost, l.cfg.Duration-l.cfg.Duration/10)
+		case <-renew.C:
+			expire.Stop()
+			// Not cut short by ctx: fn may still be running and need the lease.
+			rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+			at := time.Now()
+			_, err := l.client.RenewLease(tagBlob(rctx, opBlobLease), nil)
+			cancel()
+			switch {
+			case err == nil:
+				deadline = at.Add(l.cfg.Duration - l.cfg.Duration/10)
+				renew.Reset(l.cfg.RenewEvery)
+			case leaseGone(err):
+				return fmt.Errorf("%w: %w", ErrLeaseLost, storageError(opBlobLease, l.name, err))
+			default:
+				l.log.Warn("lease renewal failed; retrying", "err", storageError(opBlobLease, l.name, err))
+				renew.Reset(min(time.Second, l.cfg.RenewEvery))
+			}
+		}
+	}
+}
+
+// acquire tries to take the lease every AcquireEvery until it does or ctx
+// ends. It returns when the successful request was sent: the lease runs
+// from no earlier than that.
+func (l *Lease) acquire(ctx context.Context) (time.Time, error) {
+	for {
+		at := time.Now()
+		_, err := l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.cfg.Duration), nil)
+		if err != nil && missing(err) && l.create(ctx) == nil {
+			at = time.Now()
+			_, err = l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.cfg.Duration), nil)
+		}
+		switch {
+		case err == nil:
+			return at, nil
+		case ctx.Err() != nil:
+			return time.Time{}, context.Cause(ctx)
+		case !held(err):
+			l.log.Warn("lease acquire failed; retrying", "err", storageError(opBlobLease, l.name, err))
+		}
+		wait := time.Duration(float64(l.cfg.AcquireEvery) * (0.8 + 0.4*rand.Float64()))
+		if !sleep(ctx, wait, nil) {
+			return time.Time{}, context.Cause(ctx)
+		}
+	}
+}
+
+// create makes the container and the empty blob the lease is taken on.
+// Another contender may be doing the same: "already exists" is success.
+func (l *Lease) create(ctx context.Context) error {
+	if _, err := l.container.Create(tagBlob(ctx, opBlobWrite), nil); err != nil && !conflict(err) {
+		return storageError(opBlobWrite, l.name, err)
+	}
+	_, err := l.blob.UploadBuffer(tagBlob(ctx, opBlobWrite), nil, &blockblob.UploadBufferOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
+	})
+	if err != nil && !conflict(err) {
+		return storageError(opBlobWrite, l.name, err)
+	}
+	return nil
+}
+
+// release gives the lease up so that a waiting contender need not wait for
+// it to expire. A failure only delays that.
+func (l *Lease) release(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := l.client.ReleaseLease(tagBlob(rctx, opBlobLease), nil); err != nil {
+		l.log.Warn("lease release failed; it expires on its own", "err", storageError(opBlobLease, l.name, err))
+		return
+	}
+	l.log.Info("lease released")
+}
+
+// statusOf is the HTTP status of a failed request, 0 if none came back.
+func statusOf(err error) int {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
+}
+
+// held: another contender holds the lease (409 LeaseAlreadyPresent).
+func held(err error) bool { return statusOf(err) == http.StatusConflict }
+
+// missing: the container or blob does not exist yet.
+func missing(err error) bool { return statusOf(err) == http.StatusNotFound }
+
+// conflict: it exists already, or is leased by someone else (both fine for creation).
+func conflict(err error) bool {
+	s := statusOf(err)
+	return s == http.StatusConflict || s == http.StatusPreconditionFailed
+}
+
+// leaseGone: the service answered that this holder's lease is not the
+// blob's lease any more (another ID, expired and taken, broken, or the blob
+// is gone). Throttling and timeouts are not proof and are retried.
+func leaseGone(err error) bool {
+	s := statusOf(err)
+	return s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests
+}

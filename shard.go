@@ -1,0 +1,505 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	// ErrNoHealthyShard is returned by a ShardedQueue's Send, Receive and
+	// Depth when no shard could serve the request: every shard was backed
+	// off after failures, or failed this time. The shards' own errors are
+	// joined to it.
+	ErrNoHealthyShard = errors.New("azdispatch: no healthy shard")
+
+	// ErrShardUnavailable is returned by a keyed send whose shard is backed
+	// off after failures. Keyed sends do not move to another shard, so that
+	// every message of a key stays on one shard; retry later.
+	ErrShardUnavailable = errors.New("azdispatch: the key's shard is backed off after failures")
+)
+
+// Shard is one queue of a ShardedQueue: a *Queue, or anything else that is
+// both a Source and a Target, such as a wrapper that traces or injects
+// faults, or an in-memory model for load tests.
+type Shard interface {
+	Source
+	Target
+}
+
+// ShardOptions configures a ShardedQueue. Nil, or a zero field, means the
+// documented default.
+type ShardOptions struct {
+	// EmptySkip is how long a shard that a receive found empty is passed
+	// over while other shards may have messages. Defaults to 5 s: while some
+	// shards are busy, an empty one costs one request per 5 s, and a message
+	// that arrives on it waits at most that long. When every shard was empty
+	// at its last look, receives go round the shards one request at a time.
+	EmptySkip time.Duration
+
+	// RetryMin and RetryMax bound the back-off of a failing shard: after n
+	// failures in a row it is left alone for RetryMin·2^(n−1) ±20%, at most
+	// RetryMax, then tried again. Default to 1 s and 60 s: a shard that is
+	// throttled for a moment is back within seconds, and one that is down
+	// costs a request a minute.
+	RetryMin, RetryMax time.Duration
+
+	// Logger receives a line when a shard is backed off and when it
+	// recovers. Defaults to none.
+	Logger *slog.Logger
+}
+
+// ShardedQueue is one logical queue over many shards, which may live in
+// several storage accounts: a Source for a Listener and a Target for a
+// Publisher, for work beyond one queue's (about 2,000 messages per second)
+// or one account's (about 20,000 requests per second) scalability target.
+//
+// Sends go round-robin from a random starting shard, so a fleet of
+// publishers spreads evenly; SendKeyed puts every message of a key on the
+// same shard. Receives go round-robin too, but pass over shards that were
+// just empty, so an idle sharded queue costs what one queue costs (one
+// request per receive). A message is deleted or hidden through the shard it
+// came from. A shard that fails (503 ServerBusy, 500 OperationTimedOut,
+// timeouts, a queue that is gone) is backed off on its own, and when the
+// failure is the account's endpoint itself, the account's other shards with
+// it; sends go to other shards, receives keep draining the healthy ones.
+//
+// Subset gives a listener a fixed part of the shards (instance i of n), and
+// PoisonQueue a poison queue beside each shard. A ShardedQueue is safe for
+// concurrent use.
+type ShardedQueue struct {
+	set     *shardSet
+	members []int // the indexes of set.shards this view reads and writes
+
+	readMu   sync.Mutex
+	readNext int // position in members where the next read looks first
+
+	writeNext atomic.Uint64
+}
+
+var (
+	_ Source = (*ShardedQueue)(nil)
+	_ Target = (*ShardedQueue)(nil)
+)
+
+// shardSet is what the views of one sharded queue share: the shards, their
+// health, what reads have seen on them, and where received messages came from.
+type shardSet struct {
+	name   string
+	shards []Shard
+	health []*breaker // per shard
+	group  []*breaker // per shard: its account's breaker, shared; nil if unknown
+	opts   ShardOptions
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu   sync.Mutex
+	read []shardRead // per shard, under mu
+
+	// exhaustive sets (poison sets) ask every shard before saying "empty",
+	// so that Requeue over them does not stop early.
+	exhaustive bool
+	parent     *shardSet // of a poison set: whose origins route its sends
+	origins    originMap
+	tracking   atomic.Bool // origins are kept once a poison set exists
+
+	poisonOnce sync.Once
+	poison     *shardSet
+}
+
+// shardRead is what reads have seen of one shard.
+type shardRead struct {
+	empty    bool      // the last receive found nothing
+	emptyAt  time.Time // when it did
+	lastPoll time.Time
+}
+
+// shardRoute records which shard of which set a delivery came through, so
+// that its delete and visibility changes go back there. Sets that hold other
+// sets stack their routes.
+type shardRoute struct {
+	set   *shardSet
+	index int
+	next  *shardRoute
+}
+
+func (r *shardRoute) shardName() string {
+	if r == nil {
+		return ""
+	}
+	return r.set.shards[r.index].Name()
+}
+
+// NewShardedQueue returns a sharded queue called name (for logs, errors and
+// poison envelopes) over shards, in that order: KeyShard numbers them so,
+// and new shards must be added at the end to keep keys where they are.
+// AccountShards makes the usual shards, queues spread over accounts.
+func NewShardedQueue(name string, shards []Shard, opts *ShardOptions) (*ShardedQueue, error) {
+	if name == "" {
+		return nil, &ConfigError{Field: "name", Reason: "empty"}
+	}
+	if len(shards) == 0 {
+		return nil, &ConfigError{Field: "shards", Reason: "none given"}
+	}
+	for i, sh := range shards {
+		if sh == nil {
+			return nil, &ConfigError{Field: "shards", Reason: fmt.Sprintf("shard %d is nil", i)}
+		}
+	}
+	var o ShardOptions
+	if opts != nil {
+		o = *opts
+	}
+	setDefault(&o.EmptySkip, 5*time.Second)
+	setDefault(&o.RetryMin, time.Second)
+	setDefault(&o.RetryMax, time.Minute)
+	if o.EmptySkip < 0 || o.RetryMin < 0 || o.RetryMax < o.RetryMin {
+		return nil, &ConfigError{Field: "ShardOptions", Reason: "EmptySkip and RetryMin must not be negative, nor RetryMax less than RetryMin"}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	set := newShardSet(name, shards, o)
+	return set.view(allShards(len(shards))), nil
+}
+
+func newShardSet(name string, shards []Shard, o ShardOptions) *shardSet {
+	set := &shardSet{
+		name: name, shards: append([]Shard(nil), shards...), opts: o,
+		log: o.Logger.With("sharded_queue", name), now: time.Now,
+		health: make([]*breaker, len(shards)), group: make([]*breaker, len(shards)),
+		read: make([]shardRead, len(shards)),
+	}
+	// Shards of one account share a breaker for failures of the account's
+	// endpoint: when it refuses connections, it does so for all of them.
+	accounts := map[*Account]*breaker{}
+	for i, sh := range shards {
+		set.health[i] = new(breaker)
+		if q, ok := sh.(*Queue); ok && q.account != nil {
+			if accounts[q.account] == nil {
+				accounts[q.account] = new(breaker)
+			}
+			set.group[i] = accounts[q.account]
+		}
+	}
+	return set
+}
+
+func allShards(n int) []int {
+	m := make([]int, n)
+	for i := range m {
+		m[i] = i
+	}
+	return m
+}
+
+// view returns a ShardedQueue over members of set. Its first write and its
+// first read go to a random shard, so that a fleet starting together spreads.
+func (set *shardSet) view(members []int) *ShardedQueue {
+	s := &ShardedQueue{set: set, members: members, readNext: rand.IntN(len(members))}
+	s.writeNext.Store(rand.Uint64N(uint64(len(members))))
+	return s
+}
+
+// AccountShards opens n queues named "<base>-0" to "<base>-<n−1>", shard i in
+// accounts[i mod len(accounts)], so that consecutive shards, and so
+// round-robin sends, alternate between accounts. The queues are created when
+// first used. The base name may be up to 56 characters less the digits and
+// hyphen of the largest index (see Account.Queue).
+func AccountShards(base string, n int, accounts ...*Account) ([]Shard, error) {
+	if n < 1 {
+		return nil, &ConfigError{Field: "n", Reason: fmt.Sprintf("%d shards; need at least 1", n)}
+	}
+	if len(accounts) == 0 {
+		return nil, &ConfigError{Field: "accounts", Reason: "none given"}
+	}
+	shards := make([]Shard, n)
+	for i := range n {
+		a := accounts[i%len(accounts)]
+		if a == nil {
+			return nil, &ConfigError{Field: "accounts", Reason: fmt.Sprintf("account %d is nil", i%len(accounts))}
+		}
+		q, err := a.Queue(fmt.Sprintf("%s-%d", base, i))
+		if err != nil {
+			return nil, err
+		}
+		shards[i] = q
+	}
+	return shards, nil
+}
+
+// Name is the sharded queue's name.
+func (s *ShardedQueue) Name() string { return s.set.name }
+
+// Shards returns the shards this queue reads and writes, in order.
+func (s *ShardedQueue) Shards() []Shard {
+	out := make([]Shard, len(s.members))
+	for p, i := range s.members {
+		out[p] = s.set.shards[i]
+	}
+	return out
+}
+
+// Subset returns a view of the shards at positions p with p mod n = i: the
+// part that instance i of n listeners reads, so that every shard has exactly
+// one reader and messages never move between instances (moving a message
+// would cost requests and raise its dequeue count). With SendKeyed, all
+// messages of a key reach the same instance. The view shares the shards'
+// health with s; its Send spreads over its own shards only, while SendKeyed
+// always maps keys over the whole set.
+func (s *ShardedQueue) Subset(i, n int) (*ShardedQueue, error) {
+	if n < 1 || i < 0 || i >= n {
+		return nil, &ConfigError{Field: "Subset", Reason: fmt.Sprintf("instance %d of %d", i, n)}
+	}
+	var m []int
+	for p, idx := range s.members {
+		if p%n == i {
+			m = append(m, idx)
+		}
+	}
+	if len(m) == 0 {
+		return nil, &ConfigError{Field: "Subset", Reason: fmt.Sprintf("instance %d of %d gets none of %d shards", i, n, len(s.members))}
+	}
+	return s.set.view(m), nil
+}
+
+// Create creates every shard that can be created (those with a Create
+// method, such as *Queue), in parallel. Shards are also created on first
+// use; Create makes that cost fall before a measurement or a deadline.
+func (s *ShardedQueue) Create(ctx context.Context) error {
+	errs := make([]error, len(s.members))
+	var wg sync.WaitGroup
+	for p, i := range s.members {
+		if c, ok := s.set.shards[i].(interface{ Create(context.Context) error }); ok {
+			wg.Go(func() { errs[p] = c.Create(ctx) })
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Send puts text on the next healthy shard, round-robin. If that shard fails
+// it is backed off and the next one is tried, each shard once; a failure
+// that another shard would repeat (a text too large) is returned at once.
+// It fails with ErrNoHealthyShard only when no shard took the message. A
+// shard that failed after storing the message (a lost response) leaves a
+// duplicate: delivery is at least once.
+func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
+	// Refused here, before any shard is asked: no shard would take it.
+	if err := checkText(text, ServiceMessageLimit); err != nil {
+		return "", err
+	}
+	if p := s.set.parent; p != nil {
+		// A poison set: put the envelope beside the shard its message came from.
+		if id, done, err := s.sendToOrigin(ctx, p, text, opts); done {
+			return id, err
+		}
+	}
+	n := uint64(len(s.members))
+	start := s.writeNext.Add(1)
+	now := s.set.now()
+	var errs []error
+	for k := range n {
+		i := s.members[(start+k)%n]
+		if !s.set.available(i, now) {
+			continue
+		}
+		id, err := s.set.shards[i].Send(ctx, text, opts)
+		if err == nil {
+			s.set.record(ctx, i, nil)
+			return id, nil
+		}
+		if f, _ := fault(ctx, err); !f {
+			return "", err
+		}
+		s.set.record(ctx, i, err)
+		errs = append(errs, err)
+	}
+	return "", s.set.noHealthy("send", errs, now)
+}
+
+// SendKeyed puts text on the shard KeyShard(key, number of shards) picks,
+// over all shards of the set (also when called on a Subset), so every
+// message of a key is on one shard and reaches one listener instance. If
+// that shard is backed off it fails with ErrShardUnavailable rather than
+// sending elsewhere, which would break that promise; the caller retries
+// later. The key is not stored and not logged.
+func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error) {
+	if err := checkText(text, ServiceMessageLimit); err != nil {
+		return "", err
+	}
+	i := KeyShard(key, len(s.set.shards))
+	if !s.set.available(i, s.set.now()) {
+		_, until, last := s.set.retryAt(i)
+		return "", fmt.Errorf("%w: shard %q, until %s: %w", ErrShardUnavailable, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
+	}
+	id, err := s.set.shards[i].Send(ctx, text, opts)
+	s.set.record(ctx, i, err)
+	return id, err
+}
+
+// Delete deletes a message received from this sharded queue (or another
+// view of its shards) through the shard it came from.
+func (s *ShardedQueue) Delete(ctx context.Context, d *Delivery) error {
+	r, err := s.set.origin(d)
+	if err != nil {
+		return err
+	}
+	err = r.onShard(d, func(sh Shard) error { return sh.Delete(ctx, d) })
+	s.set.record(ctx, r.index, err)
+	if (err == nil || errors.Is(err, ErrOwnershipLost)) && s.set.tracking.Load() {
+		s.set.origins.forget(d.ID)
+	}
+	return err
+}
+
+// SetVisibility hides a received message for after, through the shard it
+// came from (see Queue.SetVisibility).
+func (s *ShardedQueue) SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error {
+	r, err := s.set.origin(d)
+	if err != nil {
+		return err
+	}
+	err = r.onShard(d, func(sh Shard) error { return sh.SetVisibility(ctx, d, after) })
+	s.set.record(ctx, r.index, err)
+	return err
+}
+
+// Depth is the sum of the shards' depths, asked in parallel: one request per
+// shard. Shards backed off after failures are left out, as they cannot be
+// read now either; it fails only when no shard answered.
+func (s *ShardedQueue) Depth(ctx context.Context) (int, error) {
+	now := s.set.now()
+	depths := make([]int, len(s.members))
+	errs := make([]error, len(s.members))
+	var wg sync.WaitGroup
+	asked := 0
+	for p, i := range s.members {
+		if !s.set.available(i, now) {
+			continue
+		}
+		asked++
+		wg.Go(func() {
+			depths[p], errs[p] = s.set.shards[i].Depth(ctx)
+			s.set.record(ctx, i, errs[p])
+		})
+	}
+	wg.Wait()
+	total, answered := 0, 0
+	var failed []error
+	for p := range s.members {
+		switch {
+		case errs[p] != nil:
+			failed = append(failed, errs[p])
+		default:
+			total += depths[p]
+		}
+	}
+	answered = asked - len(failed)
+	if answered == 0 {
+		return 0, s.set.noHealthy("depth", failed, now)
+	}
+	return total, nil
+}
+
+// Health returns the state of each shard of this view, in order.
+func (s *ShardedQueue) Health() []ShardHealth {
+	now := s.set.now()
+	out := make([]ShardHealth, len(s.members))
+	for p, i := range s.members {
+		failures, until, last := s.set.retryAt(i)
+		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: s.set.available(i, now), Failures: failures, LastError: last}
+		if !out[p].Healthy {
+			out[p].RetryAt = until
+		}
+	}
+	return out
+}
+
+// available reports whether shard i may be asked at now: neither it nor its
+// account is backed off.
+func (set *shardSet) available(i int, now time.Time) bool {
+	if open, _ := set.health[i].open(now); open {
+		return false
+	}
+	if g := set.group[i]; g != nil {
+		if open, _ := g.open(now); open {
+			return false
+		}
+	}
+	return true
+}
+
+// retryAt is shard i's failure count, the end of its back-off and its last
+// error, whichever of its own and its account's breakers is open longer.
+func (set *shardSet) retryAt(i int) (int64, time.Time, error) {
+	failures, until, last := set.health[i].state()
+	if g := set.group[i]; g != nil {
+		if gf, gu, gl := g.state(); gu.After(until) {
+			failures, until, last = gf, gu, gl
+		}
+	}
+	return failures, until, last
+}
+
+// record updates shard i's breakers with the outcome of a request.
+func (set *shardSet) record(ctx context.Context, i int, err error) {
+	if err == nil {
+		recovered := set.health[i].succeed()
+		if g := set.group[i]; g != nil && g.succeed() {
+			recovered = true
+		}
+		if recovered {
+			set.log.Info("shard recovered", "shard", set.shards[i].Name())
+		}
+		return
+	}
+	shard, account := fault(ctx, err)
+	if !shard {
+		return
+	}
+	b := set.health[i]
+	if account && set.group[i] != nil {
+		b = set.group[i]
+	}
+	n, wait := b.fail(set.now(), err, set.opts.RetryMin, set.opts.RetryMax)
+	set.log.Warn("shard backed off", "shard", set.shards[i].Name(), "whole_account", account && set.group[i] != nil,
+		"failures", n, "retry_in", wait, "err", err)
+}
+
+// noHealthy is the error of a request no shard could serve.
+func (set *shardSet) noHealthy(op string, errs []error, now time.Time) error {
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
+	}
+	next := time.Time{}
+	for i := range set.shards {
+		if _, until, _ := set.retryAt(i); next.IsZero() || until.Before(next) {
+			next = until
+		}
+	}
+	return fmt.Errorf("%w: %s on %q: every shard is backed off; the first is tried again in %v",
+		ErrNoHealthyShard, op, set.name, next.Sub(now).Round(time.Millisecond))
+}
+
+// origin returns the route of a delivery that came through this set.
+func (set *shardSet) origin(d *Delivery) (*shardRoute, error) {
+	if d == nil || d.route == nil || d.route.set != set {
+		return nil, errors.New("azdispatch: delivery did not come from sharded queue " + set.name)
+	}
+	return d.route, nil
+}
+
+// onShard calls f with the route's shard while d's route is the shard's own
+// (the next entry), so that a shard which is itself sharded finds its route.
+// A Delivery belongs to one goroutine at a time, so this is safe.
+func (r *shardRoute) onShard(d *Delivery, f func(Shard) error) error {
+	d.route = r.next
+	defer func() { d.route = r }()
+	return f(r.set.shards[r.index])
+}

@@ -1,0 +1,129 @@
+package azdispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Receive gets up to max messages from one shard: the next one, round-robin,
+// that is healthy and not known to be empty. If it is empty, further shards
+// are asked only while some may hold messages (their last receive returned
+// some), so a busy sharded queue does not stall on an empty shard, and an
+// idle one makes one request per call, as one queue would.
+//
+// Shards that were empty at their last look are passed over for
+// ShardOptions.EmptySkip; when all are, the one looked at longest ago is
+// asked. So on an idle queue, whose listener calls Receive every maxIdle
+// (30 s by default), calls go round the k shards one at a time: a message
+// that arrives alone on one shard is received within k·maxIdle (5 minutes
+// for 10 shards at the defaults), while messages sent round-robin, which
+// land on every shard, are found at the next call. A message found resets
+// the listener's idle back-off, and the shards are then read in quick turn.
+//
+// Each failing shard is backed off and the next one asked; it fails with
+// ErrNoHealthyShard only when no shard answered.
+func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
+	// Checked here so that a bad argument is not taken for a shard's failure.
+	if max < 1 || max > MaxBatch {
+		return nil, fmt.Errorf("azdispatch: receive of %d messages: must be 1 to %d", max, MaxBatch)
+	}
+	if visibility <= 0 || visibility > MaxVisibility {
+		return nil, fmt.Errorf("azdispatch: receive visibility %v: must be more than 0 and at most 7 days", visibility)
+	}
+	now := s.set.now()
+	order := s.readOrder(now)
+	var errs []error
+	answered := false
+	for _, c := range order {
+		if answered && !c.warm && !s.set.exhaustive {
+			break // known empty a moment ago: not worth a request now
+		}
+		batch, err := s.set.receiveFrom(ctx, c.index, max, visibility)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(batch) > 0 {
+			return batch, nil
+		}
+		answered = true
+	}
+	if answered {
+		return nil, nil
+	}
+	return nil, s.set.noHealthy("receive", errs, now)
+}
+
+// readCandidate is a shard a receive may ask, and whether it may hold
+// messages (it had some at its last look, or was never looked at).
+type readCandidate struct {
+	index int
+	warm  bool
+}
+
+// readOrder lists the shards a receive may ask, in round-robin order from
+// where the last receive started: the healthy ones that are warm or whose
+// EmptySkip has passed; if there are none, the healthy one looked at longest
+// ago. The next receive starts after the first one listed.
+func (s *ShardedQueue) readOrder(now time.Time) []readCandidate {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	set := s.set
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	n := len(s.members)
+	var out []readCandidate
+	first, fallback, fallbackPos := -1, -1, -1
+	for k := range n {
+		p := (s.readNext + k) % n
+		i := s.members[p]
+		if !set.available(i, now) {
+			continue
+		}
+		r := set.read[i]
+		if !r.empty || now.Sub(r.emptyAt) >= set.opts.EmptySkip || set.exhaustive {
+			out = append(out, readCandidate{index: i, warm: !r.empty})
+			if first < 0 {
+				first = p
+			}
+			continue
+		}
+		if fallback < 0 || r.lastPoll.Before(set.read[fallback].lastPoll) {
+			fallback, fallbackPos = i, p
+		}
+	}
+	if len(out) == 0 && fallback >= 0 {
+		out = append(out, readCandidate{index: fallback})
+		first = fallbackPos
+	}
+	if first >= 0 {
+		s.readNext = (first + 1) % n
+	}
+	return out
+}
+
+// receiveFrom receives from shard i, records what it found, and marks each
+// delivery with its route.
+func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility time.Duration) ([]*Delivery, error) {
+	batch, err := set.shards[i].Receive(ctx, max, visibility)
+	set.record(ctx, i, err)
+	if err != nil {
+		return nil, err
+	}
+	now := set.now()
+	set.mu.Lock()
+	r := &set.read[i]
+	r.lastPoll, r.empty = now, len(batch) == 0
+	if r.empty {
+		r.emptyAt = now
+	}
+	set.mu.Unlock()
+	for _, d := range batch {
+		d.route = &shardRoute{set: set, index: i, next: d.route}
+	}
+	if set.tracking.Load() {
+		set.origins.remember(batch, i, now)
+	}
+	return batch, nil
+}

@@ -1,0 +1,417 @@
+package azdispatch
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
+
+func TestShardedQueueSpreadsSendsAndListenerDrainsThroughOrigins(t *testing.T) {
+	t.Parallel()
+	sq := shardedQueue(t, 6, nil, threeAccounts(t)...)
+	sendJobs(t, sq, 60)
+	assert.Equal(t, []int{10, 10, 10, 10, 10, 10}, shardDepths(t, sq), "round-robin puts the same number on every shard")
+	n, err := sq.Depth(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 60, n, "depth is the sum over shards")
+
+	c := newTally()
+	var queues sync.Map
+	l, err := NewListener(sq, c.handler(func(_ context.Context, m *Message[job]) error {
+		queues.Store(m.Queue, true)
+		return nil
+	}), quick())
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "all handled", func() bool { return c.succeeded() == 60 })
+	require.NoError(t, stop())
+	s := l.State()
+	assertSettled(t, s)
+	c.assertEachSucceededOnce(t, 60, s.Lost)
+	assert.Zero(t, s.Lost, "every delete went to the shard its message came from")
+	assert.Equal(t, []int{0, 0, 0, 0, 0, 0}, shardDepths(t, sq))
+	for _, sh := range sq.Shards() {
+		_, ok := queues.Load(sh.Name())
+		assert.True(t, ok, "messages of shard %s name it as their queue", sh.Name())
+	}
+}
+
+func TestShardedQueueDeleteAndVisibilityGoToTheOrigin(t *testing.T) {
+	t.Parallel()
+	a := testAccount(t, nil)
+	sq := shardedQueue(t, 3, nil, a)
+	sendJobs(t, sq, 3)
+	ctx := context.Background()
+	var got []*Delivery
+	for len(got) < 3 {
+		batch, err := sq.Receive(ctx, MaxBatch, 30*time.Second)
+		require.NoError(t, err)
+		got = append(got, batch...)
+	}
+	from := map[string]bool{}
+	for _, d := range got {
+		from[d.QueueName()] = true
+	}
+	assert.Len(t, from, 3, "one message from each shard")
+
+	// A subset view shares the shards: it can settle what the whole set received.
+	sub, err := sq.Subset(0, 1)
+	require.NoError(t, err)
+	require.NoError(t, sub.SetVisibility(ctx, got[0], 0))
+	require.NoError(t, sq.Delete(ctx, got[0]))
+	require.NoError(t, sub.Delete(ctx, got[1]))
+
+	// Another sharded queue over the same shards is another set: it refuses.
+	other, err := NewShardedQueue("other", sq.Shards(), nil)
+	require.NoError(t, err)
+	assert.ErrorContains(t, other.Delete(ctx, got[2]), "did not come from sharded queue")
+	// The shard itself can delete it: the pop receipt is the shard's.
+	shard := sq.Shards()[indexOfShard(sq, got[2].QueueName())]
+	require.NoError(t, shard.Delete(ctx, got[2]))
+
+	n, err := sq.Depth(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Error(t, sq.Delete(ctx, &Delivery{ID: "x"}), "a delivery that came from no shard")
+}
+
+func indexOfShard(sq *ShardedQueue, name string) int {
+	for i, sh := range sq.Shards() {
+		if sh.Name() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestShardedQueueSkipsShardsThatWereJustEmpty(t *testing.T) {
+	t.Parallel()
+	a := testAccount(t, nil)
+	sq := shardedQueue(t, 5, &ShardOptions{EmptySkip: time.Hour}, a)
+	require.NoError(t, sq.Create(context.Background()))
+	busy := sq.Shards()[2].(*Queue)
+	sendTexts(t, busy, 100, func(int) string { return "x" })
+	ctx := context.Background()
+	before := a.Transactions()
+	got := 0
+	calls := 0
+	for got < 100 {
+		batch, err := sq.Receive(ctx, 10, 30*time.Second)
+		require.NoError(t, err)
+		calls++
+		for _, d := range batch {
+			require.Equal(t, busy.Name(), d.QueueName())
+			require.NoError(t, sq.Delete(ctx, d))
+		}
+		got += len(batch)
+	}
+	tx := a.Transactions()
+	empty := tx.EmptyReceive - before.EmptyReceive
+	assert.LessOrEqual(t, empty, int64(4), "each empty shard is asked once, then skipped while the busy one has messages")
+	assert.Equal(t, int64(10), tx.Receive-before.Receive-empty, "every other receive went to the busy shard")
+
+	// Idle: every call makes one request, going round the shards.
+	before = a.Transactions()
+	var polled []int64
+	for _, sh := range sq.Shards() {
+		polled = append(polled, sh.(*Queue).Transactions().Receive)
+	}
+	for range 10 {
+		batch, err := sq.Receive(ctx, 10, 30*time.Second)
+		require.NoError(t, err)
+		require.Empty(t, batch)
+	}
+	assert.Equal(t, int64(10), a.Transactions().Receive-before.Receive, "an idle sharded queue makes one request per receive")
+	for i, sh := range sq.Shards() {
+		assert.GreaterOrEqual(t, sh.(*Queue).Transactions().Receive-polled[i], int64(1), "shard %d is still looked at while idle", i)
+	}
+	sendTexts(t, sq.Shards()[4].(*Queue), 1, func(int) string { return "late" })
+	var found []*Delivery
+	for i := 0; i < 5 && len(found) == 0; i++ {
+		found, _ = sq.Receive(ctx, 10, 30*time.Second)
+	}
+	require.Len(t, found, 1, "a message on any shard is found within one round of the shards")
+}
+
+func TestShardedQueueRoutesAroundAThrottledShard(t *testing.T) {
+	t.Parallel()
+	base := uniqueName(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	f := &faultTransport{fail: func(r *http.Request) bool {
+		return failing.Load() && strings.Contains(r.URL.Path, "/"+base+"-1")
+	}}
+	f.next = newHTTPClient()
+	a := testAccount(t, quickRetries(f))
+	shards, err := AccountShards(base, 3, a)
+	require.NoError(t, err)
+	sq, err := NewShardedQueue("tasks", shards, &ShardOptions{RetryMin: 300 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+	require.NoError(t, err)
+
+	sendJobs(t, sq, 30)
+	h := sq.Health()
+	assert.False(t, h[1].Healthy)
+	assert.GreaterOrEqual(t, h[1].Failures, int64(1))
+	var se *StorageError
+	require.ErrorAs(t, h[1].LastError, &se)
+	assert.Equal(t, "ServerBusy", se.Code)
+	assert.True(t, h[0].Healthy && h[2].Healthy)
+	assert.LessOrEqual(t, f.hits.Load(), int64(30), "the throttled shard is not asked at every send")
+
+	// Keyed sends to it fail fast rather than move the key.
+	key := keyFor(t, 1, 3)
+	hits := f.hits.Load()
+	_, err = sq.SendKeyed(context.Background(), key, "k", nil)
+	if !sq.Health()[1].Healthy {
+		assert.ErrorIs(t, err, ErrShardUnavailable)
+		assert.Equal(t, hits, f.hits.Load(), "no request to a backed-off shard")
+	}
+
+	// Once it recovers, it takes its share again.
+	failing.Store(false)
+	d := shardDepths(t, sq)
+	assert.Zero(t, d[1], "nothing landed on the throttled shard")
+	assert.Equal(t, 30, d[0]+d[2], "every send succeeded elsewhere")
+	waitFor(t, "the shard takes sends again", func() bool {
+		_, err := sq.Send(context.Background(), `{"n":-1}`, nil)
+		require.NoError(t, err)
+		return shardDepths(t, sq)[1] > 0
+	})
+	assert.True(t, sq.Health()[1].Healthy)
+}
+
+// keyFor finds a key that maps to shard i of n.
+func keyFor(t testing.TB, i, n int) string {
+	for k := range 10000 {
+		key := "key-" + strings.Repeat("x", k%3) + string(rune('a'+k%26)) + strings.Repeat("y", k/26)
+		if KeyShard(key, n) == i {
+			return key
+		}
+	}
+	t.Fatal("no key found")
+	return ""
+}
+
+func TestShardedQueueFailsOnlyWhenEveryShardFails(t *testing.T) {
+	t.Parallel()
+	f := &faultTransport{fail: func(*http.Request) bool { return true }}
+	f.next = newHTTPClient()
+	sq := shardedQueue(t, 3, &ShardOptions{RetryMin: time.Minute, RetryMax: time.Minute}, testAccount(t, quickRetries(f)))
+	ctx := context.Background()
+	_, err := sq.Send(ctx, "x", nil)
+	require.ErrorIs(t, err, ErrNoHealthyShard)
+	var se *StorageError
+	assert.ErrorAs(t, err, &se, "the shards' own errors are joined")
+	hits := f.hits.Load()
+	assert.Equal(t, int64(6), hits, "each shard tried once (with one SDK retry each)")
+
+	_, err = sq.Send(ctx, "x", nil)
+	assert.ErrorIs(t, err, ErrNoHealthyShard)
+	assert.ErrorContains(t, err, "every shard is backed off")
+	_, err = sq.Receive(ctx, 1, time.Second)
+	assert.ErrorIs(t, err, ErrNoHealthyShard)
+	_, err = sq.Depth(ctx)
+	assert.ErrorIs(t, err, ErrNoHealthyShard)
+	assert.Equal(t, hits, f.hits.Load(), "backed-off shards cost no request")
+
+	_, err = sq.Send(ctx, strings.Repeat("x", ServiceMessageLimit+1), nil)
+	assert.ErrorIs(t, err, ErrMessageTooLarge, "a message error is not a shard failure")
+}
+
+func TestShardedQueueKeepsGoingWhenAnAccountDies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	doomed, err := azurite.Start(ctx, &azurite.Options{Fresh: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = doomed.Kill() })
+	other, err := NewAccountFromConnectionString(doomed.ConnectionString(), quickRetries(nil))
+	require.NoError(t, err)
+	// Backed off for a minute, so that the end of the test still sees it.
+	sq := shardedQueue(t, 4, &ShardOptions{RetryMin: time.Minute, RetryMax: time.Minute},
+		testAccount(t, quickRetries(nil)), other)
+	require.NoError(t, sq.Create(ctx))
+
+	c := newTally()
+	l, err := NewListener(sq, c.handler(func(context.Context, *Message[job]) error { return nil }), quick())
+	require.NoError(t, err)
+	stop := started(t, l)
+	p, err := NewPublisher[job](sq, nil)
+	require.NoError(t, err)
+	for i := range 40 {
+		_, err := p.Send(ctx, job{N: i})
+		require.NoError(t, err)
+	}
+	waitFor(t, "the first 40 handled", func() bool { return c.succeeded() == 40 })
+
+	require.NoError(t, doomed.Kill())
+	for i := 40; i < 100; i++ {
+		_, err := p.Send(ctx, job{N: i})
+		require.NoError(t, err, "sends route around the dead account")
+	}
+	waitFor(t, "all 100 handled", func() bool { return c.succeeded() == 100 })
+	require.NoError(t, stop())
+	s := l.State()
+	assertSettled(t, s)
+	c.assertEachSucceededOnce(t, 100, s.Lost)
+	for i, h := range sq.Health() {
+		if i%2 == 1 {
+			assert.False(t, h.Healthy, "shard %s of the dead account is backed off", h.Shard)
+		} else {
+			assert.True(t, h.Healthy, "shard %s is healthy", h.Shard)
+		}
+	}
+}
+
+func TestSendKeyedKeepsAKeyOnOneShard(t *testing.T) {
+	t.Parallel()
+	sq := shardedQueue(t, 4, nil, testAccount(t, nil))
+	p, err := NewPublisher[job](sq, nil)
+	require.NoError(t, err)
+	for i := range 12 {
+		_, err := p.SendKeyed(context.Background(), "customer-42", job{N: i})
+		require.NoError(t, err)
+	}
+	want := make([]int, 4)
+	want[KeyShard("customer-42", 4)] = 12
+	assert.Equal(t, want, shardDepths(t, sq))
+
+	plain, err := NewPublisher[job](testQueue(t), nil)
+	require.NoError(t, err)
+	_, err = plain.SendKeyed(context.Background(), "k", job{})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "a plain queue is not a keyed target")
+}
+
+func TestSubsetsReadDisjointShardsWithoutBouncing(t *testing.T) {
+	t.Parallel()
+	sq := shardedQueue(t, 6, nil, threeAccounts(t)...)
+	p, err := NewPublisher[job](sq, nil)
+	require.NoError(t, err)
+	const n = 90
+	for i := range n {
+		_, err := p.SendKeyed(context.Background(), "k"+string(rune('a'+i%15)), job{N: i})
+		require.NoError(t, err)
+	}
+	c := newTally()
+	var mu sync.Mutex
+	instanceOf := map[string]int{} // shard name → instance that read it
+	var bounced atomic.Int64
+	var stops []func() error
+	for i := range 3 {
+		sub, err := sq.Subset(i, 3)
+		require.NoError(t, err)
+		require.Len(t, sub.Shards(), 2)
+		l, err := NewListener(sub, c.handler(func(_ context.Context, m *Message[job]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, ok := instanceOf[m.Queue]; ok && prev != i {
+				bounced.Add(1)
+			}
+			instanceOf[m.Queue] = i
+			if m.DequeueCount > 1 {
+				bounced.Add(1)
+			}
+			return nil
+		}), quick())
+		require.NoError(t, err)
+		stops = append(stops, started(t, l))
+	}
+	waitFor(t, "all handled", func() bool { return c.succeeded() == n })
+	for _, stop := range stops {
+		require.NoError(t, stop())
+	}
+	c.assertEachSucceededOnce(t, n, 0)
+	assert.Zero(t, bounced.Load(), "each shard is read by one instance, each message once")
+	for name, i := range instanceOf {
+		assert.Equal(t, i, indexOfShard(sq, name)%3, "shard %s belongs to instance %d", name, i)
+	}
+	_, err = sq.Subset(6, 7)
+	assert.ErrorIs(t, err, ErrInvalidConfig, "more instances than shards")
+}
+
+func TestShardedPoisonStaysBesideItsShardAndRequeues(t *testing.T) {
+	t.Parallel()
+	accts := threeAccounts(t)
+	sq := shardedQueue(t, 3, nil, accts...)
+	p, err := NewPublisher[job](sq, nil)
+	require.NoError(t, err)
+	keys := []string{keyFor(t, 0, 3), keyFor(t, 1, 3), keyFor(t, 2, 3)}
+	for i := range 9 {
+		_, err := p.SendKeyed(context.Background(), keys[i%3], job{N: i})
+		require.NoError(t, err)
+	}
+	var poisonNow atomic.Bool
+	poisonNow.Store(true)
+	c := newTally()
+	l, err := NewListener(sq, c.handler(func(_ context.Context, m *Message[job]) error {
+		if poisonNow.Load() && m.Body.N%3 != 0 {
+			return Permanent(assert.AnError)
+		}
+		return nil
+	}), quick())
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "3 handled, 6 poisoned", func() bool { s := l.State(); return s.Succeeded == 3 && s.Poisoned == 6 })
+	require.NoError(t, stop())
+
+	// Each poisoned message is beside the shard it came from.
+	for i, sh := range sq.Shards() {
+		n, err := sh.(*Queue).PoisonQueue().Depth(context.Background())
+		require.NoError(t, err)
+		want := 3
+		if i == 0 {
+			want = 0 // keys[0]'s jobs are n%3 == 0: all succeeded
+		}
+		assert.Equal(t, want, n, "poison queue of shard %d", i)
+	}
+
+	// Requeue puts each back on its own shard.
+	res, err := sq.Requeue(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 6, res.Moved)
+	assert.Equal(t, []int{0, 3, 3}, shardDepths(t, sq))
+
+	// The same through the package's Requeue over the poison set.
+	poisonNow.Store(true)
+	l2, err := NewListener(sq, c.handler(func(context.Context, *Message[job]) error { return Permanent(assert.AnError) }), quick())
+	require.NoError(t, err)
+	stop = started(t, l2)
+	waitFor(t, "6 poisoned again", func() bool { return l2.State().Poisoned == 6 })
+	require.NoError(t, stop())
+	res, err = Requeue(context.Background(), sq.PoisonQueue(), sq, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 6, res.Moved, "a receive from the poison set asks every shard")
+	n, err := sq.Depth(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 6, n)
+}
+
+func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {
+	t.Parallel()
+	a := testAccount(t, nil)
+	name := uniqueName(t)
+	shards, err := AccountShards(name, 4, a)
+	require.NoError(t, err)
+	sq, err := NewShardedQueue(name, shards, nil)
+	require.NoError(t, err)
+	c := newTally()
+	cfg := quick()
+	cfg.Idle = atMaxBackOff
+	l, err := NewListener(sq, c.handler(nil), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "backing off", func() bool { return l.State().IdleDequeuers == 1 })
+
+	sendJobs(t, sq, 8) // round-robin over the 4 shards, each send a wake-up
+	waitFor(t, "every job handled long before the back-off ends", func() bool { return c.succeeded() == 8 })
+	require.NoError(t, stop())
+	assertSettled(t, l.State())
+}
