@@ -25,6 +25,15 @@ type State struct {
 
 	// Transactions counts the storage requests this listener made.
 	Transactions Transactions
+
+	// Batch items (see Publisher.SendBatch). A batch message is counted
+	// above like any message; its items here. Item handler failures and
+	// panics are also counted in Failed and Panics.
+	Items          int64 // item handler calls made
+	ItemsSucceeded int64 // items whose handler returned nil
+	ItemsPoisoned  int64 // items moved to the poison queue on their own
+	ItemsSkipped   int64 // items not run because a checkpoint says they were done
+	Checkpoints    int64 // checkpoints written to batch blobs
 }
 
 // stats holds a listener's counters.
@@ -32,6 +41,8 @@ type stats struct {
 	inFlight, active                                       atomic.Int64
 	received, succeeded, failed, retried, poisoned, panics atomic.Int64
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
+
+	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 }
 
 func (s *stats) snapshot() State {
@@ -49,5 +60,10 @@ func (s *stats) snapshot() State {
 		Renewed:         s.renewed.Load(),
 		ReceiveErrors:   s.receiveErrors.Load(),
 		PoisonErrors:    s.poisonErrors.Load(),
+		Items:           s.items.Load(),
+		ItemsSucceeded:  s.itemsSucceeded.Load(),
+		ItemsPoisoned:   s.itemsPoisoned.Load(),
+		ItemsSkipped:    s.itemsSkipped.Load(),
+		Checkpoints:     s.checkpoints.Load(),
 	}
 }
