@@ -147,8 +147,10 @@ func TestClaimCheckOneMiBRoundTripsWithDefaultConfig(t *testing.T) {
 
 // A queue with no blob service behind it cannot offload: the publisher says
 // so before any request, and never sends what the service would refuse.
-func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
-	t.Parallel()
+// queueWithoutBlobs returns a new queue in the test emulator, opened
+// through an account whose blob service is unknown: it has no payload store.
+func queueWithoutBlobs(t testing.TB) *Queue {
+	t.Helper()
 	endpoint := ""
 	for _, part := range strings.Split(connectionString(), ";") {
 		if v, ok := strings.CutPrefix(part, "QueueEndpoint="); ok {
@@ -160,6 +162,14 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	require.NoError(t, err)
 	q, err := a.Queue(uniqueName(t))
 	require.NoError(t, err)
+	require.Nil(t, q.payloadStore())
+	return q
+}
+
+func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
+	q := queueWithoutBlobs(t)
+	a := q.account
 	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
 	require.NoError(t, err)
 

@@ -52,6 +52,7 @@ type scenario func(ctx context.Context, o options, progress io.Writer) ([]record
 
 var scenarios = map[string]scenario{
 	"drain": runDrain,
+	"batch": runBatch,
 }
 
 func main() {
