@@ -18,10 +18,10 @@ type SentBatch struct {
 // on the queue. A listener calls its handler once per item, in any order and
 // in parallel, with the same outcome rules as for single messages; items
 // that succeed are not run again when the batch is redelivered, and one item
-// that keeps failing is poisoned alone. A batch of n items costs about four
-// requests end to end (write the blob, send, read the blob, delete the
-// message and the blob: six, shared by n) where n single messages cost about
-// 2n.
+// that keeps failing is poisoned alone. A batch costs about six requests end
+// to end, whatever n (write the blob, send the pointer, a share of a
+// receive, read the blob, delete the message, delete the blob), where n
+// single messages cost about 2n.
 //
 // It fails before any request with ErrEmptyBatch, with ErrNoBlobService when
 // the publisher has no payload store, and with ErrPayloadTooLarge when the

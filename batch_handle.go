@@ -231,7 +231,6 @@ func (b *batchRun[T]) runItem(ctx context.Context, i int, text string) {
 		})()
 	}
 	err := l.call(ictx, m)
-	var pe *PanicError
 	switch {
 	case err == nil:
 		b.done.add(i)
@@ -244,13 +243,9 @@ func (b *batchRun[T]) runItem(ctx context.Context, i int, text string) {
 		l.stats.failed.Add(1)
 		b.poisonItem(i, text, err.Error())
 	default:
-		l.stats.failed.Add(1)
-		if errors.As(err, &pe) {
-			l.stats.panics.Add(1)
-			l.msgLog(d).Error("handler panicked", "item", i, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		}
+		l.failure(d, err, "item", i)
 		if d.DequeueCount >= l.cfg.MaxDequeueCount {
-			b.poisonItem(i, text, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
+			b.poisonItem(i, text, lastTry(d, err))
 			return
 		}
 		l.msgLog(d).Info("item handler failed; retrying later", "item", i, "err", err)

@@ -90,7 +90,6 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 	ctx, cancel := settleContext(work)
 	defer cancel()
 
-	var pe *PanicError
 	switch {
 	case lost:
 		l.stats.lost.Add(1)
@@ -112,20 +111,31 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 		l.stats.failed.Add(1)
 		l.poison(work, d, err.Error())
 	default:
-		l.stats.failed.Add(1)
-		if errors.As(err, &pe) {
-			l.stats.panics.Add(1)
-			l.msgLog(d).Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		}
+		l.failure(d, err)
 		if d.DequeueCount >= l.cfg.MaxDequeueCount {
 			// Its last try: poison now rather than at the next delivery,
 			// which would cost a release, a receive and the retry delay.
-			l.poison(work, d, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
+			l.poison(work, d, lastTry(d, err))
 			return
 		}
 		l.msgLog(d).Info("handler failed; retrying later", "err", err)
 		l.count(l.release(ctx, d, l.cfg.Retry(d.DequeueCount)), &l.stats.retried)
 	}
+}
+
+// failure counts a failed handler call, logging a panic with its stack.
+func (l *Listener[T]) failure(d *Delivery, err error, attrs ...any) {
+	l.stats.failed.Add(1)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		l.stats.panics.Add(1)
+		l.msgLog(d).Error("handler panicked", append(attrs, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))...)
+	}
+}
+
+// lastTry is the poison reason of a failure on a message's last try.
+func lastTry(d *Delivery, err error) string {
+	return fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err)
 }
 
 // release hides d for after (0: visible at once), remembering when it is
