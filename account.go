@@ -276,8 +276,14 @@ func accountName(serviceURL string) string {
 // validateQueueName applies the service's naming rules, keeping room for a
 // suffix the package may append (the poison queue's).
 func validateQueueName(name string, suffix int) error {
+	return validateName("queue name", name, suffix)
+}
+
+// validateName applies the naming rules queues and blob containers share;
+// field names which, for the error.
+func validateName(field, name string, suffix int) error {
 	bad := func(reason string) error {
-		return &ConfigError{Field: "queue name", Reason: fmt.Sprintf("%q %s", name, reason)}
+		return &ConfigError{Field: field, Reason: fmt.Sprintf("%q %s", name, reason)}
 	}
 	if len(name) < 3 || len(name)+suffix > 63 {
 		return bad(fmt.Sprintf("must be 3 to %d characters long", 63-suffix))

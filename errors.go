@@ -50,6 +50,27 @@ var (
 	// ErrUnsupportedType is returned by a codec asked to encode or decode a
 	// type it does not handle.
 	ErrUnsupportedType = errors.New("azdispatch: type not supported by codec")
+
+	// ErrInvalidPointer means a message claims to point at an offloaded
+	// payload but the pointer is malformed or outside the listener's limits.
+	// Such a message is poisoned without any blob request.
+	ErrInvalidPointer = errors.New("azdispatch: invalid payload pointer")
+
+	// ErrPayloadMissing means the blob a pointer names does not exist. The
+	// message is poisoned, never deleted: its pointer is all that is left.
+	ErrPayloadMissing = errors.New("azdispatch: payload blob not found")
+
+	// ErrPayloadCorrupt means a payload blob does not match its pointer (size
+	// or SHA-256) or cannot be read as a payload. The message is poisoned
+	// and the blob kept for inspection.
+	ErrPayloadCorrupt = errors.New("azdispatch: payload blob is corrupt")
+
+	// ErrPayloadTooLarge means a payload exceeds PayloadLimits: a publisher
+	// refuses it before any request, a listener poisons it.
+	ErrPayloadTooLarge = errors.New("azdispatch: payload exceeds its limits")
+
+	// ErrEmptyBatch is returned by SendBatch for a batch of no items.
+	ErrEmptyBatch = errors.New("azdispatch: empty batch")
 )
 
 // ConfigError reports an invalid configuration value, naming the field.
@@ -125,8 +146,9 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // signature) removed before they are kept. The *azcore.ResponseError of a
 // failed response stays reachable with errors.As.
 type StorageError struct {
-	Op         string // "receive", "delete", "update", "send", "depth", "create"
+	Op         string // "receive", "delete", "update", "send", "depth", "create", "blob read", …
 	Queue      string
+	Blob       string // for a blob request, "<container>/<blob>"; Queue is then empty
 	StatusCode int    // HTTP status; 0 when no response arrived
 	Code       string // service error code, e.g. "ServerBusy"; empty when none
 	Err        error
@@ -135,14 +157,18 @@ type StorageError struct {
 // Error names the operation, the queue and the status and error code (or
 // the redacted transport error).
 func (e *StorageError) Error() string {
+	on := fmt.Sprintf("queue %q", e.Queue)
+	if e.Blob != "" {
+		on = fmt.Sprintf("blob %q", e.Blob)
+	}
 	if e.StatusCode != 0 {
 		code := e.Code
 		if code == "" {
 			code = http.StatusText(e.StatusCode)
 		}
-		return fmt.Sprintf("azdispatch: %s on queue %q: %d %s", e.Op, e.Queue, e.StatusCode, code)
+		return fmt.Sprintf("azdispatch: %s on %s: %d %s", e.Op, on, e.StatusCode, code)
 	}
-	return fmt.Sprintf("azdispatch: %s on queue %q: %v", e.Op, e.Queue, e.Err)
+	return fmt.Sprintf("azdispatch: %s on %s: %v", e.Op, on, e.Err)
 }
 
 // Unwrap returns the cause.

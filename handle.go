@@ -11,7 +11,9 @@ import (
 )
 
 // process takes one received message to its end: poisoned, handled and
-// deleted, released for a retry, or lost to another receiver.
+// deleted, released for a retry, or lost to another receiver. A pointer to
+// an offloaded payload is resolved first: a batch runs its items, a single
+// payload is handled as if its text had been on the queue.
 func (l *Listener[T]) process(work context.Context, d *Delivery) {
 	l.stats.inFlight.Add(1)
 	defer l.stats.inFlight.Add(-1)
@@ -22,14 +24,22 @@ func (l *Listener[T]) process(work context.Context, d *Delivery) {
 		l.poison(work, d, fmt.Sprintf("dequeued %d times, more than MaxDequeueCount %d", d.DequeueCount, l.cfg.MaxDequeueCount))
 		return
 	}
+	text := d.Text
+	var p *pointer // the payload blob, for a message sent by claim check
+	if isPointer(text) {
+		var ok bool
+		if p, text, ok = l.resolve(work, d); !ok {
+			return // a batch, run to its end, or a pointer that could not be resolved
+		}
+	}
 	var body T
-	if err := l.decode(d.Text, &body); err != nil {
+	if err := l.decode(text, &body); err != nil {
 		l.poison(work, d, (&DecodeError{Err: err}).Error())
 		return
 	}
 	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt, Queue: d.QueueName()}
 	lost, err := l.handle(work, d, m)
-	l.settle(work, d, err, lost)
+	l.settle(work, d, err, lost, p)
 }
 
 // decode runs the codec, which may run user code (a type's UnmarshalJSON)
@@ -46,6 +56,12 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 // handle runs the handler with the message kept hidden meanwhile. It reports
 // whether ownership was lost while it ran, and the handler's result.
 func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (lost bool, err error) {
+	return l.hidden(work, d, func(ctx context.Context) error { return l.call(ctx, m) })
+}
+
+// hidden runs f with d kept hidden meanwhile, under HandlerTimeout. It
+// reports whether ownership was lost while f ran, and f's result.
+func (l *Listener[T]) hidden(work context.Context, d *Delivery, f func(context.Context) error) (lost bool, err error) {
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
 	if l.cfg.HandlerTimeout > 0 {
@@ -54,7 +70,7 @@ func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (
 		defer stop()
 	}
 	r := l.startRenewer(work, ctx, d, cancel)
-	err = l.call(ctx, m)
+	err = f(ctx)
 	return r.stop(), err
 }
 
@@ -68,12 +84,12 @@ func (l *Listener[T]) call(ctx context.Context, m *Message[T]) (err error) {
 	return l.handler(ctx, m)
 }
 
-// settle applies the handler's result to the message.
-func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost bool) {
+// settle applies the handler's result to the message; p is its payload
+// blob, if it was sent by claim check, deleted after the message.
+func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost bool, p *pointer) {
 	ctx, cancel := settleContext(work)
 	defer cancel()
 
-	var pe *PanicError
 	switch {
 	case lost:
 		l.stats.lost.Add(1)
@@ -85,6 +101,9 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 			return
 		}
 		l.stats.succeeded.Add(1)
+		if p != nil {
+			l.removePayload(ctx, d, p)
+		}
 	case errors.Is(context.Cause(work), ErrDrainTimeout):
 		// Cut off by shutdown, not failed: let another listener have it now.
 		l.count(l.release(ctx, d, 0), &l.stats.released)
@@ -92,20 +111,31 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 		l.stats.failed.Add(1)
 		l.poison(work, d, err.Error())
 	default:
-		l.stats.failed.Add(1)
-		if errors.As(err, &pe) {
-			l.stats.panics.Add(1)
-			l.msgLog(d).Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		}
+		l.failure(d, err)
 		if d.DequeueCount >= l.cfg.MaxDequeueCount {
 			// Its last try: poison now rather than at the next delivery,
 			// which would cost a release, a receive and the retry delay.
-			l.poison(work, d, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
+			l.poison(work, d, lastTry(d, err))
 			return
 		}
 		l.msgLog(d).Info("handler failed; retrying later", "err", err)
 		l.count(l.release(ctx, d, l.cfg.Retry(d.DequeueCount)), &l.stats.retried)
 	}
+}
+
+// failure counts a failed handler call, logging a panic with its stack.
+func (l *Listener[T]) failure(d *Delivery, err error, attrs ...any) {
+	l.stats.failed.Add(1)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		l.stats.panics.Add(1)
+		l.msgLog(d).Error("handler panicked", append(attrs, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))...)
+	}
+}
+
+// lastTry is the poison reason of a failure on a message's last try.
+func lastTry(d *Delivery, err error) string {
+	return fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err)
 }
 
 // release hides d for after (0: visible at once), remembering when it is
@@ -126,12 +156,17 @@ func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Durat
 
 // poison copies d into the poison queue with reason, then deletes it. If the
 // copy fails the message stays where it is (released for a retry delay), so
-// that it is never in neither queue.
+// that it is never in neither queue. A pointer's blob is first marked as
+// poisoned, so that Sweep keeps it for the envelope.
 func (l *Listener[T]) poison(work context.Context, d *Delivery, reason string) {
 	ctx, cancel := settleContext(work)
 	defer cancel()
 	log := l.msgLog(d).With("reason", reason)
-	text, err := newPoisonEnvelope(l.src.Name(), d, reason, time.Now()).Encode()
+	err := l.keepPayload(ctx, d)
+	var text string
+	if err == nil {
+		text, err = envelopeText(ctx, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()), l.cfg.Payloads, l.cfg.PayloadLimits)
+	}
 	if err == nil {
 		_, err = l.cfg.PoisonQueue.Send(ctx, text, &SendOptions{TTL: -1})
 	}

@@ -121,6 +121,30 @@ type ListenerConfig struct {
 
 	// Logger receives the listener's logs. Defaults to none.
 	Logger *slog.Logger
+
+	// Payloads is where the listener reads offloaded payloads (batches and
+	// large messages) that pointer messages name. Defaults to the source's
+	// account's store (container DefaultPayloadContainer). A listener with
+	// none (a queue opened by SAS URL) poisons pointer messages with
+	// ErrNoBlobService as the reason; their blobs are then not marked as
+	// poisoned, so requeue them before Sweep's rule lets their blobs go.
+	Payloads *PayloadStore
+
+	// PayloadLimits bound what one pointer may make the listener download,
+	// inflate and decode. Zero fields mean the defaults of PayloadLimits.
+	PayloadLimits PayloadLimits
+
+	// CheckpointInterval is how often a batch in progress records its
+	// completed items on its blob (one request each time, only if items
+	// completed since the last), so that a process that dies mid-batch loses
+	// at most this much work. A batch also checkpoints whenever it is
+	// released with items done. Defaults to 30 s; negative means only on release.
+	CheckpointInterval time.Duration
+
+	// itemSlots is not configuration but the listener's own pool of
+	// Concurrency tokens that the items of all its batches share, made by
+	// withDefaults for each listener.
+	itemSlots chan struct{}
 }
 
 // withDefaults returns a copy of c (which may be nil) with defaults filled in
@@ -145,6 +169,7 @@ func (c *ListenerConfig) withDefaults(src Source) (ListenerConfig, error) {
 	setDefault(&cfg.HandlerTimeout, 10*time.Minute)
 	setDefault(&cfg.MaxDequeueCount, 5)
 	setDefault(&cfg.DrainTimeout, 30*time.Second)
+	setDefault(&cfg.CheckpointInterval, 30*time.Second)
 	if cfg.Retry == nil {
 		cfg.Retry = ExponentialRetry(time.Second, 5*time.Minute)
 	}
@@ -153,6 +178,13 @@ func (c *ListenerConfig) withDefaults(src Source) (ListenerConfig, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Payloads == nil {
+		cfg.Payloads = defaultPayloadStore(src)
+	}
+	var err error
+	if cfg.PayloadLimits, err = cfg.PayloadLimits.withDefaults("ListenerConfig.PayloadLimits"); err != nil {
+		return cfg, err
 	}
 	if cfg.PoisonQueue == nil {
 		switch p := src.(type) {
@@ -192,6 +224,7 @@ func (c *ListenerConfig) withDefaults(src Source) (ListenerConfig, error) {
 	case cfg.PoisonQueue == nil:
 		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
 	}
+	cfg.itemSlots = make(chan struct{}, cfg.Concurrency)
 	return cfg, nil
 }
 

@@ -12,6 +12,13 @@ type Message[T any] struct {
 	DequeueCount int64 // 1 on the first delivery; more means an earlier try failed or was cut short
 	InsertedAt   time.Time
 	Queue        string // the queue the message came from
+
+	// BatchID names the batch the body is an item of (see
+	// Publisher.SendBatch); empty for a message sent on its own, offloaded
+	// or not. Item is the body's index in the batch, from 0. Together with
+	// ID they identify an item across redeliveries.
+	BatchID string
+	Item    int
 }
 
 // Handler processes one message. Its result decides the message's fate:

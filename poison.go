@@ -34,7 +34,15 @@ type PoisonEnvelope struct {
 	Reason       string    `json:"reason"`
 	InsertedAt   time.Time `json:"inserted_at"`
 	PoisonedAt   time.Time `json:"poisoned_at"`
-	Body         string    `json:"-"` // the original message text
+	// Batch and Item name the batch item poisoned on its own, whose text
+	// is Body; Batch is empty for a whole message.
+	Batch string `json:"batch,omitempty"`
+	Item  int    `json:"item,omitempty"`
+	// Body is the original message text (for a batch item, the item's
+	// encoded text). A body too large for a poison queue message is stored
+	// as a payload blob and Body holds a pointer to it, which Requeue puts
+	// back like any text and a listener resolves.
+	Body string `json:"-"`
 }
 
 // newPoisonEnvelope describes d, poisoned from source for reason.
@@ -62,6 +70,37 @@ func (e *PoisonEnvelope) Encode() (string, error) {
 		}
 		h.Reason = truncateUTF8(h.Reason, len(h.Reason)/2)
 	}
+}
+
+// envelopeText encodes env. An envelope that a queue message cannot carry
+// (a body near or over 64 KiB, or a batch item's text that XML cannot carry)
+// has its body offloaded to store, as a blob marked poisoned so that Sweep
+// keeps it; the envelope then holds a pointer in its place.
+func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore, lim PayloadLimits) (string, error) {
+	text, err := env.Encode()
+	if err != nil {
+		return "", err
+	}
+	tooLarge := checkText(text, ServiceMessageLimit)
+	if tooLarge == nil || store == nil {
+		return text, tooLarge
+	}
+	w := newFrameWriter(lim)
+	if err := w.add(env.Body); err != nil {
+		return "", err
+	}
+	data, err := w.finish()
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	p, err := store.put(ctx, blobMeta{kind: kindSingle, queue: env.Queue, created: now, items: 1, poisoned: now}, data)
+	if err != nil {
+		return "", err
+	}
+	small := *env
+	small.Body = p.encode()
+	return small.Encode()
 }
 
 // ParsePoison reads an envelope written by a listener. Text that is not one

@@ -24,6 +24,15 @@ type PublisherConfig struct {
 	// HTTPNotifier's Notify, or any transport). It must not block. Listeners
 	// in this process on the same *Queue are woken without it.
 	OnSent func(ctx context.Context, id string)
+	// Payloads is where batches and messages too large for the queue are
+	// offloaded. Defaults to the target account's store (container
+	// DefaultPayloadContainer); without one (a queue opened by SAS URL),
+	// SendBatch and large messages fail with ErrNoBlobService.
+	Payloads *PayloadStore
+	// PayloadLimits are refused before any request, so that nothing is sent
+	// that a listener with the same limits would poison. Zero fields mean
+	// the defaults, which are also the listener's.
+	PayloadLimits PayloadLimits
 }
 
 // Publisher sends typed messages to a Target. It is safe for concurrent use.
@@ -32,6 +41,8 @@ type Publisher[T any] struct {
 	codec  Codec
 	ttl    time.Duration
 	onSent func(ctx context.Context, id string)
+	store  *PayloadStore // nil: nothing can be offloaded
+	limits PayloadLimits
 }
 
 // NewPublisher returns a publisher of T values to target.
@@ -49,12 +60,23 @@ func NewPublisher[T any](target Target, cfg *PublisherConfig) (*Publisher[T], er
 	if err := checkCodecType[T](c.Codec); err != nil {
 		return nil, &ConfigError{Field: "PublisherConfig.Codec", Reason: err.Error()}
 	}
-	return &Publisher[T]{target: target, codec: c.Codec, ttl: c.TTL, onSent: c.OnSent}, nil
+	limits, err := c.PayloadLimits.withDefaults("PublisherConfig.PayloadLimits")
+	if err != nil {
+		return nil, err
+	}
+	if c.Payloads == nil {
+		c.Payloads = defaultPayloadStore(target)
+	}
+	return &Publisher[T]{target: target, codec: c.Codec, ttl: c.TTL, store: c.Payloads, limits: limits, onSent: c.OnSent}, nil
 }
 
 // Send encodes body and puts it on the queue, visible at once. It returns
-// the message ID. A body that encodes to more than MaxMessageSize bytes fails
-// with a *MessageTooLargeError before any request is made.
+// the message ID. A body that encodes to more than MaxMessageSize bytes
+// (base64 and JSON escapes count; the XML escaping of the request does not,
+// as the service counts the text it stores) is offloaded to the payload store
+// and a pointer is sent in its place (a claim check): the listener resolves
+// it before decoding, so its handler cannot tell. Without a payload store
+// such a body fails with a *MessageTooLargeError, before any request.
 func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
 	return p.SendAfter(ctx, body, 0)
 }
@@ -67,8 +89,10 @@ func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duratio
 		return "", fmt.Errorf("azdispatch: encode: %w", err)
 	}
 	// The target checks the text itself; the publisher's limit is tighter.
-	if len(text) > MaxMessageSize {
-		return "", &MessageTooLargeError{Size: len(text), Limit: MaxMessageSize}
+	// A body that looks like a pointer is offloaded too, so that a listener
+	// never mistakes it for one.
+	if len(text) > MaxMessageSize || isPointer(text) {
+		return p.sendLarge(ctx, text, delay)
 	}
 	id, err := p.target.Send(ctx, text, &SendOptions{Delay: delay, TTL: p.ttl})
 	if err == nil && p.onSent != nil && delay == 0 {

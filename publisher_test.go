@@ -10,10 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Without a payload store to offload to, an oversized message is refused.
 func TestPublisherRefusesAnOversizedMessageBeforeSending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	q := testQueue(t)
+	q := queueWithoutBlobs(t)
 	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
 	require.NoError(t, err)
 

@@ -43,6 +43,15 @@ type State struct {
 
 	// Transactions counts the storage requests this listener made.
 	Transactions Transactions
+
+	// Batch items (see Publisher.SendBatch). A batch message is counted
+	// above like any message; its items here. Item handler failures and
+	// panics are also counted in Failed and Panics.
+	Items          int64 // item handler calls made
+	ItemsSucceeded int64 // items whose handler returned nil
+	ItemsPoisoned  int64 // items moved to the poison queue on their own
+	ItemsSkipped   int64 // items not run because a checkpoint says they were done
+	Checkpoints    int64 // checkpoints written to batch blobs
 }
 
 // stats holds a listener's counters.
@@ -52,6 +61,8 @@ type stats struct {
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
 	wakes                                                  atomic.Int64
+
+	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
 	depthMu sync.Mutex
 	depth   int
@@ -102,5 +113,10 @@ func (s *stats) snapshot() State {
 		Renewed:            s.renewed.Load(),
 		ReceiveErrors:      s.receiveErrors.Load(),
 		PoisonErrors:       s.poisonErrors.Load(),
+		Items:              s.items.Load(),
+		ItemsSucceeded:     s.itemsSucceeded.Load(),
+		ItemsPoisoned:      s.itemsPoisoned.Load(),
+		ItemsSkipped:       s.itemsSkipped.Load(),
+		Checkpoints:        s.checkpoints.Load(),
 	}
 }

@@ -68,6 +68,7 @@ var scenarios = map[string]scenario{
 	"simulated":    runSimulated,
 	"sharded":      runSharded,
 	"idle-sharded": runIdleSharded,
+	"batch":        runBatch,
 }
 
 func main() {

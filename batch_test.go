@@ -1,0 +1,380 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// jobs returns jobs 0..n-1.
+func jobs(n int) []job {
+	items := make([]job, n)
+	for i := range items {
+		items[i] = job{N: i}
+	}
+	return items
+}
+
+// sendBatch sends jobs 0..n-1 as one batch through a default publisher on q.
+func sendBatch(t testing.TB, q *Queue, n int, cfg *PublisherConfig) SentBatch {
+	t.Helper()
+	p, err := NewPublisher[job](q, cfg)
+	require.NoError(t, err)
+	sent, err := p.SendBatch(context.Background(), jobs(n))
+	require.NoError(t, err)
+	return sent
+}
+
+// blobGone reports whether the batch's blob has been deleted.
+func blobGone(t testing.TB, store *PayloadStore, id string) bool {
+	t.Helper()
+	_, _, err := store.properties(context.Background(), id)
+	if errors.Is(err, ErrPayloadMissing) {
+		return true
+	}
+	require.NoError(t, err)
+	return false
+}
+
+func TestBatchRoundTripsThroughTheListener(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 1000, 100_000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			q := testQueue(t)
+			var pub Counter
+			p, err := NewPublisher[job](q, nil)
+			require.NoError(t, err)
+			sent, err := p.SendBatch(CountTransactions(context.Background(), &pub), jobs(n))
+			require.NoError(t, err)
+			assert.Equal(t, n, sent.Items)
+			assert.Len(t, sent.BatchID, blobIDLen)
+
+			c := newTally()
+			var wrong atomic.Int64
+			l, err := NewListener(q, c.handler(func(_ context.Context, m *Message[job]) error {
+				if m.BatchID != sent.BatchID || m.Item != m.Body.N || m.ID != sent.MessageID {
+					wrong.Add(1)
+				}
+				return nil
+			}), quick())
+			require.NoError(t, err)
+			stop := started(t, l)
+			waitFor(t, "message deleted", func() bool { return l.State().Succeeded == 1 })
+			require.NoError(t, stop())
+			c.assertEachSucceededOnce(t, n, 0)
+			assert.Zero(t, wrong.Load(), "every item carries its batch id and index")
+			s := l.State()
+			assertSettled(t, s)
+			assert.EqualValues(t, n, s.ItemsSucceeded)
+			assert.EqualValues(t, n, s.Items)
+			assert.True(t, blobGone(t, l.cfg.Payloads, sent.BatchID), "the blob is deleted after the message")
+			tx := s.Transactions
+			assert.Equal(t, int64(1), tx.BlobRead)
+			assert.Equal(t, int64(1), tx.BlobDelete)
+			assert.Equal(t, int64(1), tx.Delete)
+			t.Logf("%d items: publisher %d requests %+v; listener %d requests %+v", n, pub.Snapshot().Total(), pub.Snapshot(), tx.Total(), tx)
+		})
+	}
+}
+
+func TestBatchRedeliveryRunsOnlyTheItemsNotDone(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	const n = 100
+	sendBatch(t, q, n, nil)
+	c := newTally()
+	l, err := NewListener(q, c.handler(func(_ context.Context, m *Message[job]) error {
+		if m.Body.N%10 == 3 && m.DequeueCount == 1 {
+			return errors.New("transient")
+		}
+		return nil
+	}), quick())
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
+	require.NoError(t, stop())
+
+	c.assertEachSucceededOnce(t, n, 0)
+	for i := range n {
+		want := 1
+		if i%10 == 3 {
+			want = 2
+		}
+		assert.Equal(t, want, c.callsOf(i), "item %d", i)
+	}
+	s := l.State()
+	assertSettled(t, s)
+	assert.EqualValues(t, 1, s.Retried, "released once, with a checkpoint")
+	assert.EqualValues(t, 90, s.ItemsSkipped, "the redelivery skipped what was done")
+	assert.EqualValues(t, 110, s.Items)
+	assert.EqualValues(t, 10, s.Failed)
+	assert.GreaterOrEqual(t, s.Checkpoints, int64(1))
+}
+
+func TestBatchPoisonsAnItemThatKeepsFailingAloneAndRequeueBringsItBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	const n = 50
+	sent := sendBatch(t, q, n, nil)
+	var fixed atomic.Bool
+	c := newTally()
+	cfg := quick()
+	cfg.MaxDequeueCount = 3
+	l, err := NewListener(q, c.handler(func(_ context.Context, m *Message[job]) error {
+		switch {
+		case fixed.Load():
+			return nil
+		case m.Body.N == 7:
+			return errors.New("always fails")
+		case m.Body.N == 8:
+			return Permanent(errors.New("bad item"))
+		}
+		return nil
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "batch settled", func() bool { return l.State().Succeeded == 1 })
+	s := l.State()
+	assert.EqualValues(t, 2, s.ItemsPoisoned)
+	assert.EqualValues(t, 2, s.Retried, "two releases before item 7's last try")
+	assert.Zero(t, s.Poisoned, "the batch message itself is not poisoned")
+	assert.Equal(t, 3, c.callsOf(7), "item 7 had its three tries")
+	assert.Equal(t, 1, c.callsOf(8), "a permanent failure is poisoned at once")
+	waitFor(t, "blob deleted", func() bool { return blobGone(t, l.cfg.Payloads, sent.BatchID) })
+
+	envs := poisonEnvelopes(t, q)
+	require.Len(t, envs, 2)
+	byItem := map[int]*PoisonEnvelope{}
+	for _, e := range envs {
+		byItem[e.Item] = e
+		assert.Equal(t, sent.BatchID, e.Batch)
+		assert.Equal(t, sent.MessageID, e.MessageID)
+	}
+	assert.Equal(t, `{"n":7}`, byItem[7].Body, "the envelope holds the item")
+	assert.Contains(t, byItem[7].Reason, "failed 3 times")
+	assert.Equal(t, `{"n":8}`, byItem[8].Body)
+
+	// Requeue them (poisonEnvelopes consumed the queue: put them back
+	// first) and they come back as single messages.
+	for _, e := range envs {
+		text, err := e.Encode()
+		require.NoError(t, err)
+		_, err = q.PoisonQueue().Send(ctx, text, nil)
+		require.NoError(t, err)
+	}
+	fixed.Store(true)
+	res, err := Requeue(ctx, q.PoisonQueue(), q, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Moved)
+	waitFor(t, "requeued items handled", func() bool { return l.State().Succeeded == 3 })
+	require.NoError(t, stop())
+	c.assertEachSucceededOnce(t, n, 0)
+	assertSettled(t, l.State())
+}
+
+// A listener that stops mid-batch records what it completed and releases
+// the batch; the next listener runs only the rest.
+func TestBatchShutdownCheckpointsAndReleases(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	const n, fast = 200, 50
+	sent := sendBatch(t, q, n, nil)
+	c := newTally()
+	cfg := quick()
+	cfg.DrainTimeout = 100 * time.Millisecond
+	var first atomic.Bool
+	first.Store(true)
+	l1, err := NewListener(q, c.handler(func(ctx context.Context, m *Message[job]) error {
+		if m.Body.N >= fast && first.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l1)
+	waitFor(t, "fast items done", func() bool { return c.succeeded() == fast })
+	require.NoError(t, stop())
+	s1 := l1.State()
+	assertSettled(t, s1)
+	assert.EqualValues(t, 1, s1.Released)
+	assert.EqualValues(t, 1, s1.Checkpoints)
+	assert.Zero(t, s1.Failed, "cut off by the shutdown, not failed")
+	meta, _, err := l1.cfg.Payloads.properties(context.Background(), sent.BatchID)
+	require.NoError(t, err)
+	assert.Equal(t, "0-49", meta.done, "the checkpoint is on the blob")
+
+	first.Store(false)
+	l2, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), quick())
+	require.NoError(t, err)
+	stop2 := started(t, l2)
+	waitFor(t, "batch done", func() bool { return l2.State().Succeeded == 1 })
+	require.NoError(t, stop2())
+	s2 := l2.State()
+	assert.EqualValues(t, fast, s2.ItemsSkipped)
+	assert.EqualValues(t, n-fast, s2.ItemsSucceeded)
+	c.assertEachSucceededOnce(t, n, 0)
+}
+
+// A long batch checkpoints while it runs, so that a process that dies
+// mid-batch loses at most CheckpointInterval of work; its items share the
+// listener's Concurrency, and its visibility is renewed.
+func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	const n = 12
+	sent := sendBatch(t, q, n, nil)
+	cfg := quick()
+	cfg.Concurrency = 2
+	cfg.VisibilityTimeout = 2 * time.Second
+	cfg.CheckpointInterval = 500 * time.Millisecond
+	var running, most atomic.Int64
+	c := newTally()
+	l, err := NewListener(q, c.handler(func(ctx context.Context, m *Message[job]) error {
+		now := running.Add(1)
+		defer running.Add(-1)
+		for old := most.Load(); now > old && !most.CompareAndSwap(old, now); old = most.Load() {
+		}
+		time.Sleep(400 * time.Millisecond)
+		return nil
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "a checkpoint while the batch runs", func() bool {
+		meta, _, err := l.cfg.Payloads.properties(context.Background(), sent.BatchID)
+		return err == nil && meta.done != "" && l.State().Succeeded == 0
+	})
+	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
+	require.NoError(t, stop())
+	s := l.State()
+	c.assertEachSucceededOnce(t, n, 0)
+	assert.LessOrEqual(t, most.Load(), int64(2), "items share the listener's Concurrency")
+	assert.GreaterOrEqual(t, s.Renewed, int64(1), "kept hidden while it ran")
+	assert.GreaterOrEqual(t, s.Checkpoints, int64(1))
+	assertSettled(t, s)
+}
+
+// The message is deleted before its blob. A failure between the two leaves a
+// blob no message points at, which Sweep removes once the message's expiry
+// has passed, and never before.
+func TestBatchBlobLeftBehindIsSweptAfterItsMessageExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := &faultTransport{fail: func(r *http.Request) bool {
+		return r.Method == http.MethodDelete && !strings.Contains(r.URL.Path, "/messages/")
+	}}
+	acct := faultyAccount(t, f, 0)
+	store, err := acct.PayloadStore(uniqueName(t))
+	require.NoError(t, err)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	const ttl = 3 * time.Second
+	sent := sendBatch(t, q, 10, &PublisherConfig{Payloads: store, TTL: ttl})
+	kept := sendBatch(t, q, 10, &PublisherConfig{Payloads: store}) // default TTL: its message lives on
+
+	cfg := quick()
+	cfg.Payloads = store
+	l, err := NewListener(q, func(_ context.Context, m *Message[job]) error {
+		if m.BatchID == kept.BatchID {
+			return Permanent(errors.New("keep this batch's item in the poison queue"))
+		}
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "both batches settled", func() bool { return l.State().Succeeded == 2 })
+	require.NoError(t, stop())
+	assert.Positive(t, f.hits.Load(), "the blob deletes failed")
+	assert.Zero(t, depth(t, q), "the messages are gone")
+	assert.False(t, blobGone(t, store, sent.BatchID), "the blob is left behind")
+
+	clean := testAccount(t, nil)
+	cstore, err := clean.PayloadStore(store.Container())
+	require.NoError(t, err)
+	res, err := Sweep(ctx, cstore, &SweepOptions{Grace: time.Millisecond})
+	require.NoError(t, err)
+	assert.Zero(t, res.Deleted, "not before its message could have expired")
+	assert.Equal(t, 2, res.Live)
+
+	time.Sleep(ttl + 1100*time.Millisecond) // metadata times have whole seconds
+	res, err = Sweep(ctx, cstore, &SweepOptions{Grace: time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, SweepResult{Scanned: 2, Deleted: 1, Live: 1}, res)
+	assert.True(t, blobGone(t, cstore, sent.BatchID))
+	assert.False(t, blobGone(t, cstore, kept.BatchID))
+
+	// The default grace keeps even an expired payload for an hour.
+	res, err = Sweep(ctx, cstore, nil)
+	require.NoError(t, err)
+	assert.Equal(t, SweepResult{Scanned: 1, Live: 1}, res)
+}
+
+// A batch whose item handlers are slow still fits in a listener's memory:
+// items are decoded one at a time as slots free up, never all at once.
+func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	store := q.payloadStore()
+	const items, size = 768, 64 << 10 // 48 MiB of item text
+	w := newFrameWriter(defaultLimits(t))
+	item := strings.Repeat("x", size)
+	for range items {
+		require.NoError(t, w.add(item))
+	}
+	data, err := w.finish()
+	require.NoError(t, err)
+	p, err := store.put(ctx, blobMeta{kind: kindBatch, queue: q.Name(), created: time.Now(), expires: time.Now().Add(time.Hour), items: items}, data)
+	require.NoError(t, err)
+	_, err = q.Send(ctx, p.encode(), nil)
+	require.NoError(t, err)
+	t.Logf("%d MiB of items in a %d KiB blob", items*size>>20, len(data)>>10)
+
+	var handled atomic.Int64
+	cfg := quick()
+	cfg.Codec = Raw()
+	l, err := NewListener(q, func(_ context.Context, m *Message[string]) error {
+		if len(m.Body) != size {
+			return Permanent(errors.New("wrong item"))
+		}
+		handled.Add(1)
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+
+	var peak atomic.Uint64
+	var base uint64
+	var ms runtimeMemStats
+	base = ms.heapInUse()
+	sampling, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for sampling.Err() == nil {
+			if h := ms.heapInUse(); h > peak.Load() {
+				peak.Store(h)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	stop := started(t, l)
+	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
+	cancel()
+	wg.Wait()
+	require.NoError(t, stop())
+	assert.EqualValues(t, items, handled.Load())
+	grew := int64(peak.Load()) - int64(base)
+	t.Logf("heap in use grew by at most %d MiB while handling %d MiB of items", grew>>20, items*size>>20)
+	// Loose: other tests run alongside. Holding the items would take 48 MiB.
+	assert.Less(t, grew, int64(24<<20))
+}

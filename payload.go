@@ -1,0 +1,379 @@
+package azdispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+)
+
+// DefaultPayloadContainer is the blob container, one per account, that holds
+// the offloaded payloads of every queue in the account. One container rather
+// than one per queue: a queue name may take 56 of a container name's 63
+// characters, so "<queue>-payloads" would not fit, and one container is
+// created once and swept with one listing. Each blob's metadata names the
+// queue it was sent to.
+const DefaultPayloadContainer = "azdispatch-payloads"
+
+// PayloadStore is the blob container where publishers offload batches and
+// large messages and where listeners read them back. It is safe for
+// concurrent use. The container is created the first time a write finds it
+// missing, so a store in use costs no request of its own.
+type PayloadStore struct {
+	client *container.Client
+	name   string
+}
+
+// Payloads returns the account's default payload store, the container
+// DefaultPayloadContainer. It makes no request. It fails with
+// ErrNoBlobService when the account's blob service is unknown.
+func (a *Account) Payloads() (*PayloadStore, error) {
+	return a.PayloadStore(DefaultPayloadContainer)
+}
+
+// PayloadStore returns a payload store in the named container of this
+// account (3 to 63 lowercase letters, digits and single inner hyphens).
+// Publishers and listeners of a queue must use the same one.
+func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
+	if err := validateName("container name", containerName, 0); err != nil {
+		return nil, err
+	}
+	svc, err := a.blobService()
+	if err != nil {
+		return nil, err
+	}
+	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName}, nil
+}
+
+// Container is the store's container name.
+func (s *PayloadStore) Container() string { return s.name }
+
+// payloadStore is the default store of a queue opened through an account
+// with a known blob service; nil otherwise (a queue opened by SAS URL).
+func (q *Queue) payloadStore() *PayloadStore {
+	if q.account == nil {
+		return nil
+	}
+	s, err := q.account.Payloads()
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// defaultPayloadStore finds the store of a source or target that has one.
+func defaultPayloadStore(v any) *PayloadStore {
+	if h, ok := v.(interface{ payloadStore() *PayloadStore }); ok {
+		return h.payloadStore()
+	}
+	return nil
+}
+
+// PayloadLimits bound what is offloaded and what a listener reads back, so
+// that a hostile or broken pointer cannot make a listener download, inflate
+// or decode without limit. A zero field means its default. A publisher
+// refuses, before any request, a payload a listener with the same limits
+// would poison.
+type PayloadLimits struct {
+	// MaxBlobSize bounds a payload blob's stored (gzip) size; a listener
+	// holds one blob of each batch in progress in memory. Defaults to 64 MiB.
+	MaxBlobSize int64
+	// MaxExpandedSize bounds a payload's size once decompressed, which stops
+	// gzip bombs: the listener stops reading past it. Defaults to 256 MiB.
+	MaxExpandedSize int64
+	// MaxItemSize bounds one item's encoded text (or a single large
+	// message's), the most a listener decodes at once. Defaults to 16 MiB.
+	MaxItemSize int
+	// MaxItems bounds the items of one batch. Defaults to 1,000,000.
+	MaxItems int
+}
+
+// Default payload limits.
+const (
+	DefaultMaxBlobSize     = 64 << 20
+	DefaultMaxExpandedSize = 256 << 20
+	DefaultMaxItemSize     = 16 << 20
+	DefaultMaxItems        = 1_000_000
+)
+
+// withDefaults fills zero fields and checks the rest; field names the
+// struct's place in its config, for errors.
+func (l PayloadLimits) withDefaults(field string) (PayloadLimits, error) {
+	setDefault(&l.MaxBlobSize, DefaultMaxBlobSize)
+	setDefault(&l.MaxExpandedSize, DefaultMaxExpandedSize)
+	setDefault(&l.MaxItemSize, DefaultMaxItemSize)
+	setDefault(&l.MaxItems, DefaultMaxItems)
+	if l.MaxBlobSize < 1 || l.MaxExpandedSize < 1 || l.MaxItemSize < 1 || l.MaxItems < 1 {
+		return l, &ConfigError{Field: field, Reason: "limits must be positive"}
+	}
+	return l, nil
+}
+
+// blobMeta is what a payload blob says about itself in its metadata, so that
+// Sweep can tell waste from payloads still referenced without reading them.
+type blobMeta struct {
+	kind     string
+	queue    string    // the queue the pointer was sent to
+	created  time.Time // when the blob was written
+	expires  time.Time // when the pointer message expires; zero: never
+	items    int
+	done     string    // checkpoint: encoded ranges of items completed
+	poisoned time.Time // when a poison envelope took the pointer; zero: never
+}
+
+// Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.
+const (
+	metaKind     = "kind"
+	metaQueue    = "queue"
+	metaCreated  = "created"
+	metaExpires  = "expires"
+	metaItems    = "items"
+	metaDone     = "done"
+	metaPoisoned = "poisoned"
+	metaNever    = "never"
+)
+
+func (m *blobMeta) toMap() map[string]*string {
+	put := func(mp map[string]*string, k, v string) { mp[k] = &v }
+	mp := map[string]*string{}
+	put(mp, metaKind, m.kind)
+	put(mp, metaQueue, m.queue)
+	put(mp, metaCreated, m.created.UTC().Format(time.RFC3339))
+	if m.expires.IsZero() {
+		put(mp, metaExpires, metaNever)
+	} else {
+		put(mp, metaExpires, m.expires.UTC().Format(time.RFC3339))
+	}
+	put(mp, metaItems, strconv.Itoa(m.items))
+	if m.done != "" {
+		put(mp, metaDone, m.done)
+	}
+	if !m.poisoned.IsZero() {
+		put(mp, metaPoisoned, m.poisoned.UTC().Format(time.RFC3339))
+	}
+	return mp
+}
+
+// parseBlobMeta reads metadata written by toMap. It reports false for a blob
+// this package did not write (or whose metadata was altered): such blobs are
+// never swept. The service returns names in any case.
+func parseBlobMeta(mp map[string]*string) (blobMeta, bool) {
+	get := func(k string) (string, bool) {
+		for name, v := range mp {
+			if strings.EqualFold(name, k) && v != nil {
+				return *v, true
+			}
+		}
+		return "", false
+	}
+	var m blobMeta
+	var ok bool
+	var err error
+	if m.kind, ok = get(metaKind); !ok || (m.kind != kindBatch && m.kind != kindSingle) {
+		return m, false
+	}
+	m.queue, _ = get(metaQueue)
+	created, _ := get(metaCreated)
+	if m.created, err = time.Parse(time.RFC3339, created); err != nil {
+		return m, false
+	}
+	switch exp, _ := get(metaExpires); exp {
+	case metaNever:
+	default:
+		if m.expires, err = time.Parse(time.RFC3339, exp); err != nil {
+			return m, false
+		}
+	}
+	items, _ := get(metaItems)
+	if m.items, err = strconv.Atoi(items); err != nil {
+		return m, false
+	}
+	m.done, _ = get(metaDone)
+	if p, ok := get(metaPoisoned); ok {
+		// A marker that does not parse still marks: keeping is the safe side.
+		if m.poisoned, err = time.Parse(time.RFC3339, p); err != nil {
+			m.poisoned = m.created
+		}
+	}
+	return m, true
+}
+
+// newBlobID returns a fresh opaque blob name.
+func newBlobID() string {
+	b := make([]byte, blobIDLen/2)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+// put writes data as a new payload blob and returns the pointer to it. The
+// container is created if the write finds it missing.
+func (s *PayloadStore) put(ctx context.Context, meta blobMeta, data []byte) (*pointer, error) {
+	sum := sha256.Sum256(data)
+	p := &pointer{Kind: meta.kind, Blob: newBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.items}
+	bb := s.client.NewBlockBlobClient(p.Blob)
+	opts := &blockblob.UploadOptions{
+		Metadata:    meta.toMap(),
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/gzip")},
+		// Never overwrite: a blob id is random, and a collision must fail.
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
+	}
+	upload := func() error {
+		_, err := bb.Upload(tagBlob(ctx, opBlobWrite), readSeekNopCloser{bytes.NewReader(data)}, opts)
+		return err
+	}
+	err := upload()
+	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
+		_, cerr := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
+		if cerr != nil && !bloberror.HasCode(cerr, bloberror.ContainerAlreadyExists) {
+			return nil, s.err(opBlobWrite, "", cerr)
+		}
+		err = upload()
+	}
+	if err != nil {
+		return nil, s.err(opBlobWrite, p.Blob, err)
+	}
+	return p, nil
+}
+
+// fetched is a payload blob read back and checked against its pointer.
+type fetched struct {
+	data []byte // the blob's bytes (gzip)
+	meta blobMeta
+	etag azcore.ETag
+}
+
+// fetch reads the blob p names, reading no more than p.Size bytes, and
+// checks its size and SHA-256. Errors match ErrPayloadMissing or
+// ErrPayloadCorrupt, or are *StorageError for a request that failed (which
+// may succeed if tried again).
+func (s *PayloadStore) fetch(ctx context.Context, p *pointer) (*fetched, error) {
+	resp, err := s.client.NewBlobClient(p.Blob).DownloadStream(tagBlob(ctx, opBlobRead), nil)
+	if err != nil {
+		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+			return nil, fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, p.Blob)
+		}
+		return nil, s.err(opBlobRead, p.Blob, err)
+	}
+	defer resp.Body.Close()
+	if n := deref(resp.ContentLength); n != p.Size {
+		return nil, fmt.Errorf("%w: %s is %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, n, p.Size)
+	}
+	data := make([]byte, 0, p.Size)
+	buf := bytes.NewBuffer(data)
+	// One byte more than the pointer allows tells a longer body from a
+	// correct one without reading the rest of it.
+	if _, err := io.Copy(buf, io.LimitReader(resp.Body, p.Size+1)); err != nil {
+		return nil, s.err(opBlobRead, p.Blob, err)
+	}
+	if int64(buf.Len()) != p.Size {
+		return nil, fmt.Errorf("%w: %s read %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, buf.Len(), p.Size)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	if hex.EncodeToString(sum[:]) != p.SHA256 {
+		return nil, fmt.Errorf("%w: %s does not match the pointer's SHA-256", ErrPayloadCorrupt, p.Blob)
+	}
+	f := &fetched{data: buf.Bytes(), etag: deref(resp.ETag)}
+	meta, ok := parseBlobMeta(resp.Metadata)
+	if !ok {
+		// The bytes are the publisher's (the hash says so); only the
+		// metadata is off. Keep going without a checkpoint.
+		meta = blobMeta{kind: p.Kind, items: p.Items, created: time.Now()}
+	}
+	f.meta = meta
+	return f, nil
+}
+
+// properties reads a payload blob's metadata and ETag.
+func (s *PayloadStore) properties(ctx context.Context, id string) (blobMeta, azcore.ETag, error) {
+	resp, err := s.client.NewBlobClient(id).GetProperties(tagBlob(ctx, opBlobRead), nil)
+	if err != nil {
+		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+			return blobMeta{}, "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, id)
+		}
+		return blobMeta{}, "", s.err(opBlobRead, id, err)
+	}
+	meta, ok := parseBlobMeta(resp.Metadata)
+	if !ok {
+		return blobMeta{}, "", fmt.Errorf("%w: %s has no payload metadata", ErrPayloadCorrupt, id)
+	}
+	return meta, deref(resp.ETag), nil
+}
+
+// update rewrites a blob's metadata with change applied, if the blob still
+// has the ETag etag; on a conflict it reads the metadata again and retries,
+// so two writers never undo each other's change. It returns the new ETag.
+func (s *PayloadStore) update(ctx context.Context, id string, meta blobMeta, etag azcore.ETag, change func(*blobMeta)) (azcore.ETag, error) {
+	for try := 0; ; try++ {
+		m := meta
+		change(&m)
+		opts := &blob.SetMetadataOptions{}
+		if etag != "" {
+			opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
+		}
+		resp, err := s.client.NewBlobClient(id).SetMetadata(tagBlob(ctx, opBlobWrite), m.toMap(), opts)
+		switch {
+		case err == nil:
+			return deref(resp.ETag), nil
+		case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+			return "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, id)
+		case !bloberror.HasCode(err, bloberror.ConditionNotMet) || try == 2:
+			return "", s.err(opBlobWrite, id, err)
+		}
+		if meta, etag, err = s.properties(ctx, id); err != nil {
+			return "", err
+		}
+	}
+}
+
+// markPoisoned records on a blob that a poison envelope holds its pointer,
+// so that Sweep keeps it for as long as the envelope may be requeued.
+func (s *PayloadStore) markPoisoned(ctx context.Context, id string, now time.Time) error {
+	meta, etag, err := s.properties(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !meta.poisoned.IsZero() {
+		return nil
+	}
+	_, err = s.update(ctx, id, meta, etag, func(m *blobMeta) { m.poisoned = now })
+	return err
+}
+
+// remove deletes a payload blob whose message is gone. A blob already
+// missing is not an error.
+func (s *PayloadStore) remove(ctx context.Context, id string) error {
+	_, err := s.client.NewBlobClient(id).Delete(tagBlob(ctx, opBlobDelete), nil)
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		return s.err(opBlobDelete, id, err)
+	}
+	return nil
+}
+
+// err wraps a failed blob request.
+func (s *PayloadStore) err(o op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	se := storageError(o, "", err).(*StorageError)
+	se.Blob = s.name + "/" + id
+	return se
+}
+
+type readSeekNopCloser struct{ io.ReadSeeker }
+
+func (readSeekNopCloser) Close() error { return nil }
+
+func ptrTo[T any](v T) *T { return &v }

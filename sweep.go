@@ -1,0 +1,116 @@
+package azdispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+)
+
+// DefaultSweepGrace is how long Sweep keeps a payload past the expiry of the
+// message that pointed at it, unless told otherwise.
+const DefaultSweepGrace = time.Hour
+
+// SweepOptions narrow a Sweep. Nil means defaults.
+type SweepOptions struct {
+	// Grace is how long after its message's expiry a payload is kept. It
+	// covers the time between writing a blob and its pointer's send
+	// completing (a send may be retried for minutes) and the clock skew
+	// between the publisher's machine and the sweeper's. Defaults to
+	// DefaultSweepGrace.
+	Grace time.Duration
+	// Queue, if set, limits the sweep to payloads sent to that queue.
+	Queue string
+}
+
+// SweepResult counts what a Sweep found.
+type SweepResult struct {
+	Scanned  int // blobs listed
+	Deleted  int // payloads no message can point at any more, removed
+	Live     int // payloads a live message may point at: kept
+	Poisoned int // payloads a poison envelope points at: kept
+	Foreign  int // blobs this package did not write (no payload metadata): never touched
+}
+
+// Sweep removes the payload blobs that no message can point at any more:
+// those left by a process that died between deleting a message and deleting
+// its blob, and by a send that failed after its blob was written.
+//
+// The rule needs no look at any queue (a queue cannot be searched by
+// content): every payload blob records, in its metadata, when the message
+// that points at it expires, which the service enforces; after that moment,
+// plus Grace, no live message points at it. Payloads of messages that never
+// expire (a negative PublisherConfig.TTL) are never swept. Payloads held by
+// a poison envelope are marked when they are poisoned and never swept,
+// since an envelope does not expire and Requeue may send the pointer again;
+// they are deleted when their requeued message completes. Each delete is
+// conditional on the blob being unchanged since the listing, so a blob
+// marked poisoned meanwhile is kept.
+//
+// Sweep costs one List Blobs request per 5,000 blobs and one Delete Blob per
+// blob removed. It is safe to run from several processes at once.
+func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepResult, error) {
+	var o SweepOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Grace < 0 {
+		return SweepResult{}, &ConfigError{Field: "SweepOptions.Grace", Reason: "negative"}
+	}
+	setDefault(&o.Grace, DefaultSweepGrace)
+	var res SweepResult
+	pager := store.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
+		Include: container.ListBlobsInclude{Metadata: true},
+	})
+	for pager.More() {
+		page, err := pager.NextPage(tagBlob(ctx, opBlobList))
+		if err != nil {
+			if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+				return res, nil // nothing was ever offloaded
+			}
+			return res, store.err(opBlobList, "", err)
+		}
+		if page.Segment == nil {
+			continue
+		}
+		now := time.Now()
+		for _, item := range page.Segment.BlobItems {
+			if item == nil || item.Name == nil {
+				continue
+			}
+			res.Scanned++
+			meta, ok := parseBlobMeta(item.Metadata)
+			switch {
+			case !ok || !isLowerHex(*item.Name, blobIDLen):
+				res.Foreign++
+				continue
+			case o.Queue != "" && meta.queue != o.Queue:
+				continue
+			case !meta.poisoned.IsZero():
+				res.Poisoned++
+				continue
+			case meta.expires.IsZero() || now.Before(meta.expires.Add(o.Grace)):
+				res.Live++
+				continue
+			}
+			var cond *blob.AccessConditions
+			if item.Properties != nil && item.Properties.ETag != nil {
+				cond = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: item.Properties.ETag}}
+			}
+			_, err := store.client.NewBlobClient(*item.Name).Delete(tagBlob(ctx, opBlobDelete), &blob.DeleteOptions{AccessConditions: cond})
+			switch {
+			case err == nil:
+				res.Deleted++
+			case bloberror.HasCode(err, bloberror.BlobNotFound):
+				// Deleted meanwhile: by its listener, or another sweeper.
+			case bloberror.HasCode(err, bloberror.ConditionNotMet):
+				res.Live++ // changed since the listing (marked poisoned, or checkpointed): look again next time
+			default:
+				return res, store.err(opBlobDelete, *item.Name, err)
+			}
+		}
+	}
+	return res, nil
+}
