@@ -45,6 +45,19 @@
 // an idle one backs off exponentially (the Idle hook) to one receive every
 // 24 to 30 s.
 //
+// # Scaling and wake-ups
+//
+// A listener runs between MinDequeuers (1) and MaxDequeuers (8) receive
+// loops, each with up to Concurrency handlers. When a dequeuer receives a
+// full batch, the listener reads the queue's depth, at most once per
+// ScaleInterval, and starts the dequeuers the Scale hook asks for; a
+// dequeuer whose idle back-off has reached its cap stops, down to the floor,
+// but not within ScaleInterval of a scale-up. Notify ends the back-off at
+// once. A send through the listener's own *Queue (or ShardedQueue) in the
+// same process calls it; for publishers elsewhere, mount a WakeHandler and
+// have them call an HTTPNotifier from PublisherConfig.OnSent. With PushOnly
+// and a Wake source, an idle listener makes no request at all.
+//
 // # Shutdown
 //
 // Listener.Run returns when its context ends and everything it started has

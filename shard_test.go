@@ -404,11 +404,21 @@ func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {
 	require.NoError(t, err)
 	c := newTally()
 	cfg := quick()
-	cfg.Idle = atMaxBackOff
+	// After a partial batch (one shard's share) the listener waits as after
+	// a first empty receive, briefly; from the second empty receive on, an hour.
+	cfg.Idle = func(s State, n int) (time.Duration, bool) {
+		if n == 1 {
+			return 100 * time.Millisecond, false
+		}
+		return atMaxBackOff(s, n)
+	}
 	l, err := NewListener(sq, c.handler(nil), cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
-	waitFor(t, "backing off", func() bool { return l.State().IdleDequeuers == 1 })
+	waitFor(t, "at the hour-long back-off", func() bool {
+		s := l.State()
+		return s.IdleDequeuers == 1 && s.EmptyReceives >= 2
+	})
 
 	sendJobs(t, sq, 8) // round-robin over the 4 shards, each send a wake-up
 	waitFor(t, "every job handled long before the back-off ends", func() bool { return c.succeeded() == 8 })

@@ -96,10 +96,10 @@ func TestListenerWokenOverHTTPFromAnotherProcess(t *testing.T) {
 	// The publishing side: its own account and queue handle, and a notifier
 	// called after each send.
 	notifier := NewHTTPNotifier(srv.URL, nil)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel below, which ends the notifier
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() { _ = notifier.Run(ctx) })
 	p, err := NewPublisher[job](elsewhere(t, q), &PublisherConfig{OnSent: func(context.Context, string) { notifier.Notify() }})
 	require.NoError(t, err)
