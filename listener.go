@@ -185,7 +185,7 @@ func (l *Listener[T]) dequeue(ctx, work context.Context, handlers *sync.WaitGrou
 		}
 		// Taken before the receive: a wake-up that comes while the
 		// receive is under way closes it, so the back-off below ends at once.
-		woken, _ := l.wake.current()
+		woken := l.wake.current()
 		batch, err := l.receive(ctx, n)
 		slots.give(n - len(batch))
 		if err != nil {

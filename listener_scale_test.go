@@ -98,8 +98,10 @@ func TestListenerNeverGoesBelowMinDequeuers(t *testing.T) {
 	require.NoError(t, stop())
 }
 
-func TestNotifyWakesAListenerAtMaximumBackOff(t *testing.T) {
-	t.Parallel()
+// backedOffListener runs a listener on a fresh queue and returns once it is
+// backing off for an hour after an empty receive.
+func backedOffListener(t *testing.T) (*Queue, *tally, *Listener[job], func() error) {
+	t.Helper()
 	q := testQueue(t)
 	c := newTally()
 	cfg := quick()
@@ -108,6 +110,12 @@ func TestNotifyWakesAListenerAtMaximumBackOff(t *testing.T) {
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "backing off", func() bool { return l.State().IdleDequeuers == 1 })
+	return q, c, l, stop
+}
+
+func TestNotifyWakesAListenerAtMaximumBackOff(t *testing.T) {
+	t.Parallel()
+	q, c, l, stop := backedOffListener(t)
 
 	sendJobs(t, elsewhere(t, q), 1) // no wake-up: another process sent it
 	l.Notify()
@@ -119,14 +127,7 @@ func TestNotifyWakesAListenerAtMaximumBackOff(t *testing.T) {
 
 func TestASendInTheSameProcessWakesTheListener(t *testing.T) {
 	t.Parallel()
-	q := testQueue(t)
-	c := newTally()
-	cfg := quick()
-	cfg.Idle = atMaxBackOff
-	l, err := NewListener(q, c.handler(nil), cfg)
-	require.NoError(t, err)
-	stop := started(t, l)
-	waitFor(t, "backing off", func() bool { return l.State().IdleDequeuers == 1 })
+	q, c, l, stop := backedOffListener(t)
 
 	sendJobs(t, q, 3) // through the listener's own *Queue
 	waitFor(t, "the jobs handled without an explicit Notify", func() bool { return c.succeeded() == 3 })

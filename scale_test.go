@@ -93,14 +93,12 @@ func TestScalerHoldsRetirementsAfterAScaleUp(t *testing.T) {
 
 func TestSignalBroadcastWakesEveryWaiterOnce(t *testing.T) {
 	s := newSignal()
-	ch1, g1 := s.current()
-	ch2, g2 := s.current()
-	assert.Equal(t, g1, g2)
+	ch1 := s.current()
+	ch2 := s.current()
 	assert.False(t, isClosed(ch1))
 	s.broadcast()
 	assert.True(t, isClosed(ch1))
 	assert.True(t, isClosed(ch2))
-	ch3, g3 := s.current()
+	ch3 := s.current()
 	assert.False(t, isClosed(ch3), "a new wait is not woken by an old broadcast")
-	assert.Equal(t, g1+1, g3)
 }

@@ -77,12 +77,12 @@ func (s *stats) setDepth(depth int, at time.Time) {
 }
 
 // started counts a dequeuer in, keeping the high-water mark.
-func (s *stats) started() int {
+func (s *stats) started() {
 	n := s.active.Add(1)
 	for {
 		m := s.maxActive.Load()
 		if n <= m || s.maxActive.CompareAndSwap(m, n) {
-			return int(n)
+			return
 		}
 	}
 }

@@ -49,22 +49,21 @@ func (s *subscribers) wake() {
 }
 
 // signal is a broadcast that can be waited on repeatedly: every Notify closes
-// the current channel and opens a new one. Its generation lets a dequeuer tell
-// whether a wake-up came while it was receiving, which a channel read after
-// the fact would miss.
+// the current channel and opens a new one. A dequeuer that takes the channel
+// before it receives learns of a wake-up that came during the receive, which
+// waiting on a channel taken afterwards would miss.
 type signal struct {
-	mu  sync.Mutex
-	ch  chan struct{}
-	gen uint64
+	mu sync.Mutex
+	ch chan struct{}
 }
 
 func newSignal() *signal { return &signal{ch: make(chan struct{})} }
 
-// current returns the channel the next broadcast closes, and its generation.
-func (s *signal) current() (<-chan struct{}, uint64) {
+// current returns the channel the next broadcast closes.
+func (s *signal) current() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ch, s.gen
+	return s.ch
 }
 
 // broadcast wakes everyone waiting on the current channel.
@@ -72,6 +71,5 @@ func (s *signal) broadcast() {
 	s.mu.Lock()
 	close(s.ch)
 	s.ch = make(chan struct{})
-	s.gen++
 	s.mu.Unlock()
 }
