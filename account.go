@@ -47,6 +47,12 @@ type AccountOptions struct {
 	// its BlobEndpoint); set it for emulators and custom domains. An account
 	// SAS in the URL must cover the blob service too.
 	BlobServiceURL string
+
+	// Limiter paces every request of the account (queue and blob, retries
+	// included) to a rate, so that this process stays under the account's
+	// scalability target rather than meeting it as 503 ServerBusy answers.
+	// Nil, the default, means no pacing. See RequestLimiter.
+	Limiter *RequestLimiter
 }
 
 // emulatorKey is the published, well-known key of the Azure Storage emulator's
@@ -225,7 +231,7 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 }
 
 // clientOptions copies the caller's SDK options, fills our defaults and adds
-// the counting policy. The caller's struct and slices are not modified: the
+// the pacing and counting policies. The caller's struct and slices are not modified: the
 // SDK appends its own policies to the PerRetryPolicies slice it is given.
 func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 	var co azqueue.ClientOptions
@@ -239,7 +245,11 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 		co.Retry.TryTimeout = 30 * time.Second
 	}
 	tx := new(Counter)
-	co.PerRetryPolicies = append(append([]policy.Policy(nil), co.PerRetryPolicies...), countingPolicy{account: tx})
+	co.PerRetryPolicies = append([]policy.Policy(nil), co.PerRetryPolicies...)
+	if opts != nil && opts.Limiter != nil {
+		co.PerRetryPolicies = append(co.PerRetryPolicies, limitPolicy{limiter: opts.Limiter})
+	}
+	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx})
 	return &co, tx
 }
 

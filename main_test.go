@@ -103,10 +103,15 @@ func serverBusy(req *http.Request) *http.Response {
 func faultyAccount(t testing.TB, f *faultTransport, maxRetries int32) *Account {
 	t.Helper()
 	f.next = newHTTPClient()
-	return testAccount(t, &AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
+	return testAccount(t, faultyAccountOptions(f, maxRetries))
+}
+
+// faultyAccountOptions are faultyAccount's options, for tests that add to them.
+func faultyAccountOptions(f *faultTransport, maxRetries int32) *AccountOptions {
+	return &AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
 		Transport: f,
 		Retry:     policy.RetryOptions{MaxRetries: maxRetries, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond},
-	}}})
+	}}}
 }
 
 // sendTexts puts n texts made by text(i) on q.

@@ -32,6 +32,7 @@ type options struct {
 	rounds   int
 	limit    time.Duration
 	real     bool
+	sim      simTiming // zero: the simulated scenario's defaults
 }
 
 // record is one line of -json output.
@@ -52,7 +53,7 @@ type record struct {
 	AzuriteCPUS     float64   `json:"azurite_cpu_s,omitempty"`      // emulator CPU seconds, all processes
 	AzuriteCPUEach  []float64 `json:"azurite_cpu_s_each,omitempty"` // per emulator process
 	ShardMaxOverMin float64   `json:"shard_max_over_min,omitempty"` // busiest shard's messages ÷ idlest's
-	ServerBusy      int64     `json:"server_busy,omitempty"`        // 503 answers per run
+	ServerBusy      *int64    `json:"server_busy,omitempty"`        // simulated: 503 answers per run, 0 included
 	Requests        int64     `json:"requests,omitempty"`           // idle scenarios: requests made in the window
 }
 

@@ -25,16 +25,18 @@ func TestShardedScenarioRecordsEachAccountCount(t *testing.T) {
 	}
 }
 
-func TestSimulatedScenarioPublishesEvenly(t *testing.T) {
-	recs, _, err := runSimulated(context.Background(), options{rounds: 1}, io.Discard)
+func TestSimulatedScenarioRecordsEachVariant(t *testing.T) {
+	o := options{rounds: 1, sim: simTiming{warmup: 500 * time.Millisecond, window: time.Second}}
+	recs, _, err := runSimulated(context.Background(), o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || recs[0].Variant != "publish" || recs[1].Variant != "drain" {
+	want := []string{"publish", "publish-unpaced", "drain", "drain-unpaced"}
+	if len(recs) != len(want) {
 		t.Fatalf("records %+v", recs)
 	}
-	for _, r := range recs {
-		if r.MsgsPerS <= 0 || r.ShardMaxOverMin < 1 {
+	for i, r := range recs {
+		if r.Variant != want[i] || r.MsgsPerS <= 0 || r.ShardMaxOverMin < 1 {
 			t.Errorf("incomplete record %+v", r)
 		}
 	}

@@ -15,13 +15,15 @@ import (
 
 // The simulated scenario's model of the storage service: queues and accounts
 // in memory that enforce the published scalability targets with token
-// buckets (each holding one second of its rate, so that round-robin jitter
-// is absorbed but a sustained excess is not) and answer 503 ServerBusy above
-// them, as the service does.
+// buckets (each holding a quarter of a second of its rate, so that
+// round-robin jitter is absorbed but a sustained excess is not) and answer 503 ServerBusy above
+// them, as the service does. Each account may also have a client side: the
+// RequestLimiter an azdispatch.Account would pace its requests with
+// (AccountOptions.Limiter), set to the account's target.
 const (
 	simQueueMsgsPerS   = 2000  // per queue: messages put or received
 	simAccountReqsPerS = 20000 // per account: every request
-	simBucketSeconds   = 1.0
+	simBucketSeconds   = 0.25
 )
 
 // bucket is a token bucket.
@@ -53,7 +55,8 @@ func (b *bucket) take(n float64) bool {
 // simAccount is one storage account of the model.
 type simAccount struct {
 	requests *bucket
-	busy     *atomic.Int64 // 503s answered, over the whole model
+	busy     *atomic.Int64              // 503s answered, over the whole model
+	limiter  *azdispatch.RequestLimiter // the client's pacing; nil for none
 }
 
 // simQueue is one queue of the model; it is an azdispatch.Shard.
@@ -97,7 +100,14 @@ func (q *simQueue) fill(n int, text string) {
 	}
 }
 
-func (q *simQueue) Send(_ context.Context, text string, _ *azdispatch.SendOptions) (string, error) {
+// pace waits for the client's turn to send a request, as the pipeline of an
+// Account with a Limiter does.
+func (q *simQueue) pace(ctx context.Context) error { return q.account.limiter.Wait(ctx) }
+
+func (q *simQueue) Send(ctx context.Context, text string, _ *azdispatch.SendOptions) (string, error) {
+	if err := q.pace(ctx); err != nil {
+		return "", err
+	}
 	if !q.account.requests.take(1) || !q.msgs.take(1) {
 		return "", q.busy("send")
 	}
@@ -110,7 +120,10 @@ func (q *simQueue) Send(_ context.Context, text string, _ *azdispatch.SendOption
 	return id, nil
 }
 
-func (q *simQueue) Receive(_ context.Context, max int, _ time.Duration) ([]*azdispatch.Delivery, error) {
+func (q *simQueue) Receive(ctx context.Context, max int, _ time.Duration) ([]*azdispatch.Delivery, error) {
+	if err := q.pace(ctx); err != nil {
+		return nil, err
+	}
 	if !q.account.requests.take(1) {
 		return nil, q.busy("receive")
 	}
@@ -137,7 +150,10 @@ func (q *simQueue) Receive(_ context.Context, max int, _ time.Duration) ([]*azdi
 	return out, nil
 }
 
-func (q *simQueue) Delete(_ context.Context, d *azdispatch.Delivery) error {
+func (q *simQueue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
+	if err := q.pace(ctx); err != nil {
+		return err
+	}
 	if !q.account.requests.take(1) {
 		return q.busy("delete")
 	}
@@ -151,7 +167,10 @@ func (q *simQueue) Delete(_ context.Context, d *azdispatch.Delivery) error {
 	return nil
 }
 
-func (q *simQueue) SetVisibility(_ context.Context, d *azdispatch.Delivery, after time.Duration) error {
+func (q *simQueue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after time.Duration) error {
+	if err := q.pace(ctx); err != nil {
+		return err
+	}
 	if !q.account.requests.take(1) {
 		return q.busy("update")
 	}
@@ -168,7 +187,10 @@ func (q *simQueue) SetVisibility(_ context.Context, d *azdispatch.Delivery, afte
 	return nil
 }
 
-func (q *simQueue) Depth(context.Context) (int, error) {
+func (q *simQueue) Depth(ctx context.Context) (int, error) {
+	if err := q.pace(ctx); err != nil {
+		return 0, err
+	}
 	if !q.account.requests.take(1) {
 		return 0, q.busy("depth")
 	}
@@ -184,12 +206,16 @@ type simModel struct {
 }
 
 // newSimModel makes accounts × perAccount queues; queue i is in account
-// i mod accounts, as AccountShards places them.
-func newSimModel(accounts, perAccount int) *simModel {
+// i mod accounts, as AccountShards places them. If paced, each account's
+// client paces its requests to the account's target.
+func newSimModel(accounts, perAccount int, paced bool) *simModel {
 	m := &simModel{}
 	accts := make([]*simAccount, accounts)
 	for i := range accts {
 		accts[i] = &simAccount{requests: newBucket(simAccountReqsPerS), busy: &m.busy}
+		if paced {
+			accts[i].limiter = azdispatch.NewRequestLimiter(simAccountReqsPerS)
+		}
 	}
 	for i := range accounts * perAccount {
 		m.queues = append(m.queues, newSimQueue(fmt.Sprintf("tasks-%d", i), accts[i%accounts]))

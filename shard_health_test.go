@@ -1,0 +1,52 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestThrottledShardBackOffStopsAtASecond checks the breaker's arithmetic:
+// a shard that keeps answering 503 is passed over for at most about a second
+// at a time (it is alive, only over its rate), while one that keeps failing
+// otherwise backs off up to RetryMax.
+func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	busy := &StorageError{Op: "send", StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy", Err: errors.New("throttled")}
+	gone := &StorageError{Op: "send", StatusCode: http.StatusForbidden, Code: "AuthenticationFailed", Err: errors.New("revoked")}
+	tests := []struct {
+		name     string
+		err      error
+		opts     ShardOptions
+		atLeast  time.Duration // the last back-off, after 20 failures in a row
+		atMost   time.Duration
+		throttle bool
+	}{
+		{"503 at the defaults", busy, ShardOptions{}, 800 * time.Millisecond, time.Second, true},
+		{"403 at the defaults", gone, ShardOptions{}, 48 * time.Second, time.Minute, false},
+		{"503 with a lower RetryMax", busy, ShardOptions{RetryMax: 300 * time.Millisecond}, 240 * time.Millisecond, 300 * time.Millisecond, true},
+		{"503 with RetryMin above a second", busy, ShardOptions{RetryMin: 5 * time.Second, RetryMax: time.Minute}, 4 * time.Second, 5 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.throttle, throttled(tt.err))
+			o := tt.opts
+			setDefault(&o.RetryMin, 100*time.Millisecond)
+			setDefault(&o.RetryMax, time.Minute)
+			o.Logger = slog.New(slog.DiscardHandler)
+			set := newShardSet("tasks", []Shard{&Queue{name: "tasks-0"}}, o)
+			set.now = func() time.Time { return now }
+			for range 20 {
+				set.record(context.Background(), 0, tt.err)
+			}
+			_, until, _ := set.retryAt(0)
+			assert.GreaterOrEqual(t, until.Sub(now), tt.atLeast)
+			assert.LessOrEqual(t, until.Sub(now), tt.atMost)
+		})
+	}
+}
