@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Receive gets up to max messages from one shard: the next one, round-robin,
-// that is healthy and not known to be empty. If it is empty, further shards
-// are asked only while some may hold messages (their last receive returned
-// some), so a busy sharded queue does not stall on an empty shard, and an
-// idle one makes one request per call, as one queue would.
+// Receive gets up to max messages: from the next shard, round-robin, that
+// is healthy and not known to be empty, and, if that one had fewer than max,
+// from the next shards that had messages at their last look, until max are
+// gathered. A partial batch thus means what it means for one queue (there
+// was no more just now, anywhere it was worth looking), so a listener that
+// pauses after one does not leave messages waiting on other shards. A busy
+// sharded queue does not stall on an empty shard, and an idle one makes one
+// request per call, as one queue would.
 //
 // Shards that were empty at their last look are passed over for
 // ShardOptions.EmptySkip; when all are, the one looked at longest ago is
@@ -34,23 +37,28 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	now := s.set.now()
 	order := s.readOrder(now)
 	var errs []error
+	var got []*Delivery
 	answered := false
 	for _, c := range order {
 		if answered && !c.warm && !s.set.exhaustive {
-			break // known empty a moment ago: not worth a request now
+			continue // known empty a moment ago: not worth a request now
 		}
-		batch, err := s.set.receiveFrom(ctx, c.index, max, visibility)
+		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
 		if err != nil {
 			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break // the caller is leaving: return what was gathered
+			}
 			continue
 		}
-		if len(batch) > 0 {
-			return batch, nil
-		}
 		answered = true
+		got = append(got, batch...)
+		if len(got) == max {
+			break
+		}
 	}
 	if answered {
-		return nil, nil
+		return got, nil
 	}
 	return nil, s.set.noHealthy("receive", errs, now)
 }

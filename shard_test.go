@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -140,6 +141,56 @@ func TestShardedQueueSkipsShardsThatWereJustEmpty(t *testing.T) {
 		found, _ = sq.Receive(ctx, 10, 30*time.Second)
 	}
 	require.Len(t, found, 1, "a message on any shard is found within one round of the shards")
+}
+
+// TestShardedQueueFillsAPartialBatchFromOtherShards checks that a receive
+// that finds a few messages on one shard goes on to the shards that had
+// messages, so a partial batch means the set, not one shard, is nearly
+// empty; shards known to be empty are not asked.
+func TestShardedQueueFillsAPartialBatchFromOtherShards(t *testing.T) {
+	t.Parallel()
+	a := testAccount(t, nil)
+	sq := shardedQueue(t, 4, &ShardOptions{EmptySkip: time.Hour}, a)
+	ctx := context.Background()
+	require.NoError(t, sq.Create(ctx))
+	// One receive looks at every shard, none known yet: it learns that
+	// shard 3 is empty and the others are not.
+	for i, sh := range sq.Shards()[:3] {
+		sendTexts(t, sh.(*Queue), 1, func(int) string { return fmt.Sprint("probe-", i) })
+	}
+	probes, err := sq.Receive(ctx, 32, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, probes, 3)
+	for _, d := range probes {
+		require.NoError(t, sq.Delete(ctx, d))
+	}
+	for _, sh := range sq.Shards()[:3] {
+		sendTexts(t, sh.(*Queue), 5, func(int) string { return "x" })
+	}
+	sendTexts(t, sq.Shards()[3].(*Queue), 5, func(int) string { return "on the shard known to be empty" })
+
+	before := a.Transactions()
+	batch, err := sq.Receive(ctx, 32, 30*time.Second)
+	require.NoError(t, err)
+	assert.Len(t, batch, 15, "the three warm shards' messages in one call")
+	tx := a.Transactions()
+	assert.EqualValues(t, 3, tx.Receive-before.Receive, "one request per warm shard; the cold one is not asked")
+	from := map[string]int{}
+	for _, d := range batch {
+		from[d.QueueName()]++
+		require.NoError(t, sq.Delete(ctx, d), "each delete goes to its own shard")
+	}
+	assert.Len(t, from, 3)
+
+	// A batch that fills up on the first shard asks no other.
+	for _, sh := range sq.Shards()[:3] {
+		sendTexts(t, sh.(*Queue), 5, func(int) string { return "y" })
+	}
+	before = a.Transactions()
+	batch, err = sq.Receive(ctx, 2, 30*time.Second)
+	require.NoError(t, err)
+	assert.Len(t, batch, 2)
+	assert.EqualValues(t, 1, a.Transactions().Receive-before.Receive)
 }
 
 func TestShardedQueueRoutesAroundAThrottledShard(t *testing.T) {
