@@ -236,7 +236,7 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	const n = 12
 	sent := sendBatch(t, q, n, nil)
 	cfg := quick()
-	cfg.Concurrency = 2
+	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
 	cfg.VisibilityTimeout = 2 * time.Second
 	cfg.CheckpointInterval = 500 * time.Millisecond
 	var running, most atomic.Int64
@@ -259,7 +259,7 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	require.NoError(t, stop())
 	s := l.State()
 	c.assertEachSucceededOnce(t, n, 0)
-	assert.LessOrEqual(t, most.Load(), int64(2), "items share the listener's Concurrency")
+	assert.LessOrEqual(t, most.Load(), int64(2), "items share the listener's MaxDequeuers × Concurrency")
 	assert.GreaterOrEqual(t, s.Renewed, int64(1), "kept hidden while it ran")
 	assert.GreaterOrEqual(t, s.Checkpoints, int64(1))
 	assertSettled(t, s)

@@ -140,11 +140,6 @@ type ListenerConfig struct {
 	// at most this much work. A batch also checkpoints whenever it is
 	// released with items done. Defaults to 30 s; negative means only on release.
 	CheckpointInterval time.Duration
-
-	// itemSlots is not configuration but the listener's own pool of
-	// Concurrency tokens that the items of all its batches share, made by
-	// withDefaults for each listener.
-	itemSlots chan struct{}
 }
 
 // withDefaults returns a copy of c (which may be nil) with defaults filled in
@@ -224,7 +219,6 @@ func (c *ListenerConfig) withDefaults(src Source) (ListenerConfig, error) {
 	case cfg.PoisonQueue == nil:
 		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
 	}
-	cfg.itemSlots = make(chan struct{}, cfg.Concurrency)
 	return cfg, nil
 }
 
