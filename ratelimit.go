@@ -23,7 +23,9 @@ import (
 // what it means to use. Requests may run ahead of the rate by a tenth of a
 // second's worth (at least one request) after a quiet spell; beyond that
 // they wait, in the order they asked. A request whose context ends while it
-// waits is not sent, and its turn is not given back.
+// waits is not sent, and its turn goes to the next request that asks. Every
+// request of the account waits its turn, a lease's renewals too: give a
+// rate well above what the process needs at its quietest.
 //
 // A nil *RequestLimiter does not limit. A RequestLimiter is safe for
 // concurrent use.
@@ -53,6 +55,9 @@ func (l *RequestLimiter) Wait(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	d := l.reserve(time.Now())
 	if d <= 0 {
 		return nil
@@ -63,8 +68,18 @@ func (l *RequestLimiter) Wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
+		l.giveBack()
 		return context.Cause(ctx)
 	}
+}
+
+// giveBack returns a turn that was reserved and not used: the schedule moves
+// back one interval, so that requests cancelled in numbers (at shutdown, say)
+// do not leave the next ones waiting for turns nobody takes.
+func (l *RequestLimiter) giveBack() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tat = l.tat.Add(-l.interval)
 }
 
 // reserve takes the next turn at now and returns how long to wait for it.

@@ -85,9 +85,17 @@ func TestRequestLimiterWaitEndsWithItsContext(t *testing.T) {
 	l := NewRequestLimiter(1) // a burst of one: the second request waits a second
 	require.NoError(t, l.Wait(context.Background()))
 	cause := errors.New("shutting down")
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ended, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
-	assert.ErrorIs(t, l.Wait(ctx), cause)
+	assert.ErrorIs(t, l.Wait(ended), cause, "an ended context takes no turn")
+	for range 100 {
+		ctx, cancel := context.WithTimeoutCause(context.Background(), time.Millisecond, cause)
+		assert.ErrorIs(t, l.Wait(ctx), cause)
+		cancel()
+	}
+	// The hundred cancelled turns were given back: the next request waits
+	// for one interval at most, not a hundred.
+	assert.LessOrEqual(t, l.reserve(time.Now()), time.Second)
 }
 
 // TestAccountLimiterPacesEveryAttempt checks, against Azurite, that an
