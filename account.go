@@ -48,10 +48,10 @@ type AccountOptions struct {
 	// SAS in the URL must cover the blob service too.
 	BlobServiceURL string
 
-	// Limiter paces every request of the account (queue and blob, retries
-	// included) to a rate, so that this process stays under the account's
-	// scalability target rather than meeting it as 503 ServerBusy answers.
-	// Nil, the default, means no pacing. See RequestLimiter.
+	// Limiter paces every request of the account (queue and blob; a retry
+	// takes a turn too) to a rate, so that this process stays under the
+	// account's scalability target rather than meeting it as 503 ServerBusy
+	// answers. Nil, the default, means no pacing. See RequestLimiter.
 	Limiter *RequestLimiter
 }
 
@@ -245,9 +245,11 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 		co.Retry.TryTimeout = 30 * time.Second
 	}
 	tx := new(Counter)
+	co.PerCallPolicies = append([]policy.Policy(nil), co.PerCallPolicies...)
 	co.PerRetryPolicies = append([]policy.Policy(nil), co.PerRetryPolicies...)
 	if opts != nil && opts.Limiter != nil {
-		co.PerRetryPolicies = append(co.PerRetryPolicies, limitPolicy{limiter: opts.Limiter})
+		co.PerCallPolicies = append(co.PerCallPolicies, limitPolicy{limiter: opts.Limiter})
+		co.PerRetryPolicies = append(co.PerRetryPolicies, limitRetryPolicy{limiter: opts.Limiter})
 	}
 	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx})
 	return &co, tx

@@ -29,10 +29,11 @@ func (a *Account) blobService() (*service.Client, error) {
 func tagBlob(ctx context.Context, o op) context.Context { return tagRequest(ctx, o, nil) }
 
 // blobOptions derives the blob client's options from the queue client's. The
-// per-retry policies get their own slice: the SDK appends to the one it is
-// given, and the two clients must not share a backing array.
+// policies get slices of their own: the SDK appends to the ones it is given,
+// and the two clients must not share a backing array.
 func blobOptions(co *azqueue.ClientOptions) *service.ClientOptions {
 	bo := &service.ClientOptions{ClientOptions: co.ClientOptions, Audience: co.Audience}
+	bo.PerCallPolicies = append([]policy.Policy(nil), co.PerCallPolicies...)
 	bo.PerRetryPolicies = append([]policy.Policy(nil), co.PerRetryPolicies...)
 	return bo
 }

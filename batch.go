@@ -16,9 +16,9 @@ type SentBatch struct {
 // SendBatch sends items as one batch: their encoded texts, compressed
 // together into one blob in the payload store, and one small pointer message
 // on the queue. A listener calls its handler once per item, in any order and
-// in parallel (up to MaxDequeuers × Concurrency items at once, across all the
-// batches it has in hand), with the same outcome rules as for single
-// messages; items
+// in parallel (within the listener's MaxDequeuers × Concurrency handler
+// calls at once, shared with single messages and other batches), with the
+// same outcome rules as for single messages; items
 // that succeed are not run again when the batch is redelivered, and one item
 // that keeps failing is poisoned alone. A batch costs about six requests end
 // to end, whatever n (write the blob, send the pointer, a share of a

@@ -175,7 +175,7 @@ func (b *batchRun[T]) run(ctx context.Context) error {
 	defer stopCheckpoints()
 	var items sync.WaitGroup
 	defer items.Wait()
-	slots := b.l.items
+	slots := b.l.handlers
 	for i := range b.p.Items {
 		skip := b.done.has(i)
 		text, err := fr.next(skip)

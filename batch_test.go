@@ -265,6 +265,34 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	assertSettled(t, s)
 }
 
+// Items of batches and single messages share the listener's handler
+// calls: never more than MaxDequeuers × Concurrency at once.
+func TestBatchItemsAndMessagesShareTheHandlerCap(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sendBatch(t, q, 20, nil)   // jobs 0..19, as items
+	sendJobRange(t, q, 20, 30) // jobs 20..29, as messages
+	sendBatch(t, q, 0+10, nil) // jobs 0..9 again, a second batch
+	cfg := quick()
+	cfg.Concurrency, cfg.MaxDequeuers, cfg.MinDequeuers = 2, 2, 2
+	var running, most atomic.Int64
+	c := newTally()
+	l, err := NewListener(q, c.handler(func(ctx context.Context, m *Message[job]) error {
+		now := running.Add(1)
+		defer running.Add(-1)
+		for old := most.Load(); now > old && !most.CompareAndSwap(old, now); old = most.Load() {
+		}
+		time.Sleep(50 * time.Millisecond)
+		return nil
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "all handled", func() bool { s := l.State(); return s.Succeeded == 12 && s.ItemsSucceeded == 30 })
+	require.NoError(t, stop())
+	assert.LessOrEqual(t, most.Load(), int64(4), "at most MaxDequeuers × Concurrency handlers at once")
+	assertSettled(t, l.State())
+}
+
 // The message is deleted before its blob. A failure between the two leaves a
 // blob no message points at, which Sweep removes once the message's expiry
 // has passed, and never before.

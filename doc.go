@@ -60,9 +60,10 @@
 //
 // Past one queue's target (about 2,000 messages/s) or one account's (about
 // 20,000 requests/s), a ShardedQueue spreads one logical queue over many
-// queues in many accounts, and an account's RequestLimiter (AccountOptions.
-// Limiter) paces this process's requests to its share of the account's
-// target, so that it does not find the target through 503 ServerBusy.
+// queues in many accounts, and a RequestLimiter, given as
+// AccountOptions.Limiter, paces this process's requests to its share of the
+// account's target, so that it does not find the target through 503
+// ServerBusy.
 //
 // # Shutdown
 //

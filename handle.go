@@ -56,7 +56,17 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 // handle runs the handler with the message kept hidden meanwhile. It reports
 // whether ownership was lost while it ran, and the handler's result.
 func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (lost bool, err error) {
-	return l.hidden(work, d, func(ctx context.Context) error { return l.call(ctx, m) })
+	return l.hidden(work, d, func(ctx context.Context) error {
+		// A token is free unless batch items hold them; meanwhile the
+		// message is kept hidden, and an end of ctx releases it for a retry.
+		select {
+		case l.handlers <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		defer func() { <-l.handlers }()
+		return l.call(ctx, m)
+	})
 }
 
 // hidden runs f with d kept hidden meanwhile, under HandlerTimeout. It

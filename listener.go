@@ -45,7 +45,7 @@ type Listener[T any] struct {
 	want      atomic.Int64  // dequeuers asked for, read by Run
 	asked     chan struct{} // tells Run that want changed
 	due       dueTimes
-	items     chan struct{} // tokens the items of all batches in progress share
+	handlers  chan struct{} // a token per handler call running: single messages and batch items
 	stats     stats
 	tx        Counter
 	running   atomic.Bool
@@ -79,10 +79,11 @@ func NewListener[T any](src Source, h Handler[T], cfg *ListenerConfig) (*Listene
 		scale:     scaler{interval: c.ScaleInterval, min: floor, max: c.MaxDequeuers},
 		wake:      newSignal(),
 		asked:     make(chan struct{}, 1),
-		// Items of batches run up to the listener's handler capacity, as
-		// single messages do across its dequeuers; the batch messages
-		// themselves hold a dequeuer's slot each while their items run.
-		items: make(chan struct{}, c.MaxDequeuers*c.Concurrency),
+		// Dequeuers' slots bound the messages in hand; these tokens bound
+		// the handler calls, so that the items of batches, which run
+		// while their message holds one slot, do not take the listener
+		// past MaxDequeuers × Concurrency handlers at once.
+		handlers: make(chan struct{}, c.MaxDequeuers*c.Concurrency),
 	}, nil
 }
 

@@ -32,10 +32,11 @@ type ListenerConfig struct {
 	// Defaults to 1: one poller, backing off along Idle. See PushOnly for none.
 	MinDequeuers int
 
-	// MaxDequeuers caps the receive loops, and with them the handlers
-	// (MaxDequeuers × Concurrency). Defaults to 8: 512 handlers, and 8
-	// receives in flight, enough to reach one queue's target of 2,000
-	// messages a second at 100 ms a round trip. The listener scales up from
+	// MaxDequeuers caps the receive loops, and with them the handler calls
+	// at once (MaxDequeuers × Concurrency, single messages and the items of
+	// batches together). Defaults to 8: 512 handlers, and 8 receives in
+	// flight, enough to reach one queue's target of 2,000 messages a second
+	// at 100 ms a round trip. The listener scales up from
 	// the queue's depth (see Scale) and down as dequeuers go idle.
 	MaxDequeuers int
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -15,17 +16,23 @@ import (
 // per second) instead of finding it through 503 ServerBusy answers, each of
 // which is a request spent for nothing and a delay. Give it to an account
 // through AccountOptions.Limiter: every HTTP attempt of that account's queue
-// and blob clients, retries included, then waits for its turn. Several
-// Account values of one storage account in a process may share a limiter.
+// and blob clients then waits for its turn (a retry takes a turn without
+// waiting, the SDK's retry back-off being its wait). Several Account values
+// of one storage account in a process may share a limiter.
 //
 // The rate is this process's share: the service counts the account's
 // requests from every client, so a fleet of n processes gives each 1/n of
-// what it means to use. Requests may run ahead of the rate by a tenth of a
-// second's worth (at least one request) after a quiet spell; beyond that
-// they wait, in the order they asked. A request whose context ends while it
-// waits is not sent, and its turn goes to the next request that asks. Every
-// request of the account waits its turn, a lease's renewals too: give a
-// rate well above what the process needs at its quietest.
+// what it means to use, and some headroom (say 90%) is wise, since the
+// service does not say over what window it measures. Requests may run ahead
+// of the rate by a tenth of a second's worth (at least one request) after a
+// quiet spell; beyond that they wait, in the order they asked. Every request
+// of the account waits its turn, deletes and a lease's renewals too, so at
+// the busiest they queue behind receives: a rate the process keeps reaching
+// adds that queue's wait to every request.
+//
+// A request whose context ends while it waits is not sent; its turn is given
+// back if no later request has been given one, so that the limiter never
+// lets more through than its rate.
 //
 // A nil *RequestLimiter does not limit. A RequestLimiter is safe for
 // concurrent use.
@@ -37,20 +44,30 @@ type RequestLimiter struct {
 	tat time.Time // when the next request is due at the rate (its theoretical arrival time)
 }
 
-// NewRequestLimiter returns a limiter of perSecond requests per second. A
-// rate that is not positive, or not finite, means no limit (nil).
+// Rates outside these bounds are taken as the nearest bound: a nanosecond
+// between requests is as fast as a time.Duration can say, and a request every
+// thirty years is as slow as anyone means.
+const (
+	maxRequestRate = 1e9
+	minRequestRate = 1e-9
+)
+
+// NewRequestLimiter returns a limiter of perSecond requests per second (at
+// least one per 30 years, at most 10⁹). A rate that is not positive, or not
+// finite, means no limit (nil).
 func NewRequestLimiter(perSecond float64) *RequestLimiter {
 	if !(perSecond > 0) || math.IsInf(perSecond, 1) {
 		return nil
 	}
+	perSecond = min(max(perSecond, minRequestRate), maxRequestRate)
 	// Rounded up, so that the rate is never exceeded.
 	interval := time.Duration(math.Ceil(float64(time.Second) / perSecond))
 	burst := max(1, math.Floor(perSecond/10))
 	return &RequestLimiter{interval: interval, tolerance: time.Duration(burst-1) * interval}
 }
 
-// Wait blocks until a request may be sent, or ctx ends; then it returns
-// ctx's error (its cause, if it has one).
+// Wait blocks until a request may be sent, and then returns nil, or until
+// ctx ends, and then returns ctx's error (its cause, if it has one).
 func (l *RequestLimiter) Wait(ctx context.Context) error {
 	if l == nil {
 		return nil
@@ -58,7 +75,9 @@ func (l *RequestLimiter) Wait(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	d := l.reserve(time.Now())
+	now := time.Now()
+	due := l.reserve(now)
+	d := due.Sub(now) - l.tolerance
 	if d <= 0 {
 		return nil
 	}
@@ -68,43 +87,65 @@ func (l *RequestLimiter) Wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		l.giveBack()
+		l.giveBack(due)
 		return context.Cause(ctx)
 	}
 }
 
-// giveBack returns a turn that was reserved and not used: the schedule moves
-// back one interval, so that requests cancelled in numbers (at shutdown, say)
-// do not leave the next ones waiting for turns nobody takes.
-func (l *RequestLimiter) giveBack() {
+// reserve takes the next turn at now and returns when it is due at the
+// rate; the request may go tolerance before that. It is the generic cell
+// rate algorithm: each request moves the theoretical arrival time on by one
+// interval, from now at the earliest.
+func (l *RequestLimiter) reserve(now time.Time) (due time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.tat = l.tat.Add(-l.interval)
-}
-
-// reserve takes the next turn at now and returns how long to wait for it.
-// It is the generic cell rate algorithm: each request moves the theoretical
-// arrival time on by one interval; a request may go as soon as it is no more
-// than tolerance ahead of it.
-func (l *RequestLimiter) reserve(now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	due := l.tat
+	due = l.tat
 	if due.Before(now) {
 		due = now
 	}
 	l.tat = due.Add(l.interval)
-	return due.Sub(now) - l.tolerance
+	return due
 }
 
-// limitPolicy makes every HTTP attempt of a client wait for its limiter. It
-// sits in the per-retry slot before the counting policy, so that an attempt
-// is counted when it is sent, not when it starts to wait.
-type limitPolicy struct{ limiter *RequestLimiter }
+// giveBack returns the turn due at due, unused, if it is still the last one
+// given: a later request holds its own turn, and moving the schedule back
+// under it would let two requests share one.
+func (l *RequestLimiter) giveBack(due time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tat.Equal(due.Add(l.interval)) {
+		l.tat = due
+	}
+}
+
+// The limiter sits in an account's pipeline twice. limitPolicy, per call,
+// waits for the first attempt's turn on the caller's context, before the
+// SDK's retry policy starts the attempt's TryTimeout: a wait in the queue
+// must not use up the time the request has on the wire, nor end as a
+// timeout that looks like an unreachable endpoint. limitRetryPolicy, per
+// attempt, takes a turn for each retry, another billable request, without
+// waiting for it: a retry is already delayed by the SDK's retry back-off,
+// and a wait there would run inside its TryTimeout. The requests that ask
+// after it wait the longer, so the rate holds over any stretch longer than
+// the retries' burst. Both sit before the counting policy, so that an
+// attempt is counted when it is sent, not when it starts to wait.
+type (
+	limitPolicy      struct{ limiter *RequestLimiter }
+	limitRetryPolicy struct{ limiter *RequestLimiter }
+	attemptsKey      struct{}
+)
 
 func (p limitPolicy) Do(req *policy.Request) (*http.Response, error) {
-	if err := p.limiter.Wait(req.Raw().Context()); err != nil {
+	ctx := req.Raw().Context()
+	if err := p.limiter.Wait(ctx); err != nil {
 		return nil, err
+	}
+	return req.WithContext(context.WithValue(ctx, attemptsKey{}, new(atomic.Int32))).Next()
+}
+
+func (p limitRetryPolicy) Do(req *policy.Request) (*http.Response, error) {
+	if attempts, _ := req.Raw().Context().Value(attemptsKey{}).(*atomic.Int32); attempts != nil && attempts.Add(1) > 1 {
+		p.limiter.reserve(time.Now())
 	}
 	return req.Next()
 }

@@ -52,25 +52,85 @@ func TestRequestLimiterSchedule(t *testing.T) {
 			l := NewRequestLimiter(tt.rate)
 			require.NotNil(t, l)
 			for i, at := range tt.at {
-				assert.Equal(t, tt.waits[i], max(0, l.reserve(t0.Add(at))), "request %d", i)
+				now := t0.Add(at)
+				assert.Equal(t, tt.waits[i], max(0, l.reserve(now).Sub(now)-l.tolerance), "request %d", i)
 			}
 		})
 	}
 }
 
-func TestRequestLimiterNeverExceedsItsRate(t *testing.T) {
-	// 20,000/s, as for one account; a million requests asked for all at once
-	// are spread so that any one second holds at most a second's worth plus
-	// the burst.
-	l := NewRequestLimiter(20_000)
-	t0 := time.Unix(1_700_000_000, 0)
-	const n = 1_000_000
-	last := time.Duration(0)
-	for range n {
-		last = max(0, l.reserve(t0))
+// sentIn counts the turns whose requests may go within [from, to).
+func sentIn(l *RequestLimiter, dues []time.Time, from, to time.Time) int {
+	n := 0
+	for _, due := range dues {
+		if at := due.Add(-l.tolerance); !at.Before(from) && at.Before(to) {
+			n++
+		}
 	}
-	burst := 20_000 / 10
-	assert.GreaterOrEqual(t, last, time.Duration(n-burst)*50*time.Microsecond)
+	return n
+}
+
+func TestRequestLimiterNeverExceedsItsRate(t *testing.T) {
+	const rate = 20_000 // one account's target
+	burst := rate / 10
+	t0 := time.Unix(1_700_000_000, 0)
+	second := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	t.Run("a crowd asking at once", func(t *testing.T) {
+		l := NewRequestLimiter(rate)
+		var dues []time.Time
+		for range 5 * rate {
+			dues = append(dues, l.reserve(t0))
+		}
+		assert.LessOrEqual(t, sentIn(l, dues, t0, second(1)), rate+burst)
+		for s := 1; s < 4; s++ {
+			assert.LessOrEqual(t, sentIn(l, dues, second(s), second(s+1)), rate, "second %d", s)
+		}
+	})
+
+	// Two seconds of requests wait; those due in the first second are
+	// cancelled, first to last, and a second's worth of new requests ask
+	// at t0+1s. The cancelled turns are not handed out again under the
+	// feet of the requests still waiting.
+	t.Run("cancellations amid waiting requests", func(t *testing.T) {
+		l := NewRequestLimiter(rate)
+		var waiting []time.Time
+		for range 2 * rate {
+			waiting = append(waiting, l.reserve(t0))
+		}
+		for _, due := range waiting[:rate] {
+			l.giveBack(due)
+		}
+		live := waiting[rate:]
+		for range rate {
+			live = append(live, l.reserve(second(1)))
+		}
+		for s := 1; s < 3; s++ {
+			assert.LessOrEqual(t, sentIn(l, live, second(s), second(s+1)), rate, "second %d", s)
+		}
+	})
+
+	// Cancelled last to first, every turn is given back: the limiter is as
+	// if they had never asked.
+	t.Run("cancellations of the latest requests", func(t *testing.T) {
+		l := NewRequestLimiter(rate)
+		var dues []time.Time
+		for range 3 * burst {
+			dues = append(dues, l.reserve(t0))
+		}
+		for i := len(dues) - 1; i >= burst; i-- {
+			l.giveBack(dues[i])
+		}
+		assert.Equal(t, dues[burst], l.reserve(t0), "the first turn given back is the next one out")
+	})
+}
+
+func TestRequestLimiterClampsExtremeRates(t *testing.T) {
+	slow := NewRequestLimiter(1e-15)
+	assert.Positive(t, slow.interval, "a very slow rate does not overflow into no limit")
+	fast := NewRequestLimiter(1e30)
+	assert.Equal(t, time.Nanosecond, fast.interval)
+	assert.GreaterOrEqual(t, fast.tolerance, time.Duration(0))
 }
 
 func TestRequestLimiterWithoutARateDoesNotLimit(t *testing.T) {
@@ -82,7 +142,7 @@ func TestRequestLimiterWithoutARateDoesNotLimit(t *testing.T) {
 }
 
 func TestRequestLimiterWaitEndsWithItsContext(t *testing.T) {
-	l := NewRequestLimiter(1) // a burst of one: the second request waits a second
+	l := NewRequestLimiter(0.1) // a burst of one: the second request waits ten seconds
 	require.NoError(t, l.Wait(context.Background()))
 	cause := errors.New("shutting down")
 	ended, cancel := context.WithCancelCause(context.Background())
@@ -95,12 +155,14 @@ func TestRequestLimiterWaitEndsWithItsContext(t *testing.T) {
 	}
 	// The hundred cancelled turns were given back: the next request waits
 	// for one interval at most, not a hundred.
-	assert.LessOrEqual(t, l.reserve(time.Now()), time.Second)
+	now := time.Now()
+	assert.LessOrEqual(t, l.reserve(now).Sub(now), 10*time.Second)
 }
 
 // TestAccountLimiterPacesEveryAttempt checks, against Azurite, that an
-// account's limiter spaces its HTTP attempts, retries included, and that a
-// request whose context ends while it waits is neither sent nor counted.
+// account's limiter spaces its HTTP attempts, that retries take turns, and
+// that a request whose context ends while it waits is neither sent nor
+// counted.
 func TestAccountLimiterPacesEveryAttempt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -130,18 +192,27 @@ func TestAccountLimiterPacesEveryAttempt(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, batch, 6)
 
+	// The retries went at once, but took turns: the next request waits
+	// for the eleventh.
+	_, err = q.Send(ctx, "after the retries", nil)
+	require.NoError(t, err)
+
 	mu.Lock()
 	n := len(sent)
 	span := sent[n-1].Sub(sent[0])
 	mu.Unlock()
-	assert.Equal(t, 10, n, "a create, six sends, three receive attempts")
+	assert.Equal(t, 11, n, "a create, six sends, three receive attempts, a send")
 	assert.EqualValues(t, n, acct.Transactions().Total())
-	// A lower bound only: the limiter guarantees the spacing; how much later
-	// the requests went depends on the machine.
-	assert.GreaterOrEqual(t, span, time.Duration(n-2)*time.Second/rate, "10 attempts after a burst of 2")
+	// A lower bound only: the limiter guarantees the spacing (less a little
+	// for the time between a turn and the transport); how much later the
+	// requests went depends on the machine.
+	assert.GreaterOrEqual(t, span, time.Duration(n-2)*time.Second/rate-10*time.Millisecond, "11 turns after a burst of 2")
 
-	// The limiter's next turn is at least 50 ms away: a context that ends
-	// first gets its error back, and the request is not sent.
+	// With ten turns taken, the next is at least 400 ms away: a context
+	// that ends first gets its error back, and the request is not sent.
+	for range 10 {
+		opts.Limiter.reserve(time.Now())
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
 	_, err = q.Send(waitCtx, "never sent", nil)
@@ -150,4 +221,26 @@ func TestAccountLimiterPacesEveryAttempt(t *testing.T) {
 	mu.Lock()
 	assert.Len(t, sent, n, "not sent")
 	mu.Unlock()
+}
+
+// TestLimiterWaitIsNotPartOfTheTryTimeout checks that a request waiting for
+// its turn does not spend the SDK's per-attempt timeout: it is sent when its
+// turn comes (here to meet an injected 503), not failed as a timeout, which
+// would look like an unreachable endpoint.
+func TestLimiterWaitIsNotPartOfTheTryTimeout(t *testing.T) {
+	t.Parallel()
+	f := &faultTransport{fail: func(*http.Request) bool { return true }}
+	f.next = newHTTPClient()
+	opts := faultyAccountOptions(f, 2)
+	opts.Client.Retry.TryTimeout = 100 * time.Millisecond
+	opts.Limiter = NewRequestLimiter(4) // a turn each 250 ms
+	q, err := testAccount(t, opts).Queue(uniqueName(t))
+	require.NoError(t, err)
+	for i := range 2 { // the second waits for the fourth turn, 750 ms on
+		_, err := q.Send(context.Background(), "x", nil)
+		var se *StorageError
+		require.ErrorAs(t, err, &se, "request %d", i)
+		assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode, "request %d was sent: %v", i, err)
+	}
+	assert.EqualValues(t, 6, f.hits.Load(), "each call: an attempt and two retries")
 }

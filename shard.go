@@ -44,13 +44,12 @@ type ShardOptions struct {
 
 	// RetryMin and RetryMax bound the back-off of a failing shard: after n
 	// failures in a row it is left alone for RetryMin·2^(n−1) ±20%, at most
-	// RetryMax, then tried again. Default to 100 ms and 60 s. A throttled
-	// shard (503 ServerBusy) is alive and only over its rate: a long pause
-	// would push its share onto the other shards, which throttle in turn (in
-	// the simulated load test, 1 s let a 10% overload cut accepted sends to
-	// a sixth of capacity; 100 ms kept nine tenths). A shard that is down
-	// reaches the one-minute back-off after ten failures, and then costs a
-	// request a minute.
+	// RetryMax, then tried again. Default to 100 ms and 60 s: a shard that is
+	// down reaches the longest back-off after about ten failures (some 100 s),
+	// and then costs a request a minute. A shard that answers 503 ServerBusy
+	// is only over its rate, not down, and backs off for at most 1 s (or
+	// RetryMin, if that is longer), so that its share is not left undrained
+	// nor pushed onto the other shards for long.
 	RetryMin, RetryMax time.Duration
 
 	// Logger receives a line when a shard is backed off and when it

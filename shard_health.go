@@ -95,16 +95,17 @@ func fault(ctx context.Context, err error) (shard, account bool) {
 	return true, false
 }
 
-// throttledMax caps the back-off of a shard that answers 503 (ServerBusy,
-// or ingress or egress over the account's limit). Such a shard is alive and
-// over a target that is a rate per second: it takes requests again within
-// about a second, and a longer pause would only leave its share undrained
-// (in the simulated load test, a 60 s cap made one shard of 30 drain nine
-// times less than another).
+// throttledMax caps the back-off of a shard that answers 503 ServerBusy
+// (its queue, or its account's requests, ingress or egress, over target).
+// Such a shard is alive and over a target that is a rate per second: it
+// takes requests again within about a second, and a longer pause would only
+// leave its share undrained (in the simulated load test, a 60 s cap made one
+// shard of 30 drain nine times less than another). Other 503s, like other
+// failures, back off up to RetryMax.
 const throttledMax = time.Second
 
-// throttled reports whether err is the service throttling: a 503.
+// throttled reports whether err is the service throttling: 503 ServerBusy.
 func throttled(err error) bool {
 	var se *StorageError
-	return errors.As(err, &se) && se.StatusCode == http.StatusServiceUnavailable
+	return errors.As(err, &se) && se.StatusCode == http.StatusServiceUnavailable && se.Code == "ServerBusy"
 }

@@ -3,12 +3,12 @@ package azdispatch
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestThrottledShardBackOffStopsAtASecond checks the breaker's arithmetic:
@@ -18,6 +18,7 @@ import (
 func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	busy := &StorageError{Op: "send", StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy", Err: errors.New("throttled")}
+	unavailable := &StorageError{Op: "send", StatusCode: http.StatusServiceUnavailable, Err: errors.New("a proxy's 503")}
 	gone := &StorageError{Op: "send", StatusCode: http.StatusForbidden, Code: "AuthenticationFailed", Err: errors.New("revoked")}
 	tests := []struct {
 		name     string
@@ -28,6 +29,7 @@ func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 		throttle bool
 	}{
 		{"503 at the defaults", busy, ShardOptions{}, 800 * time.Millisecond, time.Second, true},
+		{"503 that is not ServerBusy", unavailable, ShardOptions{}, 48 * time.Second, time.Minute, false},
 		{"403 at the defaults", gone, ShardOptions{}, 48 * time.Second, time.Minute, false},
 		{"503 with a lower RetryMax", busy, ShardOptions{RetryMax: 300 * time.Millisecond}, 240 * time.Millisecond, 300 * time.Millisecond, true},
 		{"503 with RetryMin above a second", busy, ShardOptions{RetryMin: 5 * time.Second, RetryMax: time.Minute}, 4 * time.Second, 5 * time.Second, true},
@@ -35,11 +37,9 @@ func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.throttle, throttled(tt.err))
-			o := tt.opts
-			setDefault(&o.RetryMin, 100*time.Millisecond)
-			setDefault(&o.RetryMax, time.Minute)
-			o.Logger = slog.New(slog.DiscardHandler)
-			set := newShardSet("tasks", []Shard{&Queue{name: "tasks-0"}}, o)
+			sq, err := NewShardedQueue("tasks", []Shard{&Queue{name: "tasks-0"}}, &tt.opts)
+			require.NoError(t, err)
+			set := sq.set
 			set.now = func() time.Time { return now }
 			for range 20 {
 				set.record(context.Background(), 0, tt.err)
@@ -49,4 +49,12 @@ func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 			assert.LessOrEqual(t, until.Sub(now), tt.atMost)
 		})
 	}
+}
+
+func TestShardOptionsDefaults(t *testing.T) {
+	sq, err := NewShardedQueue("tasks", []Shard{&Queue{name: "tasks-0"}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, sq.set.opts.EmptySkip)
+	assert.Equal(t, 100*time.Millisecond, sq.set.opts.RetryMin)
+	assert.Equal(t, time.Minute, sq.set.opts.RetryMax)
 }

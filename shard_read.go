@@ -46,14 +46,16 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
 		if err != nil {
 			errs = append(errs, err)
-			if ctx.Err() != nil {
-				break // the caller is leaving: return what was gathered
+			if len(got) > 0 || ctx.Err() != nil {
+				// Messages in hand are already hidden, their visibility
+				// running: return them rather than try more shards.
+				break
 			}
 			continue
 		}
 		answered = true
 		got = append(got, batch...)
-		if len(got) == max {
+		if len(got) >= max {
 			break
 		}
 	}

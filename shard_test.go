@@ -193,6 +193,35 @@ func TestShardedQueueFillsAPartialBatchFromOtherShards(t *testing.T) {
 	assert.EqualValues(t, 1, a.Transactions().Receive-before.Receive)
 }
 
+// TestShardedQueueReturnsWhatItHoldsWhenAShardFailsMidGather checks that a
+// receive that already holds messages returns them, without an error, when
+// the next shard it asks fails, and that the failing shard is backed off.
+func TestShardedQueueReturnsWhatItHoldsWhenAShardFailsMidGather(t *testing.T) {
+	t.Parallel()
+	base := uniqueName(t)
+	f := &faultTransport{fail: func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+base+"-1/")
+	}}
+	f.next = newHTTPClient()
+	shards, err := AccountShards(base, 3, testAccount(t, quickRetries(f)))
+	require.NoError(t, err)
+	sq, err := NewShardedQueue("tasks", shards, &ShardOptions{RetryMin: time.Minute, RetryMax: time.Minute})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, sh := range shards {
+		sendTexts(t, sh.(*Queue), 2, func(int) string { return "x" })
+	}
+	batch, err := sq.Receive(ctx, 32, 30*time.Second)
+	require.NoError(t, err, "messages in hand are returned, not an error")
+	require.NotEmpty(t, batch)
+	for _, d := range batch {
+		assert.NotEqual(t, base+"-1", d.QueueName())
+		require.NoError(t, sq.Delete(ctx, d))
+	}
+	assert.False(t, sq.Health()[1].Healthy, "the failing shard is backed off")
+	assert.Positive(t, f.hits.Load())
+}
+
 func TestShardedQueueRoutesAroundAThrottledShard(t *testing.T) {
 	t.Parallel()
 	base := uniqueName(t)

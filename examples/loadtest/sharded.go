@@ -129,14 +129,15 @@ func shardedOnce(ctx context.Context, o options, k int) (shardedRun, error) {
 	if err != nil {
 		return shardedRun{}, err
 	}
+	fillErrs := make([]error, len(shards))
 	for i, sh := range shards {
-		wg.Go(func() { errs[i%k] = fill(ctx, emulators[i%k].connectionString, sh.Name(), o.messages/shardsPerAccount) })
+		wg.Go(func() { fillErrs[i] = fill(ctx, emulators[i%k].connectionString, sh.Name(), o.messages/shardsPerAccount) })
 		if i%k == k-1 {
 			wg.Wait() // one shard per account at a time
 		}
 	}
 	wg.Wait()
-	for _, err := range errs {
+	for _, err := range fillErrs {
 		if err != nil {
 			return shardedRun{}, fmt.Errorf("fill: %w", err)
 		}

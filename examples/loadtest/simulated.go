@@ -181,9 +181,9 @@ func simDrain(ctx context.Context, tm simTiming, paced bool) (simRun, error) {
 	for _, l := range listeners {
 		wg.Go(func() { _ = l.Run(runCtx) })
 	}
-	// The buckets start full: measure after they are spent (a tenth more
-	// than capacity spends them in 2.5 s), so that the figure is the
-	// sustained rate.
+	// The buckets start full, and the listeners start with one dequeuer
+	// each: measure after the warm-up, so that the figure is the sustained
+	// rate.
 	time.Sleep(tm.warmup)
 	from, start := succeeded(), time.Now()
 	time.Sleep(tm.window)
