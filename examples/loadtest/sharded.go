@@ -131,7 +131,9 @@ func shardedOnce(ctx context.Context, o options, k int) (shardedRun, error) {
 	}
 	fillErrs := make([]error, len(shards))
 	for i, sh := range shards {
-		wg.Go(func() { fillErrs[i] = fill(ctx, emulators[i%k].connectionString, sh.Name(), o.messages/shardsPerAccount) })
+		wg.Go(func() {
+			fillErrs[i] = fill(ctx, emulators[i%k].connectionString, sh.Name(), o.messages/shardsPerAccount)
+		})
 		if i%k == k-1 {
 			wg.Wait() // one shard per account at a time
 		}
