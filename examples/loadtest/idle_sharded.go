@@ -12,7 +12,7 @@ import (
 
 // The idle-sharded scenario counts the requests an idle Listener makes on a
 // ShardedQueue of 10 shards and on a single queue, both at once on one fresh
-// emulator, over shardIdleWindow. Time is compressed: the listeners' idle curve
+// emulator, over shardIdleWindow (or options.idle). Time is compressed: the listeners' idle curve
 // tops out at shardIdleMax instead of the default 30 s, so the window holds as
 // many polls at the cap as 30 times its length would at the defaults.
 const (
@@ -22,7 +22,15 @@ const (
 	idleRamp        = 10 * time.Second // the curve's climb, left out of the per-hour figure
 )
 
+// idleTiming is how long the idle-sharded scenario watches, and how much of
+// the start (the idle curve's climb) it leaves out of the per-hour figure.
+type idleTiming struct{ window, ramp time.Duration }
+
 func runIdleSharded(ctx context.Context, o options, progress io.Writer) ([]record, []string, error) {
+	tm := o.idle
+	if tm == (idleTiming{}) {
+		tm = idleTiming{window: shardIdleWindow, ramp: idleRamp}
+	}
 	acct, err := openAccount(ctx, o.real)
 	if err != nil {
 		return nil, nil, err
@@ -58,21 +66,28 @@ func runIdleSharded(ctx context.Context, o options, progress io.Writer) ([]recor
 	type count struct{ total, afterRamp int64 }
 	counts := make([]count, len(variants))
 	var wg sync.WaitGroup
-	fmt.Fprintf(progress, "idle-sharded: %v of idle listeners, idle curve capped at %v\n", shardIdleWindow, shardIdleMax)
+	fmt.Fprintf(progress, "idle-sharded: %v of idle listeners, idle curve capped at %v\n", tm.window, shardIdleMax)
 	for i, v := range variants {
 		l, err := azdispatch.NewListener(v.src, func(context.Context, *azdispatch.Message[payload]) error { return nil },
 			&azdispatch.ListenerConfig{Idle: azdispatch.ExponentialIdle(0, shardIdleMax)})
 		if err != nil {
 			return nil, nil, err
 		}
-		runCtx, stop := context.WithTimeout(ctx, shardIdleWindow)
+		runCtx, stop := context.WithTimeout(ctx, tm.window)
 		wg.Go(func() {
 			defer stop()
-			ramp := time.AfterFunc(idleRamp, func() { counts[i].afterRamp = -l.State().Transactions.Total() })
-			defer ramp.Stop()
+			var atRamp int64
+			fired := make(chan struct{})
+			ramp := time.AfterFunc(tm.ramp, func() {
+				atRamp = l.State().Transactions.Total()
+				close(fired)
+			})
 			_ = l.Run(runCtx)
+			if !ramp.Stop() {
+				<-fired // it ran: its count is written
+			}
 			s := l.State().Transactions.Total()
-			counts[i].total, counts[i].afterRamp = s, counts[i].afterRamp+s
+			counts[i].total, counts[i].afterRamp = s, s-atRamp
 		})
 	}
 	wg.Wait()
@@ -80,16 +95,16 @@ func runIdleSharded(ctx context.Context, o options, progress io.Writer) ([]recor
 	perHour := make([]float64, len(variants))
 	compression := float64(30*time.Second) / float64(shardIdleMax)
 	for i, v := range variants {
-		perHour[i] = float64(counts[i].afterRamp) / (shardIdleWindow - idleRamp).Hours() / compression
+		perHour[i] = float64(counts[i].afterRamp) / (tm.window - tm.ramp).Hours() / compression
 		recs = append(recs, record{Scenario: "idle-sharded", Variant: v.name, Requests: counts[i].total})
 		fmt.Fprintf(progress, "idle-sharded %-10s %5d requests in %v (%d after the first %v)\n",
-			v.name, counts[i].total, shardIdleWindow, counts[i].afterRamp, idleRamp)
+			v.name, counts[i].total, tm.window, counts[i].afterRamp, tm.ramp)
 	}
 	ratio := float64(counts[0].total) / float64(counts[1].total)
 	recs[0].Ratios = map[string]float64{"sharded_over_single": ratio}
 	lines := []string{
 		fmt.Sprintf("requests in %v, idle curve capped at %v: sharded-10 %d, single %d; sharded ÷ single %.2f",
-			shardIdleWindow, shardIdleMax, counts[0].total, counts[1].total, ratio),
+			tm.window, shardIdleMax, counts[0].total, counts[1].total, ratio),
 		fmt.Sprintf("per hour at the default 30 s cap (steady state, scaled by %.0f): sharded-10 %.0f, single %.0f",
 			compression, perHour[0], perHour[1]),
 		fmt.Sprintf("a message alone on one of %d idle shards is found within %d polls: %v at the default cap", idleShards, idleShards, idleShards*30*time.Second),

@@ -32,7 +32,8 @@ type options struct {
 	rounds   int
 	limit    time.Duration
 	real     bool
-	sim      simTiming // zero: the simulated scenario's defaults
+	sim      simTiming  // zero: the simulated scenario's defaults
+	idle     idleTiming // zero: the idle-sharded scenario's defaults
 }
 
 // record is one line of -json output.

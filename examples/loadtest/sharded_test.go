@@ -41,3 +41,19 @@ func TestSimulatedScenarioRecordsEachVariant(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleShardedScenarioCountsBothVariants(t *testing.T) {
+	o := options{idle: idleTiming{window: 3 * time.Second, ramp: time.Second}}
+	recs, _, err := runIdleSharded(context.Background(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Variant != "sharded-10" || recs[1].Variant != "single" {
+		t.Fatalf("records %+v", recs)
+	}
+	for _, r := range recs {
+		if r.Requests <= 0 {
+			t.Errorf("no requests counted: %+v", r)
+		}
+	}
+}
