@@ -32,7 +32,7 @@ func (l *Listener[T]) resolve(work context.Context, d *Delivery) (p *pointer, te
 		l.processBatch(work, d, p)
 		return nil, "", false
 	}
-	lost, err := l.hidden(work, d, func(ctx context.Context) error {
+	lost, err := l.hidden(nil, work, d, func(ctx context.Context) error {
 		f, err := l.cfg.Payloads.fetch(ctx, p)
 		if err != nil {
 			return err

@@ -272,7 +272,7 @@ func TestBatchItemsAndMessagesShareTheHandlerCap(t *testing.T) {
 	q := testQueue(t)
 	sendBatch(t, q, 20, nil)   // jobs 0..19, as items
 	sendJobRange(t, q, 20, 30) // jobs 20..29, as messages
-	sendBatch(t, q, 0+10, nil) // jobs 0..9 again, a second batch
+	sendBatch(t, q, 10, nil)   // jobs 0..9 again, a second batch
 	cfg := quick()
 	cfg.Concurrency, cfg.MaxDequeuers, cfg.MinDequeuers = 2, 2, 2
 	var running, most atomic.Int64
@@ -405,4 +405,68 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 	t.Logf("heap in use grew by at most %d MiB while handling %d MiB of items", grew>>20, items*size>>20)
 	// Loose: other tests run alongside. Holding the items would take 48 MiB.
 	assert.Less(t, grew, int64(24<<20))
+}
+
+// holdHandlerTokens takes every handler token of l, as the items of batches
+// would, and returns a function that gives them back.
+func holdHandlerTokens[T any](l *Listener[T]) (giveBack func()) {
+	for range cap(l.handlers) {
+		l.handlers <- struct{}{}
+	}
+	return func() {
+		for range cap(l.handlers) {
+			<-l.handlers
+		}
+	}
+}
+
+// A message waiting for a handler token is kept hidden and is not failed by
+// the wait: its HandlerTimeout starts when its handler does.
+func TestWaitForAHandlerTokenIsNotAFailedTry(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	cfg := quick()
+	cfg.HandlerTimeout = 200 * time.Millisecond
+	cfg.MaxDequeueCount = 1 // a failed try would poison it
+	c := newTally()
+	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), cfg)
+	require.NoError(t, err)
+	giveBack := holdHandlerTokens(l)
+	stop := started(t, l)
+	sendJobs(t, q, 1)
+	waitFor(t, "received and waiting", func() bool { return l.State().InFlight == 1 })
+	time.Sleep(3 * cfg.HandlerTimeout) // well past the timeout, still waiting
+	assert.Zero(t, c.succeeded())
+	giveBack()
+	waitFor(t, "handled", func() bool { return l.State().Succeeded == 1 })
+	require.NoError(t, stop())
+	s := l.State()
+	assert.Zero(t, s.Failed)
+	assert.Zero(t, s.Poisoned)
+	c.assertEachSucceededOnce(t, 1, 0)
+	assertSettled(t, s)
+}
+
+// At shutdown, a message still waiting for a handler token is made visible
+// again at once, not held until the drain timeout nor started late.
+func TestShutdownReleasesAMessageWaitingForAHandlerToken(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	cfg := quick()
+	cfg.DrainTimeout = time.Hour
+	c := newTally()
+	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), cfg)
+	require.NoError(t, err)
+	defer holdHandlerTokens(l)()
+	stop := started(t, l)
+	sendJobs(t, q, 1)
+	waitFor(t, "received and waiting", func() bool { return l.State().InFlight == 1 })
+	require.NoError(t, stop(), "Run returns without waiting for the drain timeout")
+	s := l.State()
+	assert.EqualValues(t, 1, s.Released)
+	assert.Zero(t, c.succeeded(), "never started")
+	assertSettled(t, s)
+	batch, err := q.Receive(context.Background(), 1, time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, batch, 1, "visible again at once")
 }

@@ -13,8 +13,10 @@ import (
 // process takes one received message to its end: poisoned, handled and
 // deleted, released for a retry, or lost to another receiver. A pointer to
 // an offloaded payload is resolved first: a batch runs its items, a single
-// payload is handled as if its text had been on the queue.
-func (l *Listener[T]) process(work context.Context, d *Delivery) {
+// payload is handled as if its text had been on the queue. run is Run's
+// context: a message whose handler has not started when it ends is made
+// visible again at once.
+func (l *Listener[T]) process(run, work context.Context, d *Delivery) {
 	l.stats.inFlight.Add(1)
 	defer l.stats.inFlight.Add(-1)
 
@@ -38,7 +40,7 @@ func (l *Listener[T]) process(work context.Context, d *Delivery) {
 		return
 	}
 	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt, Queue: d.QueueName()}
-	lost, err := l.handle(work, d, m)
+	lost, err := l.handle(run, work, d, m)
 	l.settle(work, d, err, lost, p)
 }
 
@@ -53,35 +55,62 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 	return l.cfg.Codec.Decode(text, body)
 }
 
-// handle runs the handler with the message kept hidden meanwhile. It reports
-// whether ownership was lost while it ran, and the handler's result.
-func (l *Listener[T]) handle(work context.Context, d *Delivery, m *Message[T]) (lost bool, err error) {
-	return l.hidden(work, d, func(ctx context.Context) error {
-		// A token is free unless batch items hold them; meanwhile the
-		// message is kept hidden, and an end of ctx releases it for a retry.
+// handle runs the handler with the message kept hidden meanwhile, once a
+// handler token is free. It reports whether ownership was lost while it
+// ran, and the handler's result: errNotStarted if Run's context (run) ended
+// before the handler could start.
+func (l *Listener[T]) handle(run, work context.Context, d *Delivery, m *Message[T]) (lost bool, err error) {
+	return l.hidden(run, work, d, func(ctx context.Context) error { return l.call(ctx, m) })
+}
+
+// errNotStarted reports a message whose handler never started because the
+// listener began to shut down while it waited for a handler token.
+var errNotStarted = errors.New("azdispatch: not started before shutdown")
+
+// hidden runs f with d kept hidden meanwhile, under HandlerTimeout. It
+// reports whether ownership was lost while f ran, and f's result. With a
+// non-nil run, f is a handler call: it first waits for one of the
+// listener's handler tokens (batch items may hold them all), and its
+// HandlerTimeout starts once it has one.
+func (l *Listener[T]) hidden(run, work context.Context, d *Delivery, f func(context.Context) error) (lost bool, err error) {
+	ctx, cancel := context.WithCancelCause(work)
+	defer cancel(nil)
+	r := l.startRenewer(work, ctx, d, cancel)
+	err = l.runHidden(run, ctx, cancel, f)
+	return r.stop(), err
+}
+
+// runHidden is hidden's body, run while the renewer keeps d hidden.
+func (l *Listener[T]) runHidden(run, ctx context.Context, cancel context.CancelCauseFunc, f func(context.Context) error) error {
+	if run != nil {
 		select {
 		case l.handlers <- struct{}{}:
 		case <-ctx.Done():
 			return context.Cause(ctx)
+		case <-run.Done():
+			return errNotStarted
 		}
 		defer func() { <-l.handlers }()
-		return l.call(ctx, m)
-	})
-}
-
-// hidden runs f with d kept hidden meanwhile, under HandlerTimeout. It
-// reports whether ownership was lost while f ran, and f's result.
-func (l *Listener[T]) hidden(work context.Context, d *Delivery, f func(context.Context) error) (lost bool, err error) {
-	ctx, cancel := context.WithCancelCause(work)
-	defer cancel(nil)
-	if l.cfg.HandlerTimeout > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, l.cfg.HandlerTimeout, ErrHandlerTimeout)
-		defer stop()
+		switch {
+		case run.Err() != nil:
+			return errNotStarted
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		}
 	}
-	r := l.startRenewer(work, ctx, d, cancel)
-	err = f(ctx)
-	return r.stop(), err
+	if l.cfg.HandlerTimeout <= 0 {
+		return f(ctx)
+	}
+	fctx, stop := context.WithTimeoutCause(ctx, l.cfg.HandlerTimeout, ErrHandlerTimeout)
+	defer stop()
+	// On a timeout, ctx ends too: renewals stop, so that the message
+	// reappears for another try even if f never returns.
+	defer context.AfterFunc(fctx, func() {
+		if errors.Is(context.Cause(fctx), ErrHandlerTimeout) {
+			cancel(ErrHandlerTimeout)
+		}
+	})()
+	return f(fctx)
 }
 
 // call runs the handler, turning a panic into a *PanicError.
@@ -104,6 +133,9 @@ func (l *Listener[T]) settle(work context.Context, d *Delivery, err error, lost 
 	case lost:
 		l.stats.lost.Add(1)
 		l.msgLog(d).Warn("ownership lost while handling; the message will be delivered again", "err", err)
+	case errors.Is(err, errNotStarted):
+		// Received, never started: let another listener have it now.
+		l.count(l.release(ctx, d, 0), &l.stats.released)
 	case err == nil:
 		if derr := l.src.Delete(ctx, d); derr != nil {
 			l.stats.lost.Add(1)

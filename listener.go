@@ -212,7 +212,7 @@ func (l *Listener[T]) dequeue(ctx, work context.Context, handlers *sync.WaitGrou
 		for _, d := range batch {
 			handlers.Go(func() {
 				defer slots.give(1)
-				l.process(work, d)
+				l.process(ctx, work, d)
 			})
 		}
 		if len(batch) == n {

@@ -31,8 +31,10 @@ import (
 // adds that queue's wait to every request.
 //
 // A request whose context ends while it waits is not sent; its turn is given
-// back if no later request has been given one, so that the limiter never
-// lets more through than its rate.
+// back if no later request has been given one, so that the turns of waiting
+// requests are never handed out twice. Over any stretch, at most the rate,
+// the burst and the retries of that stretch go through; the retries' turns
+// make later requests wait, so the rate holds over longer stretches.
 //
 // A nil *RequestLimiter does not limit. A RequestLimiter is safe for
 // concurrent use.

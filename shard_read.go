@@ -24,8 +24,10 @@ import (
 // land on every shard, are found at the next call. A message found resets
 // the listener's idle back-off, and the shards are then read in quick turn.
 //
-// Each failing shard is backed off and the next one asked; it fails with
-// ErrNoHealthyShard only when no shard answered.
+// Each failing shard is backed off and the next one asked, until messages
+// are in hand: then they are returned at once, a partial batch, rather than
+// held (hidden, their visibility running) while more shards are tried. It
+// fails with ErrNoHealthyShard only when no shard answered.
 func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	// Checked here so that a bad argument is not taken for a shard's failure.
 	if max < 1 || max > MaxBatch {

@@ -5,9 +5,11 @@ import (
 	"sync"
 )
 
-// slots bounds the messages a listener holds at once. A dequeuer takes slots
+// slots bounds the messages a dequeuer holds at once. A dequeuer takes slots
 // before it receives and a message gives its slot back when it is settled,
-// so nothing is received that no handler is free to start.
+// so nothing is received that no slot is free for. (A message may still wait,
+// hidden and renewed, for one of the listener's handler tokens while the
+// items of batches hold them all.)
 type slots struct {
 	mu   sync.Mutex
 	free int

@@ -31,6 +31,9 @@ func runIdleSharded(ctx context.Context, o options, progress io.Writer) ([]recor
 	if tm == (idleTiming{}) {
 		tm = idleTiming{window: shardIdleWindow, ramp: idleRamp}
 	}
+	if tm.ramp <= 0 || tm.ramp >= tm.window {
+		return nil, nil, fmt.Errorf("idle-sharded: ramp %v must be within the window %v", tm.ramp, tm.window)
+	}
 	acct, err := openAccount(ctx, o.real)
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,8 +37,14 @@ func TestSimulatedScenarioRecordsEachVariant(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 	for i, r := range recs {
-		if r.Variant != want[i] || r.MsgsPerS <= 0 || r.ShardMaxOverMin < 1 {
+		if r.Variant != want[i] || r.MsgsPerS <= 0 || r.ServerBusy == nil {
 			t.Errorf("incomplete record %+v", r)
+		}
+		// Publishers send round-robin, so every shard has some. (A drain
+		// this short, under the race detector on a busy machine, can leave
+		// a listener without a turn on the CPU, and its shards at zero.)
+		if strings.HasPrefix(r.Variant, "publish") && r.ShardMaxOverMin < 1 {
+			t.Errorf("a shard had no sends: %+v", r)
 		}
 	}
 }
