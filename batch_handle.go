@@ -18,7 +18,7 @@ import (
 // decode and handle like any message. ok is false when resolve settled the
 // message itself: a batch, an invalid pointer, or a payload that could not
 // be read.
-func (l *Listener[T]) resolve(work context.Context, d *Delivery) (p *pointer, text string, ok bool) {
+func (l *Listener[T]) resolve(run, work context.Context, d *Delivery) (p *pointer, text string, ok bool) {
 	p, err := parsePointer(d.Text, l.cfg.PayloadLimits)
 	if err != nil {
 		l.poison(work, d, err.Error())
@@ -29,7 +29,7 @@ func (l *Listener[T]) resolve(work context.Context, d *Delivery) (p *pointer, te
 		return nil, "", false
 	}
 	if p.Kind == kindBatch {
-		l.processBatch(work, d, p)
+		l.processBatch(run, work, d, p)
 		return nil, "", false
 	}
 	lost, err := l.hidden(nil, work, d, func(ctx context.Context) error {
@@ -120,13 +120,15 @@ func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
 
 // batchRun is one delivery of a batch being worked through.
 type batchRun[T any] struct {
-	l      *Listener[T]
-	work   context.Context
-	d      *Delivery
-	p      *pointer
-	done   *doneSet
-	cancel context.CancelCauseFunc // ends the batch's try
-	failed atomic.Bool             // an item failed and waits for another try
+	l        *Listener[T]
+	work     context.Context
+	d        *Delivery
+	p        *pointer
+	done     *doneSet
+	cancel   context.CancelCauseFunc // ends the batch's try
+	stopping context.Context         // Run's: when it ends, no further item starts
+	failed   atomic.Bool             // an item failed and waits for another try
+	halted   atomic.Bool             // items were left unstarted because Run ended
 
 	mu    sync.Mutex // serialises checkpoint writes and guards the fields below
 	meta  blobMeta
@@ -138,11 +140,11 @@ type batchRun[T any] struct {
 // the listener's shared item slots, and settles the message: deleted (then
 // its blob) when every item is done, otherwise released for another try with
 // a checkpoint of what is done.
-func (l *Listener[T]) processBatch(work context.Context, d *Delivery, p *pointer) {
+func (l *Listener[T]) processBatch(run, work context.Context, d *Delivery, p *pointer) {
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
 	r := l.startRenewer(work, ctx, d, cancel)
-	b := &batchRun[T]{l: l, work: work, d: d, p: p, cancel: cancel}
+	b := &batchRun[T]{l: l, work: work, d: d, p: p, cancel: cancel, stopping: run}
 	err := b.run(ctx)
 	lost := r.stop()
 	if err != nil {
@@ -190,9 +192,13 @@ func (b *batchRun[T]) run(ctx context.Context) error {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
+		case <-b.stopping.Done():
+			b.halted.Store(true)
+			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || b.stopping.Err() != nil {
 			<-slots
+			b.halted.Store(b.stopping.Err() != nil)
 			return nil
 		}
 		items.Go(func() {
@@ -299,7 +305,10 @@ func (b *batchRun[T]) settle(lost bool, cause error) {
 		}
 		l.stats.succeeded.Add(1)
 		l.removePayload(ctx, d, b.p)
-	case errors.Is(context.Cause(b.work), ErrDrainTimeout):
+	case b.halted.Load(), errors.Is(context.Cause(b.work), ErrDrainTimeout):
+		// Shut down with items unstarted, or cut off by the drain: the
+		// checkpoint keeps what is done; let another listener have the
+		// rest now.
 		b.checkpoint(ctx)
 		l.count(l.release(ctx, d, 0), &l.stats.released)
 	default:

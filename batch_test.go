@@ -470,3 +470,44 @@ func TestShutdownReleasesAMessageWaitingForAHandlerToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, batch, 1, "visible again at once")
 }
+
+// At shutdown, a batch starts no further item: the items running finish, a
+// checkpoint keeps them, and the batch is made visible again at once for
+// another listener to run the rest.
+func TestBatchShutdownStartsNoFurtherItem(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sent := sendBatch(t, q, 20, nil)
+	cfg := quick()
+	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
+	cfg.DrainTimeout = time.Hour
+	gate := make(chan struct{})
+	var entered atomic.Int64
+	c := newTally()
+	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error {
+		entered.Add(1)
+		<-gate
+		return nil
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "two items running", func() bool { return entered.Load() == 2 })
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	waitFor(t, "shutdown begun", func() bool { return l.State().ActiveDequeuers == 0 })
+	close(gate)
+	require.NoError(t, <-stopped)
+
+	s := l.State()
+	assert.EqualValues(t, 2, entered.Load(), "no item started after the shutdown began")
+	assert.EqualValues(t, 2, s.ItemsSucceeded)
+	assert.EqualValues(t, 1, s.Released)
+	assert.Zero(t, s.Retried)
+	assertSettled(t, s)
+	meta, _, err := l.cfg.Payloads.properties(context.Background(), sent.BatchID)
+	require.NoError(t, err)
+	assert.NotEmpty(t, meta.done, "the running items are checkpointed")
+	batch, err := q.Receive(context.Background(), 1, time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, batch, 1, "visible again at once")
+}

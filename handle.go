@@ -30,7 +30,7 @@ func (l *Listener[T]) process(run, work context.Context, d *Delivery) {
 	var p *pointer // the payload blob, for a message sent by claim check
 	if isPointer(text) {
 		var ok bool
-		if p, text, ok = l.resolve(work, d); !ok {
+		if p, text, ok = l.resolve(run, work, d); !ok {
 			return // a batch, run to its end, or a pointer that could not be resolved
 		}
 	}

@@ -109,8 +109,10 @@ func (l *Listener[T]) Notify() {
 }
 
 // Run receives and handles messages until ctx ends, then shuts down: it stops
-// receiving, makes visible again at once what was received but not started,
-// lets running handlers finish for up to DrainTimeout, then cancels their
+// receiving, makes visible again at once what was received but not started
+// (a batch starts no further item and is released once its running items
+// end, with a checkpoint of what they did), lets running handlers finish for
+// up to DrainTimeout, then cancels their
 // contexts and waits for them. It returns only when every goroutine it
 // started has stopped: nil after a shutdown, ErrAlreadyRunning if the
 // listener is running already. Storage errors do not end Run; they are
