@@ -112,10 +112,9 @@ func (l *Listener[T]) Notify() {
 // receiving, makes visible again at once what was received but not started
 // (a batch starts no further item and is released once its running items
 // end, with a checkpoint of what they did), lets running handlers finish for
-// up to DrainTimeout, then cancels their
-// contexts and waits for them. It returns only when every goroutine it
-// started has stopped: nil after a shutdown, ErrAlreadyRunning if the
-// listener is running already. Storage errors do not end Run; they are
+// up to DrainTimeout, then cancels their contexts and waits for them. It
+// returns only when every goroutine it started has stopped: nil after a
+// shutdown, ErrAlreadyRunning if the listener is running already. Storage errors do not end Run; they are
 // logged, counted in State and retried after a back-off.
 func (l *Listener[T]) Run(ctx context.Context) error {
 	if !l.running.CompareAndSwap(false, true) {
