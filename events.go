@@ -12,7 +12,8 @@ const (
 	ScaleDown
 	// Idle: a dequeuer found the queue empty and is backing off.
 	Idle
-	// Woken: Notify (or a WakeSource) woke the listener.
+	// Woken: Notify (or a WakeSource) woke the listener: a dequeuer was
+	// backing off, or none was running. (State.Wakes counts every call.)
 	Woken
 )
 

@@ -101,11 +101,16 @@ func (l *Listener[T]) State() State {
 // own *Queue in this process, and wake-ups from ListenerConfig.Wake, call it.
 func (l *Listener[T]) Notify() {
 	l.stats.wakes.Add(1)
+	// Only a wake-up that ends a back-off or starts a dequeuer is an event:
+	// a stream of sends to a busy listener would otherwise be one per send.
+	active, idle := l.stats.active.Load(), l.stats.idle.Load()
 	l.wake.broadcast()
-	if l.stats.active.Load() == 0 {
+	if active == 0 {
 		l.ask(1)
 	}
-	l.event(Event{Kind: Woken, Dequeuers: int(l.stats.active.Load())})
+	if active == 0 || idle > 0 {
+		l.event(Event{Kind: Woken, Dequeuers: int(active)})
+	}
 }
 
 // Run receives and handles messages until ctx ends, then shuts down: it stops

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -110,4 +111,32 @@ func TestListenerWokenOverHTTPFromAnotherProcess(t *testing.T) {
 	waitFor(t, "handled long before the back-off ends", func() bool { return c.succeeded() == 5 })
 	require.NoError(t, stop())
 	assertSettled(t, l.State())
+}
+
+// Notify reports a Woken event only when it ends a back-off or starts a
+// dequeuer; a send to a listener that is busy is counted in Wakes only.
+func TestWokenEventOnlyWhenSomethingWoke(t *testing.T) {
+	var woken atomic.Int64
+	cfg := quick()
+	cfg.OnEvent = func(e Event) {
+		if e.Kind == Woken {
+			woken.Add(1)
+		}
+	}
+	l, err := NewListener(testQueue(t), func(context.Context, *Message[job]) error { return nil }, cfg)
+	require.NoError(t, err)
+
+	l.Notify() // no dequeuer running
+	assert.EqualValues(t, 1, woken.Load())
+
+	l.stats.active.Store(2) // both busy
+	for range 100 {
+		l.Notify()
+	}
+	assert.EqualValues(t, 1, woken.Load(), "busy dequeuers: no event")
+
+	l.stats.idle.Store(1) // one backing off
+	l.Notify()
+	assert.EqualValues(t, 2, woken.Load())
+	assert.EqualValues(t, 102, l.State().Wakes, "every call counted")
 }
