@@ -233,11 +233,13 @@ func TestBatchShutdownCheckpointsAndReleases(t *testing.T) {
 func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	const n = 12
+	const n = 16 // 8 rounds of 400 ms: 3.2 s, past one renewal (at 2 s)
 	sent := sendBatch(t, q, n, nil)
 	cfg := quick()
 	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
-	cfg.VisibilityTimeout = 2 * time.Second
+	// Long enough that a renewal delayed by a busy machine (up to 2 s) does
+	// not let the batch reappear and run twice.
+	cfg.VisibilityTimeout = 4 * time.Second
 	cfg.CheckpointInterval = 500 * time.Millisecond
 	var running, most atomic.Int64
 	c := newTally()
