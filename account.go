@@ -231,8 +231,8 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 }
 
 // clientOptions copies the caller's SDK options, fills our defaults and adds
-// the pacing and counting policies. The caller's struct and slices are not modified: the
-// SDK appends its own policies to the PerRetryPolicies slice it is given.
+// the pacing and counting policies. The caller's struct and slices are not
+// modified: the SDK appends its own policies to the slices it is given.
 func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 	var co azqueue.ClientOptions
 	if opts != nil && opts.Client != nil {

@@ -177,7 +177,6 @@ func (b *batchRun[T]) run(ctx context.Context) error {
 	defer stopCheckpoints()
 	var items sync.WaitGroup
 	defer items.Wait()
-	slots := b.l.handlers
 	for i := range b.p.Items {
 		skip := b.done.has(i)
 		text, err := fr.next(skip)
@@ -188,21 +187,13 @@ func (b *batchRun[T]) run(ctx context.Context) error {
 			b.l.stats.itemsSkipped.Add(1)
 			continue
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		case <-b.stopping.Done():
-			b.halted.Store(true)
-			return nil
-		}
-		if ctx.Err() != nil || b.stopping.Err() != nil {
-			<-slots
-			b.halted.Store(b.stopping.Err() != nil)
+		if err := b.l.takeHandler(b.stopping, ctx); err != nil {
+			// The try ended, or Run did: no further item starts.
+			b.halted.Store(errors.Is(err, errNotStarted))
 			return nil
 		}
 		items.Go(func() {
-			defer func() { <-slots }()
+			defer b.l.giveHandler()
 			b.runItem(ctx, i, text)
 		})
 	}

@@ -241,16 +241,9 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	// not let the batch reappear and run twice.
 	cfg.VisibilityTimeout = 4 * time.Second
 	cfg.CheckpointInterval = 500 * time.Millisecond
-	var running, most atomic.Int64
+	var p peak
 	c := newTally()
-	l, err := NewListener(q, c.handler(func(ctx context.Context, m *Message[job]) error {
-		now := running.Add(1)
-		defer running.Add(-1)
-		for old := most.Load(); now > old && !most.CompareAndSwap(old, now); old = most.Load() {
-		}
-		time.Sleep(400 * time.Millisecond)
-		return nil
-	}), cfg)
+	l, err := NewListener(q, c.handler(p.sleeping(400*time.Millisecond)), cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "a checkpoint while the batch runs", func() bool {
@@ -261,7 +254,7 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	require.NoError(t, stop())
 	s := l.State()
 	c.assertEachSucceededOnce(t, n, 0)
-	assert.LessOrEqual(t, most.Load(), int64(2), "items share the listener's MaxDequeuers × Concurrency")
+	assert.LessOrEqual(t, p.most.Load(), int64(2), "items share the listener's MaxDequeuers × Concurrency")
 	assert.GreaterOrEqual(t, s.Renewed, int64(1), "kept hidden while it ran")
 	assert.GreaterOrEqual(t, s.Checkpoints, int64(1))
 	assertSettled(t, s)
@@ -277,21 +270,14 @@ func TestBatchItemsAndMessagesShareTheHandlerCap(t *testing.T) {
 	sendBatch(t, q, 10, nil)   // jobs 0..9 again, a second batch
 	cfg := quick()
 	cfg.Concurrency, cfg.MaxDequeuers, cfg.MinDequeuers = 2, 2, 2
-	var running, most atomic.Int64
+	var p peak
 	c := newTally()
-	l, err := NewListener(q, c.handler(func(ctx context.Context, m *Message[job]) error {
-		now := running.Add(1)
-		defer running.Add(-1)
-		for old := most.Load(); now > old && !most.CompareAndSwap(old, now); old = most.Load() {
-		}
-		time.Sleep(50 * time.Millisecond)
-		return nil
-	}), cfg)
+	l, err := NewListener(q, c.handler(p.sleeping(50*time.Millisecond)), cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "all handled", func() bool { s := l.State(); return s.Succeeded == 12 && s.ItemsSucceeded == 30 })
 	require.NoError(t, stop())
-	assert.LessOrEqual(t, most.Load(), int64(4), "at most MaxDequeuers × Concurrency handlers at once")
+	assert.LessOrEqual(t, p.most.Load(), int64(4), "at most MaxDequeuers × Concurrency handlers at once")
 	assertSettled(t, l.State())
 }
 

@@ -80,23 +80,39 @@ func (l *Listener[T]) hidden(run, work context.Context, d *Delivery, f func(cont
 	return r.stop(), err
 }
 
+// takeHandler waits for one of the listener's handler tokens, which single
+// messages and the items of batches share. It fails with errNotStarted when
+// run (Run's context) ends first, or with ctx's cause; a token it got then
+// is given back.
+func (l *Listener[T]) takeHandler(run, ctx context.Context) error {
+	select {
+	case l.handlers <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-run.Done():
+		return errNotStarted
+	}
+	switch {
+	case run.Err() != nil:
+		l.giveHandler()
+		return errNotStarted
+	case ctx.Err() != nil:
+		l.giveHandler()
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// giveHandler gives back a token takeHandler took.
+func (l *Listener[T]) giveHandler() { <-l.handlers }
+
 // runHidden is hidden's body, run while the renewer keeps d hidden.
 func (l *Listener[T]) runHidden(run, ctx context.Context, cancel context.CancelCauseFunc, f func(context.Context) error) error {
 	if run != nil {
-		select {
-		case l.handlers <- struct{}{}:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-run.Done():
-			return errNotStarted
+		if err := l.takeHandler(run, ctx); err != nil {
+			return err
 		}
-		defer func() { <-l.handlers }()
-		switch {
-		case run.Err() != nil:
-			return errNotStarted
-		case ctx.Err() != nil:
-			return context.Cause(ctx)
-		}
+		defer l.giveHandler()
 	}
 	if l.cfg.HandlerTimeout <= 0 {
 		return f(ctx)

@@ -119,8 +119,9 @@ func (l *Listener[T]) Notify() {
 // end, with a checkpoint of what they did), lets running handlers finish for
 // up to DrainTimeout, then cancels their contexts and waits for them. It
 // returns only when every goroutine it started has stopped: nil after a
-// shutdown, ErrAlreadyRunning if the listener is running already. Storage errors do not end Run; they are
-// logged, counted in State and retried after a back-off.
+// shutdown, ErrAlreadyRunning if the listener is running already. Storage
+// errors do not end Run; they are logged, counted in State and retried
+// after a back-off.
 func (l *Listener[T]) Run(ctx context.Context) error {
 	if !l.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning

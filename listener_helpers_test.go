@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,4 +176,19 @@ func waitsForCancel() (h Handler[job], entered <-chan struct{}, cause <-chan err
 		return ctx.Err()
 	}
 	return h, in, out
+}
+
+// peak counts the handler calls running at once and the most there were.
+type peak struct{ running, most atomic.Int64 }
+
+// sleeping returns a handler that takes d, counted in p.
+func (p *peak) sleeping(d time.Duration) Handler[job] {
+	return func(context.Context, *Message[job]) error {
+		now := p.running.Add(1)
+		defer p.running.Add(-1)
+		for old := p.most.Load(); now > old && !p.most.CompareAndSwap(old, now); old = p.most.Load() {
+		}
+		time.Sleep(d)
+		return nil
+	}
 }

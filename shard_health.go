@@ -99,9 +99,9 @@ func fault(ctx context.Context, err error) (shard, account bool) {
 // (its queue, or its account's requests, ingress or egress, over target).
 // Such a shard is alive and over a target that is a rate per second: it
 // takes requests again within about a second, and a longer pause would only
-// leave its share undrained (in the simulated load test, a 60 s cap made one
-// shard of 30 drain nine times less than another). Other 503s, like other
-// failures, back off up to RetryMax.
+// leave its share undrained while its back-off grows with every 503 (the
+// simulated load test's drain-unpaced variant throttles shards this way).
+// Other 503s, like other failures, back off up to RetryMax.
 const throttledMax = time.Second
 
 // throttled reports whether err is the service throttling: 503 ServerBusy.
