@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // jobs returns jobs 0..n-1.
@@ -25,7 +27,7 @@ func jobs(n int) []job {
 }
 
 // sendBatch sends jobs 0..n-1 as one batch through a default publisher on q.
-func sendBatch(t testing.TB, q *Queue, n int, cfg *PublisherConfig) SentBatch {
+func sendBatch(t testing.TB, q *Queue, n int, cfg *PublisherOptions) SentBatch {
 	t.Helper()
 	p, err := NewPublisher[job](q, cfg)
 	require.NoError(t, err)
@@ -57,7 +59,7 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 			sent, err := p.SendBatch(CountTransactions(context.Background(), &pub), jobs(n))
 			require.NoError(t, err)
 			assert.Equal(t, n, sent.Items)
-			assert.Len(t, sent.BatchID, blobIDLen)
+			assert.Len(t, sent.BatchID, payload.BlobIDLen)
 
 			c := newTally()
 			var wrong atomic.Int64
@@ -77,7 +79,7 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 			assertSettled(t, s)
 			assert.EqualValues(t, n, s.ItemsSucceeded)
 			assert.EqualValues(t, n, s.Items)
-			assert.True(t, blobGone(t, l.cfg.Payloads, sent.BatchID), "the blob is deleted after the message")
+			assert.True(t, blobGone(t, l.opts.Payloads, sent.BatchID), "the blob is deleted after the message")
 			tx := s.Transactions
 			assert.Equal(t, int64(1), tx.BlobRead)
 			assert.Equal(t, int64(1), tx.BlobDelete)
@@ -151,7 +153,7 @@ func TestBatchPoisonsAnItemThatKeepsFailingAloneAndRequeueBringsItBack(t *testin
 	assert.Zero(t, s.Poisoned, "the batch message itself is not poisoned")
 	assert.Equal(t, 3, c.callsOf(7), "item 7 had its three tries")
 	assert.Equal(t, 1, c.callsOf(8), "a permanent failure is poisoned at once")
-	waitFor(t, "blob deleted", func() bool { return blobGone(t, l.cfg.Payloads, sent.BatchID) })
+	waitFor(t, "blob deleted", func() bool { return blobGone(t, l.opts.Payloads, sent.BatchID) })
 
 	envs := poisonEnvelopes(t, q)
 	require.Len(t, envs, 2)
@@ -168,7 +170,7 @@ func TestBatchPoisonsAnItemThatKeepsFailingAloneAndRequeueBringsItBack(t *testin
 	// Requeue them (poisonEnvelopes consumed the queue: put them back
 	// first) and they come back as single messages.
 	for _, e := range envs {
-		text, err := e.Encode()
+		text, err := e.encode()
 		require.NoError(t, err)
 		_, err = q.PoisonQueue().Send(ctx, text, nil)
 		require.NoError(t, err)
@@ -211,9 +213,9 @@ func TestBatchShutdownCheckpointsAndReleases(t *testing.T) {
 	assert.EqualValues(t, 1, s1.Released)
 	assert.EqualValues(t, 1, s1.Checkpoints)
 	assert.Zero(t, s1.Failed, "cut off by the shutdown, not failed")
-	meta, _, err := l1.cfg.Payloads.properties(context.Background(), sent.BatchID)
+	meta, _, err := l1.opts.Payloads.properties(context.Background(), sent.BatchID)
 	require.NoError(t, err)
-	assert.Equal(t, "0-49", meta.done, "the checkpoint is on the blob")
+	assert.Equal(t, "0-49", meta.Done, "the checkpoint is on the blob")
 
 	first.Store(false)
 	l2, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), quick())
@@ -247,8 +249,8 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "a checkpoint while the batch runs", func() bool {
-		meta, _, err := l.cfg.Payloads.properties(context.Background(), sent.BatchID)
-		return err == nil && meta.done != "" && l.State().Succeeded == 0
+		meta, _, err := l.opts.Payloads.properties(context.Background(), sent.BatchID)
+		return err == nil && meta.Done != "" && l.State().Succeeded == 0
 	})
 	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
 	require.NoError(t, stop())
@@ -296,8 +298,8 @@ func TestBatchBlobLeftBehindIsSweptAfterItsMessageExpires(t *testing.T) {
 	q, err := acct.Queue(uniqueName(t))
 	require.NoError(t, err)
 	const ttl = 3 * time.Second
-	sent := sendBatch(t, q, 10, &PublisherConfig{Payloads: store, TTL: ttl})
-	kept := sendBatch(t, q, 10, &PublisherConfig{Payloads: store}) // default TTL: its message lives on
+	sent := sendBatch(t, q, 10, &PublisherOptions{Payloads: store, TTL: ttl})
+	kept := sendBatch(t, q, 10, &PublisherOptions{Payloads: store}) // default TTL: its message lives on
 
 	cfg := quick()
 	cfg.Payloads = store
@@ -344,16 +346,16 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 	q := testQueue(t)
 	store := q.payloadStore()
 	const items, size = 768, 64 << 10 // 48 MiB of item text
-	w := newFrameWriter(defaultLimits(t))
+	w := payload.NewWriter(payload.Limits(defaultLimits(t)))
 	item := strings.Repeat("x", size)
 	for range items {
-		require.NoError(t, w.add(item))
+		require.NoError(t, w.Add(item))
 	}
-	data, err := w.finish()
+	data, err := w.Finish()
 	require.NoError(t, err)
-	p, err := store.put(ctx, blobMeta{kind: kindBatch, queue: q.Name(), created: time.Now(), expires: time.Now().Add(time.Hour), items: items}, data)
+	p, err := store.put(ctx, payload.Meta{Kind: payload.KindBatch, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data)
 	require.NoError(t, err)
-	_, err = q.Send(ctx, p.encode(), nil)
+	_, err = q.Send(ctx, p.Encode(), nil)
 	require.NoError(t, err)
 	t.Logf("%d MiB of items in a %d KiB blob", items*size>>20, len(data)>>10)
 
@@ -492,9 +494,9 @@ func TestBatchShutdownStartsNoFurtherItem(t *testing.T) {
 	assert.EqualValues(t, 1, s.Released)
 	assert.Zero(t, s.Retried)
 	assertSettled(t, s)
-	meta, _, err := l.cfg.Payloads.properties(context.Background(), sent.BatchID)
+	meta, _, err := l.opts.Payloads.properties(context.Background(), sent.BatchID)
 	require.NoError(t, err)
-	assert.NotEmpty(t, meta.done, "the running items are checkpointed")
+	assert.NotEmpty(t, meta.Done, "the running items are checkpointed")
 	batch, err := q.Receive(context.Background(), 1, time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, batch, 1, "visible again at once")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // collect is a handler that records string bodies.
@@ -75,7 +77,7 @@ func TestClaimCheckAtThe64KiBBoundaryUnderEveryCodec(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			q := testQueue(t)
-			p, err := NewPublisher[string](q, &PublisherConfig{Codec: codec})
+			p, err := NewPublisher[string](q, &PublisherOptions{Codec: codec})
 			require.NoError(t, err)
 			want := map[string]int{}
 			for uname, unit := range units {
@@ -182,7 +184,7 @@ func TestClaimCheckOneMiBRoundTripsWithDefaultConfig(t *testing.T) {
 func queueWithoutBlobs(t testing.TB) *Queue {
 	t.Helper()
 	endpoint := ""
-	for _, part := range strings.Split(connectionString(), ";") {
+	for _, part := range strings.Split(connectionString(t), ";") {
 		if v, ok := strings.CutPrefix(part, "QueueEndpoint="); ok {
 			endpoint = v
 		}
@@ -200,13 +202,13 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	t.Parallel()
 	q := queueWithoutBlobs(t)
 	a := q.account
-	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
 	require.NoError(t, err)
 
 	_, err = p.Send(context.Background(), strings.Repeat("a", MaxMessageSize+1))
 	assert.ErrorIs(t, err, ErrMessageTooLarge)
 	assert.ErrorIs(t, err, ErrNoBlobService)
-	_, err = p.Send(context.Background(), pointerMagic+"{}")
+	_, err = p.Send(context.Background(), payload.Magic+"{}")
 	assert.ErrorIs(t, err, ErrNoBlobService, "text that would pass for a pointer cannot go as it is")
 	_, err = p.SendBatch(context.Background(), []string{"a"})
 	assert.ErrorIs(t, err, ErrNoBlobService)
@@ -215,7 +217,7 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	assert.Zero(t, a.Transactions().Total())
 
 	// A listener there poisons a pointer, with the reason, touching no blob.
-	ptr := (&pointer{Kind: kindSingle, Blob: strings.Repeat("a", 32), Size: 10, SHA256: strings.Repeat("b", 64), Items: 1}).encode()
+	ptr := (&payload.Pointer{Kind: payload.KindSingle, Blob: strings.Repeat("a", 32), Size: 10, SHA256: strings.Repeat("b", 64), Items: 1}).Encode()
 	_, err = q.Send(context.Background(), ptr, nil)
 	require.NoError(t, err)
 	l, err := NewListener(q, func(context.Context, *Message[string]) error { return nil }, quick())
@@ -235,8 +237,8 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 func TestClaimCheckOffloadsTextThatLooksLikeAPointer(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	body := pointerMagic + `{"kind":"batch"}`
-	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
+	body := payload.Magic + `{"kind":"batch"}`
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
 	require.NoError(t, err)
 	_, err = p.Send(context.Background(), body)
 	require.NoError(t, err)
@@ -258,7 +260,7 @@ func TestPoisonOffloadsABodyTooLargeForAnEnvelope(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := testQueue(t)
-	body := strings.Repeat("z", ServiceMessageLimit-100)
+	body := strings.Repeat("z", serviceMessageLimit-100)
 	_, err := q.Send(ctx, body, nil)
 	require.NoError(t, err)
 

@@ -73,7 +73,7 @@ func TestListenerAndPublisherAgreeOnEachCodec(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			q := testQueue(t)
-			p, err := NewPublisher[string](q, &PublisherConfig{Codec: tt.codec})
+			p, err := NewPublisher[string](q, &PublisherOptions{Codec: tt.codec})
 			require.NoError(t, err)
 			want := `say "hi" <b> & 𝄞`
 			_, err = p.Send(ctx, want)
@@ -97,10 +97,10 @@ func TestListenerAndPublisherAgreeOnEachCodec(t *testing.T) {
 func TestCodecTypeIsCheckedAtConstruction(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	_, err := NewPublisher[struct{ A int }](q, &PublisherConfig{Codec: Raw()})
+	_, err := NewPublisher[struct{ A int }](q, &PublisherOptions{Codec: Raw()})
 	assert.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = NewPublisher[[]byte](q, &PublisherConfig{Codec: Base64(Raw())})
+	_, err = NewPublisher[[]byte](q, &PublisherOptions{Codec: Base64(Raw())})
 	assert.NoError(t, err)
-	_, err = NewPublisher[struct{ A int }](q, &PublisherConfig{Codec: Base64(Raw())})
+	_, err = NewPublisher[struct{ A int }](q, &PublisherOptions{Codec: Base64(Raw())})
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 }

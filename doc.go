@@ -41,9 +41,12 @@
 // receives and retries included. A Queue counts its requests by kind
 // (Transactions), and so do an Account and a Listener; CountTransactions
 // counts the requests made under one context. A busy listener makes about
-// 1.03 requests per message (a receive per 32 messages and a delete each);
-// an idle one backs off exponentially (the Idle hook) to one receive every
-// 24 to 30 s.
+// 1.03 requests per message (a receive per 32 messages and a delete each).
+// An idle one backs off along the randomized exponential curve of
+// Microsoft's whitepaper "Best Practices for Maximizing Scalability and Cost
+// Effectiveness of Queue-Based Messaging Solutions on Windows Azure" (the
+// Idle hook, ExponentialIdle) to one receive every 24 to 30 s: about 3,200
+// requests a day, where a poller at a fixed second makes 86,400.
 //
 // # Scaling and wake-ups
 //
@@ -55,15 +58,58 @@
 // but not within ScaleInterval of a scale-up. Notify ends the back-off at
 // once. A send through the listener's own *Queue (or ShardedQueue) in the
 // same process calls it; for publishers elsewhere, mount a WakeHandler and
-// have them call an HTTPNotifier from PublisherConfig.OnSent. With PushOnly
-// and a Wake source, an idle listener makes no request at all.
+// have them call an HTTPNotifier from PublisherOptions.OnSent, which hears of
+// every message sent visible at once, batches and offloaded ones included.
+// With PushOnly and a Wake source, an idle listener makes no request at all.
+//
+// # Batches and claim check
+//
+// Publisher.SendBatch encodes many items, compresses them into one blob in
+// a PayloadStore and sends one small pointer message: a batch costs about
+// six requests end to end whatever its size, where n messages cost about
+// 2n. The listener reads the blob in a stream and calls the handler once per
+// item, with the same outcome rules as for a message; items that succeed
+// are recorded on the blob (a checkpoint), so a redelivered batch runs only
+// the rest, and an item that keeps failing is poisoned alone. When every
+// item is done the message is deleted, then the blob.
+//
+// Every send takes one path: encode, then, when the text is over
+// MaxMessageSize or would pass for a pointer, write it to a blob and send a
+// pointer in its place (a claim check), then send plainly, delayed or with
+// a key. The listener resolves the pointer before decoding, so a handler
+// cannot tell. A pointer names an opaque blob ID in the listener's own
+// container with its size and SHA-256, never a URL; a pointer that does not
+// validate, or a blob that is missing or corrupt, is poisoned with the
+// reason and nothing is deleted. PayloadLimits bound every read. Sweep
+// removes blobs whose messages can no longer exist.
+//
+// # Sharding and Lease
 //
 // Past one queue's target (about 2,000 messages/s) or one account's (about
 // 20,000 requests/s), a ShardedQueue spreads one logical queue over many
-// queues in many accounts, and a RequestLimiter, given as
-// AccountOptions.Limiter, paces this process's requests to its share of the
-// account's target, so that it does not find the target through 503
-// ServerBusy.
+// queues in many accounts; Listener and Publisher use it as they use a
+// Queue. Sends go round-robin and route around failing shards; SendKeyed
+// keeps every message of a key on one shard (KeyShard); Subset gives each
+// listener instance its own shards, so that messages never move between
+// instances; receives pass over shards that were just empty, so an idle
+// sharded queue costs what one queue costs. A message is deleted, hidden
+// and poisoned through the shard it came from, each shard with its poison
+// queue beside it. A RequestLimiter, given as AccountOptions.Limiter, paces
+// a process's requests to its share of an account's target, so that it does
+// not find the target through 503 ServerBusy. Give a sharded queue's
+// publishers and listeners one PayloadStore: its shards may sit in several
+// accounts, so it has no default.
+//
+// Lease runs a function in one process of several at a time, over a blob
+// lease: a single distributor that feeds many queues, with standbys that
+// take over within a lease period and one try when it dies.
+//
+// # Sources of your own
+//
+// Anything that implements Source can feed a Listener: a wrapper that
+// traces or injects faults, a stand-in for tests. Its Receive returns
+// Delivery values whose Receipt holds whatever it needs to delete or hide
+// the message later; the listener hands each Delivery back unchanged.
 //
 // # Shutdown
 //

@@ -8,6 +8,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // Sentinel errors. Test for them with errors.Is; the errors this package
@@ -30,10 +33,10 @@ var (
 	// character). Go's XML encoder would silently replace it, corrupting the
 	// message, so it is refused before sending; use a base64 codec for
 	// binary payloads.
-	ErrInvalidText = errors.New("azdispatch: message text is not valid XML character data")
+	ErrInvalidText = xmltext.ErrInvalid
 
 	// ErrHandlerTimeout is the cause of a handler's context when it ran longer
-	// than ListenerConfig.HandlerTimeout.
+	// than ListenerOptions.HandlerTimeout.
 	ErrHandlerTimeout = errors.New("azdispatch: handler timed out")
 
 	// ErrDrainTimeout is the cause of a handler's context when the listener
@@ -51,10 +54,15 @@ var (
 	// type it does not handle.
 	ErrUnsupportedType = errors.New("azdispatch: type not supported by codec")
 
+	// ErrNoBlobService is returned by features that need the account's blob
+	// service (offloaded payloads, leases) when its URL is not known: set
+	// AccountOptions.BlobServiceURL.
+	ErrNoBlobService = errors.New("azdispatch: the account's blob service URL is unknown; set AccountOptions.BlobServiceURL")
+
 	// ErrInvalidPointer means a message claims to point at an offloaded
 	// payload but the pointer is malformed or outside the listener's limits.
 	// Such a message is poisoned without any blob request.
-	ErrInvalidPointer = errors.New("azdispatch: invalid payload pointer")
+	ErrInvalidPointer = payload.ErrInvalidPointer
 
 	// ErrPayloadMissing means the blob a pointer names does not exist. The
 	// message is poisoned, never deleted: its pointer is all that is left.
@@ -63,19 +71,40 @@ var (
 	// ErrPayloadCorrupt means a payload blob does not match its pointer (size
 	// or SHA-256) or cannot be read as a payload. The message is poisoned
 	// and the blob kept for inspection.
-	ErrPayloadCorrupt = errors.New("azdispatch: payload blob is corrupt")
+	ErrPayloadCorrupt = payload.ErrCorrupt
 
 	// ErrPayloadTooLarge means a payload exceeds PayloadLimits: a publisher
 	// refuses it before any request, a listener poisons it.
-	ErrPayloadTooLarge = errors.New("azdispatch: payload exceeds its limits")
+	ErrPayloadTooLarge = payload.ErrTooLarge
 
 	// ErrEmptyBatch is returned by SendBatch for a batch of no items.
 	ErrEmptyBatch = errors.New("azdispatch: empty batch")
+
+	// ErrNoHealthyShard is returned by a ShardedQueue's Send, Receive and
+	// Depth when no shard could serve the request: every shard was backed
+	// off after failures, or failed this time. The shards' own errors are
+	// joined to it.
+	ErrNoHealthyShard = errors.New("azdispatch: no healthy shard")
+
+	// ErrShardUnavailable is returned by a keyed send whose shard is backed
+	// off after failures. Keyed sends do not move to another shard, so that
+	// every message of a key stays on one shard; retry later.
+	ErrShardUnavailable = errors.New("azdispatch: the key's shard is backed off after failures")
+
+	// ErrLeaseLost is the cause of the context of a function run by Lease.Run
+	// when the lease could not be kept (another holder has it, or renewals
+	// failed for so long that it may have expired), and is wrapped by Run's error.
+	ErrLeaseLost = errors.New("azdispatch: lease lost")
 )
 
-// ConfigError reports an invalid configuration value, naming the field.
+// errNotStarted is the result of a handler call that never started because
+// the listener began to shut down while the message waited for a handler.
+var errNotStarted = errors.New("azdispatch: not started before shutdown")
+
+// ConfigError reports an invalid configuration value, naming the field or
+// argument as the caller wrote it.
 type ConfigError struct {
-	Field  string // e.g. "ListenerConfig.BatchSize"
+	Field  string // e.g. "ListenerOptions.BatchSize", or an argument such as "handler"
 	Reason string
 }
 
@@ -227,4 +256,15 @@ func redactURL(raw string) string {
 	}
 	u.Fragment = ""
 	return u.String()
+}
+
+// checkText refuses a message text the service would refuse (longer than
+// limit UTF-8 bytes) or that XML cannot carry: the SDK sends messages inside
+// an XML document, and Go's XML encoder silently replaces invalid UTF-8 and
+// the control characters XML 1.0 forbids with U+FFFD.
+func checkText(text string, limit int) error {
+	if len(text) > limit {
+		return &MessageTooLargeError{Size: len(text), Limit: limit}
+	}
+	return xmltext.Check(text)
 }

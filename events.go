@@ -6,37 +6,37 @@ import "time"
 type EventKind int
 
 const (
-	// ScaleUp: the listener started dequeuers after reading the queue's depth.
-	ScaleUp EventKind = iota + 1
-	// ScaleDown: an idle dequeuer stopped.
-	ScaleDown
-	// Idle: a dequeuer found the queue empty and is backing off.
-	Idle
-	// Woken: Notify (or a WakeSource) woke the listener: a dequeuer was
+	// EventScaleUp: the listener started dequeuers after reading the queue's depth.
+	EventScaleUp EventKind = iota + 1
+	// EventScaleDown: an idle dequeuer stopped.
+	EventScaleDown
+	// EventIdle: a dequeuer found the queue empty and is backing off.
+	EventIdle
+	// EventWoken: Notify (or a WakeSource) woke the listener: a dequeuer was
 	// backing off, or none was running. (State.Wakes counts every call.)
-	Woken
+	EventWoken
 )
 
 func (k EventKind) String() string {
 	switch k {
-	case ScaleUp:
+	case EventScaleUp:
 		return "scale-up"
-	case ScaleDown:
+	case EventScaleDown:
 		return "scale-down"
-	case Idle:
+	case EventIdle:
 		return "idle"
-	case Woken:
+	case EventWoken:
 		return "woken"
 	}
 	return "unknown"
 }
 
 // Event is a change in a listener's dequeuers, for logs and metrics. See
-// ListenerConfig.OnEvent.
+// ListenerOptions.OnEvent.
 type Event struct {
 	Kind      EventKind
 	Dequeuers int           // active dequeuers after the change
-	Depth     int           // ScaleUp: the depth that was read
-	IdleCount int           // Idle: empty receives in a row by this dequeuer
-	Delay     time.Duration // Idle: how long it backs off
+	Depth     int           // EventScaleUp: the depth that was read
+	IdleCount int           // EventIdle: empty receives in a row by this dequeuer
+	Delay     time.Duration // EventIdle: how long it backs off
 }

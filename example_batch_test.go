@@ -3,7 +3,6 @@ package azdispatch_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -88,7 +87,7 @@ func ExamplePublisher_Send_largeMessage() {
 // payload whose message may still be on the queue is kept.
 func ExampleSweep() {
 	ctx := context.Background()
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
+	account, err := azdispatch.NewAccountFromConnectionString(connectionString(), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -97,7 +96,7 @@ func ExampleSweep() {
 		panic(err)
 	}
 	queue := exampleQueue("swept")
-	publisher, _ := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherConfig{Payloads: store})
+	publisher, _ := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherOptions{Payloads: store})
 	if _, err := publisher.SendBatch(ctx, []Order{{ID: 1}, {ID: 2}}); err != nil {
 		panic(err)
 	}

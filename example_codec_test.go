@@ -12,7 +12,7 @@ import (
 // default, so a Go service and a Functions app can share a queue.
 func ExampleBase64() {
 	queue := exampleQueue("functions")
-	publisher, err := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherConfig{
+	publisher, err := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherOptions{
 		Codec: azdispatch.Base64(azdispatch.JSON()),
 	})
 	if err != nil {

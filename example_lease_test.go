@@ -3,7 +3,6 @@ package azdispatch_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
@@ -12,7 +11,7 @@ import (
 // Among the processes that would distribute work, the one holding the lease
 // runs; the others wait and take over when it exits or dies.
 func ExampleLease() {
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
+	account, err := azdispatch.NewAccountFromConnectionString(connectionString(), nil)
 	if err != nil {
 		panic(err)
 	}

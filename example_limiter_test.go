@@ -3,7 +3,6 @@ package azdispatch_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
@@ -15,7 +14,7 @@ import (
 // second's worth), so a create and 20 sends take at least 0.3 s.
 func ExampleNewRequestLimiter() {
 	ctx := context.Background()
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"),
+	account, err := azdispatch.NewAccountFromConnectionString(connectionString(),
 		&azdispatch.AccountOptions{Limiter: azdispatch.NewRequestLimiter(50)})
 	if err != nil {
 		panic(err)

@@ -15,10 +15,17 @@ type Order struct {
 	ID int `json:"id"`
 }
 
-// exampleQueue opens a fresh queue in the account the connection string in
-// AZDISPATCH_CONNECTION_STRING names (the tests point it at their Azurite).
+// connectionString is the storage account the examples use: in a program of
+// yours, your account's connection string, or os.Getenv of a variable that
+// holds it. Here it is the test run's Azurite, started on first use.
+func connectionString() string {
+	azdispatch.StartTestEmulator()
+	return os.Getenv("AZDISPATCH_CONNECTION_STRING")
+}
+
+// exampleQueue opens a fresh queue in the examples' account.
 func exampleQueue(prefix string) *azdispatch.Queue {
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
+	account, err := azdispatch.NewAccountFromConnectionString(connectionString(), nil)
 	if err != nil {
 		panic(err)
 	}

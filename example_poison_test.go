@@ -2,6 +2,7 @@ package azdispatch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,14 +19,20 @@ func ExampleRequeue() {
 	for id := 1; id <= 3; id++ {
 		_, _ = publisher.Send(ctx, Order{ID: id})
 	}
-	// Poison all three, as a listener whose downstream was down would.
-	batch, _ := queue.Receive(ctx, 3, 30*time.Second)
-	for _, d := range batch {
-		text, _ := (&azdispatch.PoisonEnvelope{Queue: queue.Name(), MessageID: d.ID, Reason: "downstream down", Body: d.Text}).Encode()
-		_, _ = queue.PoisonQueue().Send(ctx, text, nil)
-		_ = queue.Delete(ctx, d)
+	// A listener whose downstream is down gives up on all three.
+	listener, _ := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
+		return azdispatch.Permanent(errors.New("downstream down"))
+	}, nil)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- listener.Run(runCtx) }()
+	for listener.State().Poisoned < 3 {
+		time.Sleep(10 * time.Millisecond)
 	}
+	stop()
+	<-done
 
+	// The downstream is back: requeue all but order 3.
 	result, err := azdispatch.Requeue(ctx, queue.PoisonQueue(), queue, &azdispatch.RequeueOptions{
 		Filter: func(env *azdispatch.PoisonEnvelope) bool { return !strings.Contains(env.Body, `"id":3`) },
 	})

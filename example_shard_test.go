@@ -3,7 +3,6 @@ package azdispatch_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"time"
@@ -11,10 +10,9 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
-// exampleShardedQueue opens n fresh shards in the account the tests point
-// AZDISPATCH_CONNECTION_STRING at.
+// exampleShardedQueue opens n fresh shards in the examples' account.
 func exampleShardedQueue(name string, n int) *azdispatch.ShardedQueue {
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZDISPATCH_CONNECTION_STRING"), nil)
+	account, err := azdispatch.NewAccountFromConnectionString(connectionString(), nil)
 	if err != nil {
 		panic(err)
 	}

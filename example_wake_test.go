@@ -11,7 +11,7 @@ import (
 // A push-only listener makes no request while idle: a send through the same
 // *Queue in this process starts a dequeuer at once, and the last one stops
 // again once its back-off reaches the cap.
-func ExampleListenerConfig_pushOnly() {
+func ExampleListenerOptions_pushOnly() {
 	ctx, cancel := context.WithCancel(context.Background())
 	queue := exampleQueue("push")
 
@@ -19,7 +19,7 @@ func ExampleListenerConfig_pushOnly() {
 	listener, err := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
 		handled <- m.Body.ID
 		return nil
-	}, &azdispatch.ListenerConfig{
+	}, &azdispatch.ListenerOptions{
 		PushOnly: true,
 		Wake:     queue, // the publishers are in this process and send through queue
 		Idle:     azdispatch.ExponentialIdle(0, 200*time.Millisecond),

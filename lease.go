@@ -15,16 +15,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+
+	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
-// ErrLeaseLost is the cause of the context of a function run by Lease.Run
-// when the lease could not be kept (another holder has it, or renewals
-// failed for so long that it may have expired), and is wrapped by Run's error.
-var ErrLeaseLost = errors.New("azdispatch: lease lost")
-
-// LeaseConfig configures a Lease. Nil, or a zero field, means the
+// LeaseOptions configures a Lease. Nil, or a zero field, means the
 // documented default.
-type LeaseConfig struct {
+type LeaseOptions struct {
 	// Container holds the lease blobs. Defaults to "azdispatch-leases". It
 	// and the blob are created on first use.
 	Container string
@@ -49,7 +46,8 @@ type LeaseConfig struct {
 }
 
 // Lease lets one process among several run a function at a time, over a
-// lease on a blob in one account (seed 001's single active distributor).
+// lease on a blob in one account: a single active distributor, say, that
+// feeds many queues, with a standby ready to take over.
 // Create one per contender with NewLease; every contender names the same
 // blob.
 //
@@ -62,7 +60,7 @@ type LeaseConfig struct {
 // waiting contender takes it at its next try.
 type Lease struct {
 	name      string
-	cfg       LeaseConfig
+	cfg       LeaseOptions
 	container *container.Client
 	blob      *blockblob.Client
 	client    *lease.BlobClient
@@ -72,16 +70,16 @@ type Lease struct {
 
 // NewLease returns a contender for the lease on the blob called name in
 // the account's blob service.
-func NewLease(a *Account, name string, cfg *LeaseConfig) (*Lease, error) {
+func NewLease(a *Account, name string, opts *LeaseOptions) (*Lease, error) {
 	if a == nil {
 		return nil, &ConfigError{Field: "account", Reason: "nil"}
 	}
 	if name == "" {
 		return nil, &ConfigError{Field: "name", Reason: "empty"}
 	}
-	var c LeaseConfig
-	if cfg != nil {
-		c = *cfg
+	var c LeaseOptions
+	if opts != nil {
+		c = *opts
 	}
 	setDefault(&c.Container, "azdispatch-leases")
 	setDefault(&c.Duration, 30*time.Second)
@@ -92,11 +90,11 @@ func NewLease(a *Account, name string, cfg *LeaseConfig) (*Lease, error) {
 	}
 	switch {
 	case c.Duration < 15*time.Second || c.Duration > 60*time.Second:
-		return nil, &ConfigError{Field: "LeaseConfig.Duration", Reason: fmt.Sprintf("%v is not between 15 s and 60 s", c.Duration)}
+		return nil, &ConfigError{Field: "LeaseOptions.Duration", Reason: fmt.Sprintf("%v is not between 15 s and 60 s", c.Duration)}
 	case c.RenewEvery <= 0 || c.RenewEvery >= c.Duration:
-		return nil, &ConfigError{Field: "LeaseConfig.RenewEvery", Reason: fmt.Sprintf("%v must be more than 0 and less than Duration", c.RenewEvery)}
+		return nil, &ConfigError{Field: "LeaseOptions.RenewEvery", Reason: fmt.Sprintf("%v must be more than 0 and less than Duration", c.RenewEvery)}
 	case c.AcquireEvery <= 0:
-		return nil, &ConfigError{Field: "LeaseConfig.AcquireEvery", Reason: "must be more than 0"}
+		return nil, &ConfigError{Field: "LeaseOptions.AcquireEvery", Reason: "must be more than 0"}
 	}
 	svc, err := a.blobService()
 	if err != nil {
@@ -204,7 +202,7 @@ func (l *Lease) acquire(ctx context.Context) (time.Time, error) {
 			l.log.Warn("lease acquire failed; retrying", "err", storageError(opBlobLease, l.name, err))
 		}
 		wait := time.Duration(float64(l.cfg.AcquireEvery) * (0.8 + 0.4*rand.Float64()))
-		if !sleep(ctx, wait, nil) {
+		if !syncx.Sleep(ctx, wait, nil) {
 			return time.Time{}, context.Cause(ctx)
 		}
 	}

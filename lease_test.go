@@ -15,8 +15,8 @@ import (
 
 // testLeaseConfig is the shortest lease the service allows, with quick
 // tries, so that takeovers happen in seconds.
-func testLeaseConfig() *LeaseConfig {
-	return &LeaseConfig{Duration: 15 * time.Second, RenewEvery: 3 * time.Second, AcquireEvery: 500 * time.Millisecond}
+func testLeaseConfig() *LeaseOptions {
+	return &LeaseOptions{Duration: 15 * time.Second, RenewEvery: 3 * time.Second, AcquireEvery: 500 * time.Millisecond}
 }
 
 // holding runs lease.Run in the background with a function that records
@@ -150,7 +150,7 @@ func TestLeaseHolderCutOffFromStorageStopsBeforeTheNextOneStarts(t *testing.T) {
 func TestLeaseConfigIsChecked(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
-	for _, c := range []*LeaseConfig{
+	for _, c := range []*LeaseOptions{
 		{Duration: 10 * time.Second},
 		{Duration: 61 * time.Second},
 		{Duration: 15 * time.Second, RenewEvery: 15 * time.Second},

@@ -18,8 +18,8 @@ type job struct {
 
 // quick returns a config for tests: short idle back-off and retry delay,
 // so that tests finish in seconds.
-func quick() *ListenerConfig {
-	return &ListenerConfig{
+func quick() *ListenerOptions {
+	return &ListenerOptions{
 		Idle:  ExponentialIdle(0, 200*time.Millisecond),
 		Retry: func(int64) time.Duration { return time.Second },
 	}

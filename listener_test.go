@@ -467,7 +467,7 @@ func TestListenerKeepsAForeignMessageItCannotPoison(t *testing.T) {
 	q := queueWithoutBlobs(t)
 	// Another producer sent a message at the service limit: an envelope
 	// around it would not fit in the poison queue.
-	sendTexts(t, q, 1, func(int) string { return `"` + string(bytes.Repeat([]byte("x"), ServiceMessageLimit-2)) + `"` })
+	sendTexts(t, q, 1, func(int) string { return `"` + string(bytes.Repeat([]byte("x"), serviceMessageLimit-2)) + `"` })
 
 	cfg := quick()
 	cfg.Retry = func(int64) time.Duration { return time.Hour }
@@ -494,21 +494,21 @@ func TestListenerConfigErrorsNameTheField(t *testing.T) {
 	tests := []struct {
 		field string
 		src   Source
-		cfg   *ListenerConfig
+		cfg   *ListenerOptions
 	}{
-		{"ListenerConfig.BatchSize", q, &ListenerConfig{BatchSize: 33}},
-		{"ListenerConfig.BatchSize", q, &ListenerConfig{BatchSize: -1}},
-		{"ListenerConfig.Concurrency", q, &ListenerConfig{Concurrency: -1}},
-		{"ListenerConfig.MinDequeuers", q, &ListenerConfig{MinDequeuers: -2}},
-		{"ListenerConfig.MaxDequeuers", q, &ListenerConfig{MinDequeuers: 3, MaxDequeuers: 2}},
-		{"ListenerConfig.PushOnly", q, &ListenerConfig{PushOnly: true}},
-		{"ListenerConfig.PushOnly", q, &ListenerConfig{PushOnly: true, Wake: q, MinDequeuers: 2}},
-		{"ListenerConfig.ScaleInterval", q, &ListenerConfig{ScaleInterval: -time.Second}},
-		{"ListenerConfig.VisibilityTimeout", q, &ListenerConfig{VisibilityTimeout: 500 * time.Millisecond}},
-		{"ListenerConfig.VisibilityTimeout", q, &ListenerConfig{VisibilityTimeout: 8 * 24 * time.Hour}},
-		{"ListenerConfig.MaxDequeueCount", q, &ListenerConfig{MaxDequeueCount: -1}},
-		{"ListenerConfig.PoisonQueue", sas, nil},
-		{"ListenerConfig.Codec", q, &ListenerConfig{Codec: Raw()}},
+		{"ListenerOptions.BatchSize", q, &ListenerOptions{BatchSize: 33}},
+		{"ListenerOptions.BatchSize", q, &ListenerOptions{BatchSize: -1}},
+		{"ListenerOptions.Concurrency", q, &ListenerOptions{Concurrency: -1}},
+		{"ListenerOptions.MinDequeuers", q, &ListenerOptions{MinDequeuers: -2}},
+		{"ListenerOptions.MaxDequeuers", q, &ListenerOptions{MinDequeuers: 3, MaxDequeuers: 2}},
+		{"ListenerOptions.PushOnly", q, &ListenerOptions{PushOnly: true}},
+		{"ListenerOptions.PushOnly", q, &ListenerOptions{PushOnly: true, Wake: q, MinDequeuers: 2}},
+		{"ListenerOptions.ScaleInterval", q, &ListenerOptions{ScaleInterval: -time.Second}},
+		{"ListenerOptions.VisibilityTimeout", q, &ListenerOptions{VisibilityTimeout: 500 * time.Millisecond}},
+		{"ListenerOptions.VisibilityTimeout", q, &ListenerOptions{VisibilityTimeout: 8 * 24 * time.Hour}},
+		{"ListenerOptions.MaxDequeueCount", q, &ListenerOptions{MaxDequeueCount: -1}},
+		{"ListenerOptions.PoisonQueue", sas, nil},
+		{"ListenerOptions.Codec", q, &ListenerOptions{Codec: Raw()}},
 	}
 	for _, tt := range tests {
 		_, err := NewListener(tt.src, h, tt.cfg)
@@ -520,7 +520,7 @@ func TestListenerConfigErrorsNameTheField(t *testing.T) {
 	}
 	_, err = NewListener(q, Handler[job](nil), nil)
 	assert.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = NewListener(sas, h, &ListenerConfig{PoisonQueue: q})
+	_, err = NewListener(sas, h, &ListenerOptions{PoisonQueue: q})
 	assert.NoError(t, err, "a SAS queue works with an explicit poison queue")
 }
 

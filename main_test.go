@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,37 +23,99 @@ import (
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
-// TestMain starts one Azurite for the package's tests (each test uses its
-// own queues) and exports its connection string for the examples. Without
-// Azurite the run fails with advice on how to get it; it never skips.
+// TestMain runs the package's tests and examples. Azurite is started by the
+// first test or example that touches storage (each uses queues of its own)
+// and stopped at the end. With -short, tests that touch storage skip and
+// examples are left out, so the run needs no Node; without it, a missing
+// Azurite fails the run with advice on how to get it, and never skips.
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	emulator, err := azurite.Start(ctx, nil)
-	cancel()
-	if err != nil {
-		msg := err.Error()
-		if !strings.Contains(msg, azurite.HowTo) {
-			msg += "\n" + azurite.HowTo
-		}
-		fmt.Fprintln(os.Stderr, "azdispatch tests need Azurite:", msg)
-		os.Exit(1)
+	flag.Parse()
+	if testing.Short() {
+		skipExamples()
 	}
-	os.Setenv(azurite.EnvConnectionString, emulator.ConnectionString())
 	code := m.Run()
 	stopSpareEmulators()
-	if err := emulator.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
+	if emulator.inst != nil {
+		if err := emulator.inst.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
+		}
 	}
 	os.Exit(code)
 }
 
-func connectionString() string { return os.Getenv(azurite.EnvConnectionString) }
+// emulator is the package's Azurite, started once on first use.
+var emulator struct {
+	once sync.Once
+	inst *azurite.Instance
+	err  error
+}
+
+// startEmulator starts the package's Azurite (or adopts the account that
+// AZDISPATCH_CONNECTION_STRING names) and exports its connection string
+// there for the examples. It returns the connection string.
+func startEmulator() (string, error) {
+	emulator.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		emulator.inst, emulator.err = azurite.Start(ctx, nil)
+		if emulator.err != nil {
+			msg := emulator.err.Error()
+			if !strings.Contains(msg, azurite.HowTo) {
+				emulator.err = fmt.Errorf("%w\n%s", emulator.err, azurite.HowTo)
+			}
+			return
+		}
+		os.Setenv(azurite.EnvConnectionString, emulator.inst.ConnectionString())
+	})
+	if emulator.err != nil {
+		return "", emulator.err
+	}
+	return emulator.inst.ConnectionString(), nil
+}
+
+// StartTestEmulator is startEmulator for the examples, which live in package
+// azdispatch_test: it exists only in the test binary.
+func StartTestEmulator() {
+	if _, err := startEmulator(); err != nil {
+		panic("azdispatch examples need Azurite: " + err.Error())
+	}
+}
+
+// needStorage skips t under -short and otherwise starts Azurite, failing t
+// with advice on how to get it if that is impossible.
+func needStorage(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("touches storage (Azurite); run without -short")
+	}
+	if _, err := startEmulator(); err != nil {
+		t.Fatalf("azdispatch tests need Azurite: %v", err)
+	}
+}
+
+// connectionString is the test Azurite's connection string.
+func connectionString(t testing.TB) string {
+	t.Helper()
+	needStorage(t)
+	return emulator.inst.ConnectionString()
+}
+
+// skipExamples adds every example to -test.skip: they all touch storage.
+func skipExamples() {
+	skip := "^Example"
+	if f := flag.Lookup("test.skip"); f != nil {
+		if old := f.Value.String(); old != "" {
+			skip = old + "|" + skip
+		}
+		_ = f.Value.Set(skip)
+	}
+}
 
 // testAccount opens the emulator's account with a client of its own, so that
 // its transaction counts belong to the test.
 func testAccount(t testing.TB, opts *AccountOptions) *Account {
 	t.Helper()
-	a, err := NewAccountFromConnectionString(connectionString(), opts)
+	a, err := NewAccountFromConnectionString(connectionString(t), opts)
 	require.NoError(t, err)
 	return a
 }

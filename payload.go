@@ -3,13 +3,10 @@ package azdispatch
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -18,6 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // DefaultPayloadContainer is the blob container, one per account, that holds
@@ -101,131 +100,24 @@ type PayloadLimits struct {
 	MaxItems int
 }
 
-// Default payload limits.
-const (
-	DefaultMaxBlobSize     = 64 << 20
-	DefaultMaxExpandedSize = 256 << 20
-	DefaultMaxItemSize     = 16 << 20
-	DefaultMaxItems        = 1_000_000
-)
-
 // withDefaults fills zero fields and checks the rest; field names the
-// struct's place in its config, for errors.
+// struct's place in its options, for errors.
 func (l PayloadLimits) withDefaults(field string) (PayloadLimits, error) {
-	setDefault(&l.MaxBlobSize, DefaultMaxBlobSize)
-	setDefault(&l.MaxExpandedSize, DefaultMaxExpandedSize)
-	setDefault(&l.MaxItemSize, DefaultMaxItemSize)
-	setDefault(&l.MaxItems, DefaultMaxItems)
-	if l.MaxBlobSize < 1 || l.MaxExpandedSize < 1 || l.MaxItemSize < 1 || l.MaxItems < 1 {
-		return l, &ConfigError{Field: field, Reason: "limits must be positive"}
+	full, err := payload.Limits(l).WithDefaults()
+	if err != nil {
+		return l, &ConfigError{Field: field, Reason: err.Error()}
 	}
-	return l, nil
-}
-
-// blobMeta is what a payload blob says about itself in its metadata, so that
-// Sweep can tell waste from payloads still referenced without reading them.
-type blobMeta struct {
-	kind     string
-	queue    string    // the queue the pointer was sent to
-	created  time.Time // when the blob was written
-	expires  time.Time // when the pointer message expires; zero: never
-	items    int
-	done     string    // checkpoint: encoded ranges of items completed
-	poisoned time.Time // when a poison envelope took the pointer; zero: never
-}
-
-// Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.
-const (
-	metaKind     = "kind"
-	metaQueue    = "queue"
-	metaCreated  = "created"
-	metaExpires  = "expires"
-	metaItems    = "items"
-	metaDone     = "done"
-	metaPoisoned = "poisoned"
-	metaNever    = "never"
-)
-
-func (m *blobMeta) toMap() map[string]*string {
-	put := func(mp map[string]*string, k, v string) { mp[k] = &v }
-	mp := map[string]*string{}
-	put(mp, metaKind, m.kind)
-	put(mp, metaQueue, m.queue)
-	put(mp, metaCreated, m.created.UTC().Format(time.RFC3339))
-	if m.expires.IsZero() {
-		put(mp, metaExpires, metaNever)
-	} else {
-		put(mp, metaExpires, m.expires.UTC().Format(time.RFC3339))
-	}
-	put(mp, metaItems, strconv.Itoa(m.items))
-	if m.done != "" {
-		put(mp, metaDone, m.done)
-	}
-	if !m.poisoned.IsZero() {
-		put(mp, metaPoisoned, m.poisoned.UTC().Format(time.RFC3339))
-	}
-	return mp
-}
-
-// parseBlobMeta reads metadata written by toMap. It reports false for a blob
-// this package did not write (or whose metadata was altered): such blobs are
-// never swept. The service returns names in any case.
-func parseBlobMeta(mp map[string]*string) (blobMeta, bool) {
-	get := func(k string) (string, bool) {
-		for name, v := range mp {
-			if strings.EqualFold(name, k) && v != nil {
-				return *v, true
-			}
-		}
-		return "", false
-	}
-	var m blobMeta
-	var ok bool
-	var err error
-	if m.kind, ok = get(metaKind); !ok || (m.kind != kindBatch && m.kind != kindSingle) {
-		return m, false
-	}
-	m.queue, _ = get(metaQueue)
-	created, _ := get(metaCreated)
-	if m.created, err = time.Parse(time.RFC3339, created); err != nil {
-		return m, false
-	}
-	switch exp, _ := get(metaExpires); exp {
-	case metaNever:
-	default:
-		if m.expires, err = time.Parse(time.RFC3339, exp); err != nil {
-			return m, false
-		}
-	}
-	items, _ := get(metaItems)
-	if m.items, err = strconv.Atoi(items); err != nil {
-		return m, false
-	}
-	m.done, _ = get(metaDone)
-	if p, ok := get(metaPoisoned); ok {
-		// A marker that does not parse still marks: keeping is the safe side.
-		if m.poisoned, err = time.Parse(time.RFC3339, p); err != nil {
-			m.poisoned = m.created
-		}
-	}
-	return m, true
-}
-
-// newBlobID returns a fresh opaque blob name.
-func newBlobID() string {
-	b := make([]byte, blobIDLen/2)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return hex.EncodeToString(b)
+	return PayloadLimits(full), nil
 }
 
 // put writes data as a new payload blob and returns the pointer to it. The
 // container is created if the write finds it missing.
-func (s *PayloadStore) put(ctx context.Context, meta blobMeta, data []byte) (*pointer, error) {
+func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) (*payload.Pointer, error) {
 	sum := sha256.Sum256(data)
-	p := &pointer{Kind: meta.kind, Blob: newBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.items}
+	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
 	bb := s.client.NewBlockBlobClient(p.Blob)
 	opts := &blockblob.UploadOptions{
-		Metadata:    meta.toMap(),
+		Metadata:    meta.ToMap(),
 		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/gzip")},
 		// Never overwrite: a blob id is random, and a collision must fail.
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
@@ -251,7 +143,7 @@ func (s *PayloadStore) put(ctx context.Context, meta blobMeta, data []byte) (*po
 // fetched is a payload blob read back and checked against its pointer.
 type fetched struct {
 	data []byte // the blob's bytes (gzip)
-	meta blobMeta
+	meta payload.Meta
 	etag azcore.ETag
 }
 
@@ -259,7 +151,7 @@ type fetched struct {
 // checks its size and SHA-256. Errors match ErrPayloadMissing or
 // ErrPayloadCorrupt, or are *StorageError for a request that failed (which
 // may succeed if tried again).
-func (s *PayloadStore) fetch(ctx context.Context, p *pointer) (*fetched, error) {
+func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched, error) {
 	resp, err := s.client.NewBlobClient(p.Blob).DownloadStream(tagBlob(ctx, opBlobRead), nil)
 	if err != nil {
 		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
@@ -286,28 +178,28 @@ func (s *PayloadStore) fetch(ctx context.Context, p *pointer) (*fetched, error) 
 		return nil, fmt.Errorf("%w: %s does not match the pointer's SHA-256", ErrPayloadCorrupt, p.Blob)
 	}
 	f := &fetched{data: buf.Bytes(), etag: deref(resp.ETag)}
-	meta, ok := parseBlobMeta(resp.Metadata)
+	meta, ok := payload.ParseMeta(resp.Metadata)
 	if !ok {
 		// The bytes are the publisher's (the hash says so); only the
 		// metadata is off. Keep going without a checkpoint.
-		meta = blobMeta{kind: p.Kind, items: p.Items, created: time.Now()}
+		meta = payload.Meta{Kind: p.Kind, Items: p.Items, Created: time.Now()}
 	}
 	f.meta = meta
 	return f, nil
 }
 
 // properties reads a payload blob's metadata and ETag.
-func (s *PayloadStore) properties(ctx context.Context, id string) (blobMeta, azcore.ETag, error) {
+func (s *PayloadStore) properties(ctx context.Context, id string) (payload.Meta, azcore.ETag, error) {
 	resp, err := s.client.NewBlobClient(id).GetProperties(tagBlob(ctx, opBlobRead), nil)
 	if err != nil {
 		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return blobMeta{}, "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, id)
+			return payload.Meta{}, "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, id)
 		}
-		return blobMeta{}, "", s.err(opBlobRead, id, err)
+		return payload.Meta{}, "", s.err(opBlobRead, id, err)
 	}
-	meta, ok := parseBlobMeta(resp.Metadata)
+	meta, ok := payload.ParseMeta(resp.Metadata)
 	if !ok {
-		return blobMeta{}, "", fmt.Errorf("%w: %s has no payload metadata", ErrPayloadCorrupt, id)
+		return payload.Meta{}, "", fmt.Errorf("%w: %s has no payload metadata", ErrPayloadCorrupt, id)
 	}
 	return meta, deref(resp.ETag), nil
 }
@@ -315,7 +207,7 @@ func (s *PayloadStore) properties(ctx context.Context, id string) (blobMeta, azc
 // update rewrites a blob's metadata with change applied, if the blob still
 // has the ETag etag; on a conflict it reads the metadata again and retries,
 // so two writers never undo each other's change. It returns the new ETag.
-func (s *PayloadStore) update(ctx context.Context, id string, meta blobMeta, etag azcore.ETag, change func(*blobMeta)) (azcore.ETag, error) {
+func (s *PayloadStore) update(ctx context.Context, id string, meta payload.Meta, etag azcore.ETag, change func(*payload.Meta)) (azcore.ETag, error) {
 	for try := 0; ; try++ {
 		m := meta
 		change(&m)
@@ -323,7 +215,7 @@ func (s *PayloadStore) update(ctx context.Context, id string, meta blobMeta, eta
 		if etag != "" {
 			opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
 		}
-		resp, err := s.client.NewBlobClient(id).SetMetadata(tagBlob(ctx, opBlobWrite), m.toMap(), opts)
+		resp, err := s.client.NewBlobClient(id).SetMetadata(tagBlob(ctx, opBlobWrite), m.ToMap(), opts)
 		switch {
 		case err == nil:
 			return deref(resp.ETag), nil
@@ -345,10 +237,10 @@ func (s *PayloadStore) markPoisoned(ctx context.Context, id string, now time.Tim
 	if err != nil {
 		return err
 	}
-	if !meta.poisoned.IsZero() {
+	if !meta.Poisoned.IsZero() {
 		return nil
 	}
-	_, err = s.update(ctx, id, meta, etag, func(m *blobMeta) { m.poisoned = now })
+	_, err = s.update(ctx, id, meta, etag, func(m *payload.Meta) { m.Poisoned = now })
 	return err
 }
 
@@ -375,5 +267,3 @@ func (s *PayloadStore) err(o op, id string, err error) error {
 type readSeekNopCloser struct{ io.ReadSeeker }
 
 func (readSeekNopCloser) Close() error { return nil }
-
-func ptrTo[T any](v T) *T { return &v }

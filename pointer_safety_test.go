@@ -8,12 +8,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // poisonAll runs a listener on q until it has poisoned n messages, failing
 // the test if the handler is ever called, and returns its state and the
 // envelopes.
-func poisonAll(t *testing.T, q *Queue, n int, cfg *ListenerConfig) (State, []*PoisonEnvelope) {
+func poisonAll(t *testing.T, q *Queue, n int, cfg *ListenerOptions) (State, []*PoisonEnvelope) {
 	t.Helper()
 	l, err := NewListener(q, func(_ context.Context, m *Message[job]) error {
 		t.Errorf("handler called for %+v", m)
@@ -51,7 +53,7 @@ func TestTamperedPointersArePoisonedWithoutAnyBlobRequest(t *testing.T) {
 		strings.Replace(genuine, sum, "sha256:"+sum[7:], 1),
 		strings.Replace(genuine, sum, strings.ToUpper(sum), 1),
 		strings.Replace(genuine, `"items":3`, `"items":-3`, 1),
-		pointerMagic + "not json",
+		payload.Magic + "not json",
 	}
 	for _, text := range tampered {
 		_, err := q.Send(context.Background(), text, nil)
@@ -70,9 +72,9 @@ func TestTamperedPointersArePoisonedWithoutAnyBlobRequest(t *testing.T) {
 
 // putRaw stores data as a payload blob with valid metadata, as a publisher
 // would, and returns its pointer: for payloads no publisher would write.
-func putRaw(t testing.TB, q *Queue, kind string, items int, data []byte) *pointer {
+func putRaw(t testing.TB, q *Queue, kind string, items int, data []byte) *payload.Pointer {
 	t.Helper()
-	p, err := q.payloadStore().put(context.Background(), blobMeta{kind: kind, queue: q.Name(), created: time.Now(), expires: time.Now().Add(time.Hour), items: items}, data)
+	p, err := q.payloadStore().put(context.Background(), payload.Meta{Kind: kind, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data)
 	require.NoError(t, err)
 	return p
 }
@@ -84,23 +86,23 @@ func TestMissingCorruptAndOversizedPayloadsArePoisonedAndKept(t *testing.T) {
 	ctx := context.Background()
 	q := testQueue(t)
 	store := q.payloadStore()
-	good := newFrameWriter(defaultLimits(t))
-	require.NoError(t, good.add(`{"n":1}`))
-	data, err := good.finish()
+	good := payload.NewWriter(payload.Limits(defaultLimits(t)))
+	require.NoError(t, good.Add(`{"n":1}`))
+	data, err := good.Finish()
 	require.NoError(t, err)
 
-	missing := putRaw(t, q, kindSingle, 1, data)
+	missing := putRaw(t, q, payload.KindSingle, 1, data)
 	require.NoError(t, store.remove(ctx, missing.Blob))
-	wrongHash := putRaw(t, q, kindSingle, 1, data)
+	wrongHash := putRaw(t, q, payload.KindSingle, 1, data)
 	wrongHash.SHA256 = strings.Repeat("0", 64)
-	wrongSize := putRaw(t, q, kindSingle, 1, data)
+	wrongSize := putRaw(t, q, payload.KindSingle, 1, data)
 	wrongSize.Size--
-	notGzip := putRaw(t, q, kindBatch, 1, []byte("plain text, not gzip"))
-	wrongCount := putRaw(t, q, kindBatch, 2, data)
-	bomb := putRaw(t, q, kindBatch, 1, gzipped(t, framesHeader+"16777216\n"+strings.Repeat("\x00", 16<<20)))
+	notGzip := putRaw(t, q, payload.KindBatch, 1, []byte("plain text, not gzip"))
+	wrongCount := putRaw(t, q, payload.KindBatch, 2, data)
+	bomb := putRaw(t, q, payload.KindBatch, 1, compressedItem(t, 16<<20))
 	require.Less(t, bomb.Size, int64(64<<10), "16 MiB of zeros in a few KiB")
 
-	reasons := map[string]*pointer{
+	reasons := map[string]*payload.Pointer{
 		ErrPayloadMissing.Error():  missing,
 		"SHA-256":                  wrongHash,
 		"bytes, the pointer says":  wrongSize,
@@ -110,9 +112,9 @@ func TestMissingCorruptAndOversizedPayloadsArePoisonedAndKept(t *testing.T) {
 	}
 	byBody := map[string]string{}
 	for reason, p := range reasons {
-		_, err := q.Send(ctx, p.encode(), nil)
+		_, err := q.Send(ctx, p.Encode(), nil)
 		require.NoError(t, err)
-		byBody[p.encode()] = reason
+		byBody[p.Encode()] = reason
 	}
 	cfg := quick()
 	cfg.PayloadLimits = PayloadLimits{MaxExpandedSize: 1 << 20}
@@ -129,7 +131,7 @@ func TestMissingCorruptAndOversizedPayloadsArePoisonedAndKept(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err, reason)
-		assert.False(t, meta.poisoned.IsZero(), "%s: kept and marked", reason)
+		assert.False(t, meta.Poisoned.IsZero(), "%s: kept and marked", reason)
 	}
 }
 
@@ -140,7 +142,7 @@ func TestPoisonedBatchKeepsItsBlobAndCanBeRequeued(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := testQueue(t)
-	sent := sendBatch(t, q, 5, &PublisherConfig{TTL: 2 * time.Second})
+	sent := sendBatch(t, q, 5, &PublisherOptions{TTL: 2 * time.Second})
 	got, err := q.Receive(ctx, 1, time.Second) // a receiver that died
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -153,10 +155,10 @@ func TestPoisonedBatchKeepsItsBlobAndCanBeRequeued(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "batch poisoned", func() bool { return l.State().Poisoned == 1 })
 	assert.Zero(t, c.succeeded(), "no item ran")
-	store := l.cfg.Payloads
+	store := l.opts.Payloads
 	meta, _, err := store.properties(ctx, sent.BatchID)
 	require.NoError(t, err)
-	assert.False(t, meta.poisoned.IsZero(), "the blob is marked")
+	assert.False(t, meta.Poisoned.IsZero(), "the blob is marked")
 
 	time.Sleep(3 * time.Second) // past the original message's expiry
 	res, err := Sweep(ctx, store, &SweepOptions{Grace: time.Millisecond, Queue: q.Name()})
@@ -171,4 +173,16 @@ func TestPoisonedBatchKeepsItsBlobAndCanBeRequeued(t *testing.T) {
 	require.NoError(t, stop())
 	c.assertEachSucceededOnce(t, 5, 0)
 	assert.True(t, blobGone(t, store, sent.BatchID))
+}
+
+// compressedItem is a payload of one item of n repeated bytes (up to the
+// default MaxItemSize), which compresses to almost nothing: a decompression
+// bomb for a reader whose limits are lower than n.
+func compressedItem(t testing.TB, n int) []byte {
+	t.Helper()
+	w := payload.NewWriter(payload.Limits(defaultLimits(t)))
+	require.NoError(t, w.Add(strings.Repeat("a", n)))
+	data, err := w.Finish()
+	require.NoError(t, err)
+	return data
 }

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
-// PoisonHeaderReserve is the room, in bytes, kept for the header a poison
+// poisonHeaderReserve is the room, in bytes, kept for the header a poison
 // envelope puts before the original text. Publishers stay this far under the
 // service limit (see MaxMessageSize) so their messages can always be poisoned.
-const PoisonHeaderReserve = 1024
+const poisonHeaderReserve = 1024
 
 const (
 	poisonSuffix = "-poison"
@@ -53,22 +55,22 @@ func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time)
 	}
 }
 
-// Encode returns the envelope as message text. The reason is shortened as
-// needed to keep the header within PoisonHeaderReserve.
-func (e *PoisonEnvelope) Encode() (string, error) {
+// encode returns the envelope as message text. The reason is shortened as
+// needed to keep the header within poisonHeaderReserve.
+func (e *PoisonEnvelope) encode() (string, error) {
 	h := *e
 	for {
 		header, err := json.Marshal(&h)
 		if err != nil {
 			return "", err
 		}
-		if len(poisonMagic)+len(header)+1 <= PoisonHeaderReserve {
+		if len(poisonMagic)+len(header)+1 <= poisonHeaderReserve {
 			return poisonMagic + string(header) + "\n" + e.Body, nil
 		}
 		if h.Reason == "" {
 			return "", fmt.Errorf("azdispatch: poison header of %d bytes does not fit", len(header))
 		}
-		h.Reason = truncateUTF8(h.Reason, len(h.Reason)/2)
+		h.Reason = xmltext.TruncateUTF8(h.Reason, len(h.Reason)/2)
 	}
 }
 
@@ -76,31 +78,31 @@ func (e *PoisonEnvelope) Encode() (string, error) {
 // (a body near or over 64 KiB, or a batch item's text that XML cannot carry)
 // has its body offloaded to store, as a blob marked poisoned so that Sweep
 // keeps it; the envelope then holds a pointer in its place.
-func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore, lim PayloadLimits) (string, error) {
-	text, err := env.Encode()
+func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore, lim payload.Limits) (string, error) {
+	text, err := env.encode()
 	if err != nil {
 		return "", err
 	}
-	tooLarge := checkText(text, ServiceMessageLimit)
+	tooLarge := checkText(text, serviceMessageLimit)
 	if tooLarge == nil || store == nil {
 		return text, tooLarge
 	}
-	w := newFrameWriter(lim)
-	if err := w.add(env.Body); err != nil {
+	w := payload.NewWriter(lim)
+	if err := w.Add(env.Body); err != nil {
 		return "", err
 	}
-	data, err := w.finish()
+	data, err := w.Finish()
 	if err != nil {
 		return "", err
 	}
 	now := time.Now()
-	p, err := store.put(ctx, blobMeta{kind: kindSingle, queue: env.Queue, created: now, items: 1, poisoned: now}, data)
+	p, err := store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: env.Queue, Created: now, Items: 1, Poisoned: now}, data)
 	if err != nil {
 		return "", err
 	}
 	small := *env
-	small.Body = p.encode()
-	return small.Encode()
+	small.Body = p.Encode()
+	return small.encode()
 }
 
 // ParsePoison reads an envelope written by a listener. Text that is not one
@@ -120,17 +122,6 @@ func ParsePoison(text string) (*PoisonEnvelope, error) {
 	}
 	e.Body = body
 	return &e, nil
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // RequeueOptions narrows a Requeue. Nil means every envelope.

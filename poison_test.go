@@ -17,7 +17,7 @@ func TestPoisonEnvelopeRoundTripsAnyBody(t *testing.T) {
 	inserted := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, body := range []string{"", "plain", "line1\nline2\n", `{"json":true}`, "azdispatch-poison/1 {}\nnested", "ünïcödé ✓ 𝄞"} {
 		d := &Delivery{ID: "id-1", Text: body, DequeueCount: 4, InsertedAt: inserted}
-		text, err := newPoisonEnvelope("orders", d, "why\nnot", time.Now()).Encode()
+		text, err := newPoisonEnvelope("orders", d, "why\nnot", time.Now()).encode()
 		require.NoError(t, err)
 		env, err := ParsePoison(text)
 		require.NoError(t, err)
@@ -34,9 +34,9 @@ func TestPoisonEnvelopeHeaderStaysWithinItsReserve(t *testing.T) {
 	t.Parallel()
 	d := &Delivery{ID: strings.Repeat("i", 64), Text: strings.Repeat("b", MaxMessageSize)}
 	for _, reason := range []string{strings.Repeat("r", 5000), strings.Repeat("\x01", 3000), strings.Repeat("é", 2000)} {
-		text, err := newPoisonEnvelope(strings.Repeat("q", 63), d, reason, time.Now()).Encode()
+		text, err := newPoisonEnvelope(strings.Repeat("q", 63), d, reason, time.Now()).encode()
 		require.NoError(t, err)
-		assert.LessOrEqual(t, len(text), ServiceMessageLimit, "a publisher's largest message still fits")
+		assert.LessOrEqual(t, len(text), serviceMessageLimit, "a publisher's largest message still fits")
 		env, err := ParsePoison(text)
 		require.NoError(t, err)
 		assert.NotEmpty(t, env.Reason, "shortened, not dropped")
@@ -51,14 +51,6 @@ func TestParsePoisonRejectsOtherText(t *testing.T) {
 		_, err := ParsePoison(text)
 		assert.ErrorIs(t, err, ErrNotPoison, "%q", text)
 	}
-}
-
-func TestTruncateUTF8NeverSplitsACharacter(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, "ab", truncateUTF8("abc", 2))
-	assert.Equal(t, "a", truncateUTF8("aé", 2), "é is two bytes")
-	assert.Equal(t, "", truncateUTF8("é", 1))
-	assert.Equal(t, "abc", truncateUTF8("abc", 10))
 }
 
 func TestRequeueMovesPoisonedMessagesBackWithTheirBody(t *testing.T) {

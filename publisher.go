@@ -4,30 +4,31 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// MaxMessageSize is the largest encoded message, in UTF-8 bytes, that a
-// Publisher sends: the service's 64 KiB less PoisonHeaderReserve, so that
-// every message it sends can later be moved whole into a poison queue.
-const MaxMessageSize = ServiceMessageLimit - PoisonHeaderReserve
-
-// PublisherConfig configures a Publisher. Nil means defaults.
-type PublisherConfig struct {
+// PublisherOptions configures a Publisher. Nil, or a zero field, means the
+// documented default.
+type PublisherOptions struct {
 	// Codec encodes bodies. Defaults to JSON(); listeners must use the same.
 	Codec Codec
 	// TTL is how long each message lives. Defaults to the service's 7 days;
 	// negative means messages never expire.
 	TTL time.Duration
-	// OnSent, if set, is called after each successful send of a message
-	// visible at once (not SendAfter with a delay), with its ID, to tell
-	// listeners in other processes that work is there (an
-	// HTTPNotifier's Notify, or any transport). It must not block. Listeners
-	// in this process on the same *Queue are woken without it.
+	// OnSent, if set, is called after every successful send of a message
+	// visible at once (each Send, SendKeyed and SendBatch, offloaded or not;
+	// not SendAfter with a delay), with its ID, to tell listeners in other
+	// processes that work is there (an HTTPNotifier's Notify, or any
+	// transport). It must not block. Listeners in this process on the same
+	// *Queue are woken without it.
 	OnSent func(ctx context.Context, id string)
 	// Payloads is where batches and messages too large for the queue are
-	// offloaded. Defaults to the target account's store (container
-	// DefaultPayloadContainer); without one (a queue opened by SAS URL),
-	// SendBatch and large messages fail with ErrNoBlobService.
+	// offloaded. Defaults to the store of a *Queue's account (container
+	// DefaultPayloadContainer); a ShardedQueue, whose shards may sit in
+	// several accounts, has none: give its publishers and listeners one
+	// store. Without a store (or for a queue opened by SAS URL), SendBatch
+	// and large messages fail with ErrNoBlobService.
 	Payloads *PayloadStore
 	// PayloadLimits are refused before any request, so that nothing is sent
 	// that a listener with the same limits would poison. Zero fields mean
@@ -36,38 +37,48 @@ type PublisherConfig struct {
 }
 
 // Publisher sends typed messages to a Target. It is safe for concurrent use.
+//
+// Every send takes one path: the body is encoded; a text too large for a
+// queue message (over MaxMessageSize), or one that would pass for a pointer
+// to an offloaded payload, is written to a blob in the payload store and a
+// small pointer is sent in its place (a claim check); the text goes out as
+// a plain, delayed or keyed send; and OnSent hears of every message visible
+// at once.
 type Publisher[T any] struct {
 	target Target
+	keyed  KeyedTarget // target, if it can send with a key
 	codec  Codec
 	ttl    time.Duration
 	onSent func(ctx context.Context, id string)
 	store  *PayloadStore // nil: nothing can be offloaded
-	limits PayloadLimits
+	limits payload.Limits
 }
 
 // NewPublisher returns a publisher of T values to target.
-func NewPublisher[T any](target Target, cfg *PublisherConfig) (*Publisher[T], error) {
+func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], error) {
 	if target == nil {
 		return nil, &ConfigError{Field: "target", Reason: "nil"}
 	}
-	var c PublisherConfig
-	if cfg != nil {
-		c = *cfg
+	var o PublisherOptions
+	if opts != nil {
+		o = *opts
 	}
-	if c.Codec == nil {
-		c.Codec = JSON()
+	if o.Codec == nil {
+		o.Codec = JSON()
 	}
-	if err := checkCodecType[T](c.Codec); err != nil {
-		return nil, &ConfigError{Field: "PublisherConfig.Codec", Reason: err.Error()}
+	if err := checkCodecType[T](o.Codec); err != nil {
+		return nil, &ConfigError{Field: "PublisherOptions.Codec", Reason: err.Error()}
 	}
-	limits, err := c.PayloadLimits.withDefaults("PublisherConfig.PayloadLimits")
+	limits, err := o.PayloadLimits.withDefaults("PublisherOptions.PayloadLimits")
 	if err != nil {
 		return nil, err
 	}
-	if c.Payloads == nil {
-		c.Payloads = defaultPayloadStore(target)
+	if o.Payloads == nil {
+		o.Payloads = defaultPayloadStore(target)
 	}
-	return &Publisher[T]{target: target, codec: c.Codec, ttl: c.TTL, store: c.Payloads, limits: limits, onSent: c.OnSent}, nil
+	keyed, _ := target.(KeyedTarget)
+	return &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
+		store: o.Payloads, limits: payload.Limits(limits)}, nil
 }
 
 // Send encodes body and puts it on the queue, visible at once. It returns
@@ -78,12 +89,87 @@ func NewPublisher[T any](target Target, cfg *PublisherConfig) (*Publisher[T], er
 // it before decoding, so its handler cannot tell. Without a payload store
 // such a body fails with a *MessageTooLargeError, before any request.
 func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
-	return p.SendAfter(ctx, body, 0)
+	return p.publish(ctx, body, route{})
 }
 
 // SendAfter is Send with the message kept invisible for delay (up to 7 days,
 // rounded up to whole seconds).
 func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (string, error) {
+	return p.publish(ctx, body, route{delay: delay})
+}
+
+// SendKeyed is Send with a key: every message of the key lands on the same
+// shard and so reaches the same listener instance (see
+// ShardedQueue.SendKeyed and Subset). The publisher's target must be a
+// KeyedTarget; a plain Queue is not, because it has no choice to make.
+func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (string, error) {
+	if p.keyed == nil {
+		return "", &ConfigError{Field: "target", Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
+	}
+	return p.publish(ctx, body, route{key: key, keyed: true})
+}
+
+// SentBatch describes a batch that SendBatch put on the queue.
+type SentBatch struct {
+	MessageID string // the pointer message's ID
+	BatchID   string // the payload blob's name; each item's Message.BatchID
+	Items     int
+	Size      int64 // bytes stored in the blob (gzip)
+}
+
+// SendBatch sends items as one batch: their encoded texts, compressed
+// together into one blob in the payload store, and one small pointer message
+// on the queue. A listener calls its handler once per item, in any order and
+// in parallel (within the listener's MaxDequeuers × Concurrency handler
+// calls at once, shared with single messages and other batches), with the
+// same outcome rules as for single messages; items that succeed are not run
+// again when the batch is redelivered, and one item that keeps failing is
+// poisoned alone. A batch costs about six requests end to end, whatever n
+// (write the blob, send the pointer, a share of a receive, read the blob,
+// delete the message, delete the blob), where n single messages cost about 2n.
+//
+// It fails before any request with ErrEmptyBatch, with ErrNoBlobService when
+// the publisher has no payload store, and with ErrPayloadTooLarge when the
+// batch exceeds the publisher's PayloadLimits.
+func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, error) {
+	if len(items) == 0 {
+		return SentBatch{}, ErrEmptyBatch
+	}
+	if p.store == nil {
+		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", ErrNoBlobService)
+	}
+	w := payload.NewWriter(p.limits)
+	for i, item := range items {
+		text, err := p.codec.Encode(item)
+		if err != nil {
+			return SentBatch{}, fmt.Errorf("azdispatch: encode item %d: %w", i, err)
+		}
+		if err := w.Add(text); err != nil {
+			return SentBatch{}, err
+		}
+	}
+	ptr, err := p.offload(ctx, payload.KindBatch, w)
+	if err != nil {
+		return SentBatch{}, err
+	}
+	id, err := p.deliver(ctx, ptr.Encode(), route{})
+	if err != nil {
+		return SentBatch{}, err
+	}
+	return SentBatch{MessageID: id, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size}, nil
+}
+
+// route is how a message goes on the queue: visible at once or after a
+// delay, and with a key or not.
+type route struct {
+	delay time.Duration
+	key   string
+	keyed bool
+}
+
+// publish is the path of every single message: encode, offload when the
+// text cannot go on the queue as it is, and deliver.
+func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (string, error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
 		return "", fmt.Errorf("azdispatch: encode: %w", err)
@@ -91,12 +177,77 @@ func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duratio
 	// The target checks the text itself; the publisher's limit is tighter.
 	// A body that looks like a pointer is offloaded too, so that a listener
 	// never mistakes it for one.
-	if len(text) > MaxMessageSize || isPointer(text) {
-		return p.sendLarge(ctx, text, delay)
+	if len(text) > MaxMessageSize || payload.IsPointer(text) {
+		if text, err = p.claimCheck(ctx, text); err != nil {
+			return "", err
+		}
 	}
-	id, err := p.target.Send(ctx, text, &SendOptions{Delay: delay, TTL: p.ttl})
-	if err == nil && p.onSent != nil && delay == 0 {
+	return p.deliver(ctx, text, r)
+}
+
+// deliver sends text as r says, and tells OnSent of a message visible at once.
+func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (string, error) {
+	opts := &SendOptions{Delay: r.delay, TTL: p.ttl}
+	var id string
+	var err error
+	if r.keyed {
+		id, err = p.keyed.SendKeyed(ctx, r.key, text, opts)
+	} else {
+		id, err = p.target.Send(ctx, text, opts)
+	}
+	if err != nil {
+		return "", err
+	}
+	if r.delay == 0 && p.onSent != nil {
 		p.onSent(ctx, id)
 	}
-	return id, err
+	return id, nil
+}
+
+// claimCheck writes one encoded message that cannot go on the queue as it is
+// to a payload blob, and returns the pointer text to send in its place. The
+// listener resolves the pointer before decoding, so the handler sees the
+// same body either way.
+func (p *Publisher[T]) claimCheck(ctx context.Context, text string) (string, error) {
+	if p.store == nil {
+		var why error = &MessageTooLargeError{Size: len(text), Limit: MaxMessageSize}
+		if len(text) <= MaxMessageSize {
+			why = fmt.Errorf("azdispatch: message text starts with the reserved %q", payload.Magic)
+		}
+		return "", fmt.Errorf("%w; offloading it needs a payload store: %w", why, ErrNoBlobService)
+	}
+	w := payload.NewWriter(p.limits)
+	if err := w.Add(text); err != nil {
+		return "", err
+	}
+	ptr, err := p.offload(ctx, payload.KindSingle, w)
+	if err != nil {
+		return "", err
+	}
+	return ptr.Encode(), nil
+}
+
+// defaultTTL is the service's message lifetime when none is given.
+const defaultTTL = 7 * 24 * time.Hour
+
+// offload writes a payload built in w to a blob and returns its pointer.
+// The blob is written before the pointer is sent: a pointer must never name
+// a blob that does not exist yet. If the send then fails, the blob is left
+// for Sweep rather than deleted, because a send that failed on the client
+// may have succeeded at the service, and deleting would leave a dangling
+// pointer, which is a lost message; a leftover blob is only waste.
+func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer) (*payload.Pointer, error) {
+	data, err := w.Finish()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	meta := payload.Meta{Kind: kind, Queue: p.target.Name(), Created: now, Items: w.Items()}
+	switch {
+	case p.ttl == 0:
+		meta.Expires = now.Add(defaultTTL)
+	case p.ttl > 0:
+		meta.Expires = now.Add(p.ttl)
+	}
+	return p.store.put(ctx, meta, data)
 }

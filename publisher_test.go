@@ -15,7 +15,7 @@ func TestPublisherRefusesAnOversizedMessageBeforeSending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := queueWithoutBlobs(t)
-	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
 	require.NoError(t, err)
 
 	_, err = p.Send(ctx, strings.Repeat("a", MaxMessageSize+1))
@@ -29,7 +29,7 @@ func TestPublisherRefusesAnOversizedMessageBeforeSending(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pj.Send(ctx, strings.Repeat("\"", MaxMessageSize/2))
 	assert.ErrorIs(t, err, ErrMessageTooLarge, "each quote is escaped to two bytes")
-	pb, err := NewPublisher[string](q, &PublisherConfig{Codec: Base64(Raw())})
+	pb, err := NewPublisher[string](q, &PublisherOptions{Codec: Base64(Raw())})
 	require.NoError(t, err)
 	_, err = pb.Send(ctx, strings.Repeat("a", MaxMessageSize*3/4+1))
 	assert.ErrorIs(t, err, ErrMessageTooLarge, "base64 grows it by a third")
@@ -48,7 +48,7 @@ func TestPublisherSendsAtTheLimitInEveryEncoding(t *testing.T) {
 		"multibyte":   strings.Repeat("é", MaxMessageSize/2),
 		"xml special": strings.Repeat("<&>", MaxMessageSize/3),
 	}
-	p, err := NewPublisher[string](q, &PublisherConfig{Codec: Raw()})
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
 	require.NoError(t, err)
 	for name, body := range cases {
 		_, err := p.Send(ctx, body)
@@ -65,7 +65,7 @@ func TestPublisherSendAfterDelaysDelivery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := testQueue(t)
-	p, err := NewPublisher[job](q, &PublisherConfig{TTL: time.Hour})
+	p, err := NewPublisher[job](q, &PublisherOptions{TTL: time.Hour})
 	require.NoError(t, err)
 	id, err := p.SendAfter(ctx, job{N: 7}, 2*time.Second)
 	require.NoError(t, err)

@@ -10,6 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
 // Queue is one Azure storage queue. It is both a Source and a Target, counts
@@ -21,7 +23,15 @@ type Queue struct {
 	account *Account // nil for a queue opened with its own SAS URL
 	client  *azqueue.QueueClient
 	tx      *Counter
-	sent    subscribers // woken after each send through this *Queue
+	sent    syncx.Subscribers // woken after each send through this *Queue
+}
+
+// popReceipt is the Receipt of a Delivery from a Queue: the queue it came
+// from, since a pop receipt works only there, and the receipt itself, which
+// changes on every update.
+type popReceipt struct {
+	queue *Queue
+	value string
 }
 
 var (
@@ -63,7 +73,7 @@ func (q *Queue) Create(ctx context.Context) error {
 // Send puts text on the queue. It refuses, without a request, text the
 // service would refuse or corrupt (ErrMessageTooLarge, ErrInvalidText).
 func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
-	if err := checkText(text, ServiceMessageLimit); err != nil {
+	if err := checkText(text, serviceMessageLimit); err != nil {
 		return "", err
 	}
 	var o azqueue.EnqueueMessageOptions
@@ -92,7 +102,7 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 	if err == nil && (opts == nil || opts.Delay == 0) {
 		// A delayed message is not there to be found yet: waking a
 		// listener now would only cost it an empty receive.
-		q.sent.wake()
+		q.sent.Wake()
 	}
 	return id, err
 }
@@ -130,31 +140,40 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		q.countEmptyReceive(ctx)
 		return nil, nil
 	}
-	out := make([]*Delivery, 0, len(msgs))
+	// One allocation each for the deliveries and their receipts, not one
+	// per message: every message of a busy listener passes through here.
+	deliveries := make([]Delivery, 0, len(msgs))
+	receipts := make([]popReceipt, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil || m.MessageID == nil || m.PopReceipt == nil {
 			continue // malformed response entry: nothing can be done with it
 		}
-		out = append(out, &Delivery{
+		receipts = append(receipts, popReceipt{queue: q, value: *m.PopReceipt})
+		deliveries = append(deliveries, Delivery{
 			ID:            *m.MessageID,
 			Text:          deref(m.MessageText),
 			DequeueCount:  deref(m.DequeueCount),
 			InsertedAt:    deref(m.InsertionTime),
 			ExpiresAt:     deref(m.ExpirationTime),
 			NextVisibleAt: deref(m.TimeNextVisible),
-			popReceipt:    *m.PopReceipt,
-			from:          q,
+			Queue:         q.name,
+			Receipt:       &receipts[len(receipts)-1],
 		})
+	}
+	out := make([]*Delivery, len(deliveries))
+	for i := range deliveries {
+		out[i] = &deliveries[i]
 	}
 	return out, nil
 }
 
 // Delete removes a message received from this queue.
 func (q *Queue) Delete(ctx context.Context, d *Delivery) error {
-	if err := q.owns(d); err != nil {
+	r, _, err := q.receipt(d)
+	if err != nil {
 		return err
 	}
-	_, err := q.client.DeleteMessage(tagRequest(ctx, opDelete, q.tx), d.ID, d.popReceipt, nil)
+	_, err = q.client.DeleteMessage(tagRequest(ctx, opDelete, q.tx), d.ID, r.value, nil)
 	return storageError(opDelete, q.name, err)
 }
 
@@ -163,19 +182,22 @@ func (q *Queue) Delete(ctx context.Context, d *Delivery) error {
 // message's text back unchanged, because the service replaces the text with
 // whatever an update carries, and records the new pop receipt in d.
 func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error {
-	if err := q.owns(d); err != nil {
+	r, held, err := q.receipt(d)
+	if err != nil {
 		return err
 	}
 	if after < 0 || after > MaxVisibility {
 		return fmt.Errorf("azdispatch: visibility %v: must be between 0 and 7 days", after)
 	}
 	opts := &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(seconds(after))}
-	resp, err := q.client.UpdateMessage(tagRequest(ctx, opUpdate, q.tx), d.ID, d.popReceipt, d.Text, opts)
+	resp, err := q.client.UpdateMessage(tagRequest(ctx, opUpdate, q.tx), d.ID, r.value, d.Text, opts)
 	if err != nil {
 		return storageError(opUpdate, q.name, err)
 	}
 	if resp.PopReceipt != nil {
-		d.popReceipt = *resp.PopReceipt
+		// A new receipt, not the old one changed: a copy of d made before
+		// (a Delivery is a plain struct) keeps the receipt it had.
+		*held = &popReceipt{queue: q, value: *resp.PopReceipt}
 	}
 	if resp.TimeNextVisible != nil {
 		d.NextVisibleAt = *resp.TimeNextVisible
@@ -208,12 +230,24 @@ func (q *Queue) countEmptyReceive(ctx context.Context) {
 	}
 }
 
-// owns checks that d came from q: a pop receipt only works on its own queue.
-func (q *Queue) owns(d *Delivery) error {
-	if d == nil || d.from != q {
-		return errors.New("azdispatch: delivery did not come from queue " + q.name)
+// receipt returns d's pop receipt if d came from q, directly or through
+// sharded queues over q (a pop receipt only works on its own queue), and the
+// field that holds it, for SetVisibility to put the next one in.
+func (q *Queue) receipt(d *Delivery) (r *popReceipt, held *any, err error) {
+	if d != nil {
+		held = &d.Receipt
+		for {
+			s, ok := (*held).(*shardReceipt)
+			if !ok {
+				break
+			}
+			held = &s.inner
+		}
+		if r, ok := (*held).(*popReceipt); ok && r.queue == q {
+			return r, held, nil
+		}
 	}
-	return nil
+	return nil, nil, errors.New("azdispatch: delivery did not come from queue " + q.name)
 }
 
 // createIfMissing runs call; if the queue does not exist it creates it and

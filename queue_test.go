@@ -39,7 +39,7 @@ func TestQueueCreatesItselfOnFirstSendAndCountsEveryRequest(t *testing.T) {
 	assert.Equal(t, id, d.ID)
 	assert.Equal(t, "hello", d.Text)
 	assert.EqualValues(t, 1, d.DequeueCount)
-	assert.Equal(t, q.Name(), d.QueueName())
+	assert.Equal(t, q.Name(), d.Queue)
 	assert.WithinDuration(t, time.Now().Add(30*time.Second), d.NextVisibleAt, 5*time.Second)
 
 	depth, err = q.Depth(ctx)
@@ -92,10 +92,10 @@ func TestQueueSetVisibilityKeepsTextAndTracksThePopReceipt(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, batch, 1)
 	d := batch[0]
-	first := d.popReceipt
+	first := d.Receipt.(*popReceipt).value
 
 	require.NoError(t, q.SetVisibility(ctx, d, time.Minute), "renew")
-	assert.NotEqual(t, first, d.popReceipt, "an update issues a new pop receipt")
+	assert.NotEqual(t, first, d.Receipt.(*popReceipt).value, "an update issues a new pop receipt")
 	assert.WithinDuration(t, time.Now().Add(time.Minute), d.NextVisibleAt, 5*time.Second)
 
 	require.NoError(t, q.SetVisibility(ctx, d, 0), "release")
@@ -148,10 +148,10 @@ func TestQueueRefusesWhatTheServiceWouldRefuseOrCorrupt(t *testing.T) {
 	ctx := context.Background()
 	q := testQueue(t)
 
-	_, err := q.Send(ctx, strings.Repeat("a", ServiceMessageLimit+1), nil)
+	_, err := q.Send(ctx, strings.Repeat("a", serviceMessageLimit+1), nil)
 	var tooLarge *MessageTooLargeError
 	require.ErrorAs(t, err, &tooLarge)
-	assert.Equal(t, ServiceMessageLimit+1, tooLarge.Size)
+	assert.Equal(t, serviceMessageLimit+1, tooLarge.Size)
 	assert.ErrorIs(t, err, ErrMessageTooLarge)
 
 	for _, bad := range []string{"nul\x00", "bell\a", "bad utf8 \xff", "\uFFFE"} {
@@ -162,7 +162,7 @@ func TestQueueRefusesWhatTheServiceWouldRefuseOrCorrupt(t *testing.T) {
 
 	// At the limit the emulator takes it: ASCII, and XML specials whose
 	// escaping on the wire does not count.
-	for _, text := range []string{strings.Repeat("a", ServiceMessageLimit), strings.Repeat("<&>\"'", ServiceMessageLimit/5)} {
+	for _, text := range []string{strings.Repeat("a", serviceMessageLimit), strings.Repeat("<&>\"'", serviceMessageLimit/5)} {
 		_, err = q.Send(ctx, text, nil)
 		require.NoError(t, err)
 		batch, err := q.Receive(ctx, 1, 30*time.Second)

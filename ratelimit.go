@@ -2,13 +2,13 @@ package azdispatch
 
 import (
 	"context"
-	"math"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/azdispatch/azdispatch/internal/ratelimit"
 )
 
 // RequestLimiter paces requests to at most a set rate, so that a process
@@ -38,34 +38,17 @@ import (
 //
 // A nil *RequestLimiter does not limit. A RequestLimiter is safe for
 // concurrent use.
-type RequestLimiter struct {
-	interval  time.Duration // between two requests at the rate
-	tolerance time.Duration // how far ahead of the rate requests may run
-
-	mu  sync.Mutex
-	tat time.Time // when the next request is due at the rate (its theoretical arrival time)
-}
-
-// Rates outside these bounds are taken as the nearest bound: a nanosecond
-// between requests is as fast as a time.Duration can say, and a request every
-// thirty years is as slow as anyone means.
-const (
-	maxRequestRate = 1e9
-	minRequestRate = 1e-9
-)
+type RequestLimiter struct{ core *ratelimit.Limiter }
 
 // NewRequestLimiter returns a limiter of perSecond requests per second (at
 // least one per 30 years, at most 10⁹). A rate that is not positive, or not
 // finite, means no limit (nil).
 func NewRequestLimiter(perSecond float64) *RequestLimiter {
-	if !(perSecond > 0) || math.IsInf(perSecond, 1) {
+	core := ratelimit.New(perSecond)
+	if core == nil {
 		return nil
 	}
-	perSecond = min(max(perSecond, minRequestRate), maxRequestRate)
-	// Rounded up, so that the rate is never exceeded.
-	interval := time.Duration(math.Ceil(float64(time.Second) / perSecond))
-	burst := max(1, math.Floor(perSecond/10))
-	return &RequestLimiter{interval: interval, tolerance: time.Duration(burst-1) * interval}
+	return &RequestLimiter{core: core}
 }
 
 // Wait blocks until a request may be sent, and then returns nil, or until
@@ -74,50 +57,7 @@ func (l *RequestLimiter) Wait(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	now := time.Now()
-	due := l.reserve(now)
-	d := due.Sub(now) - l.tolerance
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		l.giveBack(due)
-		return context.Cause(ctx)
-	}
-}
-
-// reserve takes the next turn at now and returns when it is due at the
-// rate; the request may go tolerance before that. It is the generic cell
-// rate algorithm: each request moves the theoretical arrival time on by one
-// interval, from now at the earliest.
-func (l *RequestLimiter) reserve(now time.Time) (due time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	due = l.tat
-	if due.Before(now) {
-		due = now
-	}
-	l.tat = due.Add(l.interval)
-	return due
-}
-
-// giveBack returns the turn due at due, unused, if it is still the last one
-// given: a later request holds its own turn, and moving the schedule back
-// under it would let two requests share one.
-func (l *RequestLimiter) giveBack(due time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.tat.Equal(due.Add(l.interval)) {
-		l.tat = due
-	}
+	return l.core.Wait(ctx)
 }
 
 // The limiter sits in an account's pipeline twice. limitPolicy, per call,
@@ -147,7 +87,7 @@ func (p limitPolicy) Do(req *policy.Request) (*http.Response, error) {
 
 func (p limitRetryPolicy) Do(req *policy.Request) (*http.Response, error) {
 	if attempts, _ := req.Raw().Context().Value(attemptsKey{}).(*atomic.Int32); attempts != nil && attempts.Add(1) > 1 {
-		p.limiter.reserve(time.Now())
+		p.limiter.core.Reserve(time.Now())
 	}
 	return req.Next()
 }

@@ -90,15 +90,3 @@ func TestScalerHoldsRetirementsAfterAScaleUp(t *testing.T) {
 		assert.Equal(t, tt.want, s.mayRetire(t0.Add(tt.after)), "%v after the scale-up", tt.after)
 	}
 }
-
-func TestSignalBroadcastWakesEveryWaiterOnce(t *testing.T) {
-	s := newSignal()
-	ch1 := s.current()
-	ch2 := s.current()
-	assert.False(t, isClosed(ch1))
-	s.broadcast()
-	assert.True(t, isClosed(ch1))
-	assert.True(t, isClosed(ch2))
-	ch3 := s.current()
-	assert.False(t, isClosed(ch3), "a new wait is not woken by an old broadcast")
-}

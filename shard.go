@@ -9,19 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-var (
-	// ErrNoHealthyShard is returned by a ShardedQueue's Send, Receive and
-	// Depth when no shard could serve the request: every shard was backed
-	// off after failures, or failed this time. The shards' own errors are
-	// joined to it.
-	ErrNoHealthyShard = errors.New("azdispatch: no healthy shard")
-
-	// ErrShardUnavailable is returned by a keyed send whose shard is backed
-	// off after failures. Keyed sends do not move to another shard, so that
-	// every message of a key stays on one shard; retry later.
-	ErrShardUnavailable = errors.New("azdispatch: the key's shard is backed off after failures")
+	"github.com/azdispatch/azdispatch/internal/breaker"
+	"github.com/azdispatch/azdispatch/internal/jumphash"
 )
 
 // Shard is one queue of a ShardedQueue: a *Queue, or anything else that is
@@ -32,9 +22,9 @@ type Shard interface {
 	Target
 }
 
-// ShardOptions configures a ShardedQueue. Nil, or a zero field, means the
+// ShardedQueueOptions configures a ShardedQueue. Nil, or a zero field, means the
 // documented default.
-type ShardOptions struct {
+type ShardedQueueOptions struct {
 	// EmptySkip is how long a shard that a receive found empty is passed
 	// over while other shards may have messages. Defaults to 5 s: while some
 	// shards are busy, an empty one costs one request per 5 s, and a message
@@ -91,13 +81,13 @@ var (
 )
 
 // shardSet is what the views of one sharded queue share: the shards, their
-// health, what reads have seen on them, and where received messages came from.
+// health, and what reads have seen on them.
 type shardSet struct {
 	name   string
 	shards []Shard
-	health []*breaker // per shard
-	group  []*breaker // per shard: its account's breaker, shared; nil if unknown
-	opts   ShardOptions
+	health []*breaker.Breaker // per shard
+	group  []*breaker.Breaker // per shard: its account's breaker, shared; nil if unknown
+	opts   ShardedQueueOptions
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -107,9 +97,7 @@ type shardSet struct {
 	// exhaustive sets (poison sets) ask every shard before saying "empty",
 	// so that Requeue over them does not stop early.
 	exhaustive bool
-	parent     *shardSet // of a poison set: whose origins route its sends
-	origins    originMap
-	tracking   atomic.Bool // origins are kept once a poison set exists
+	parent     *shardSet // of a poison set: the set whose shards it sits beside
 
 	poisonOnce sync.Once
 	poison     *shardSet
@@ -122,27 +110,11 @@ type shardRead struct {
 	lastPoll time.Time
 }
 
-// shardRoute records which shard of which set a delivery came through, so
-// that its delete and visibility changes go back there. Sets that hold other
-// sets stack their routes.
-type shardRoute struct {
-	set   *shardSet
-	index int
-	next  *shardRoute
-}
-
-func (r *shardRoute) shardName() string {
-	if r == nil {
-		return ""
-	}
-	return r.set.shards[r.index].Name()
-}
-
 // NewShardedQueue returns a sharded queue called name (for logs, errors and
 // poison envelopes) over shards, in that order: KeyShard numbers them so,
 // and new shards must be added at the end to keep keys where they are.
 // AccountShards makes the usual shards, queues spread over accounts.
-func NewShardedQueue(name string, shards []Shard, opts *ShardOptions) (*ShardedQueue, error) {
+func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*ShardedQueue, error) {
 	if name == "" {
 		return nil, &ConfigError{Field: "name", Reason: "empty"}
 	}
@@ -154,7 +126,7 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardOptions) (*ShardedQ
 			return nil, &ConfigError{Field: "shards", Reason: fmt.Sprintf("shard %d is nil", i)}
 		}
 	}
-	var o ShardOptions
+	var o ShardedQueueOptions
 	if opts != nil {
 		o = *opts
 	}
@@ -162,7 +134,7 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardOptions) (*ShardedQ
 	setDefault(&o.RetryMin, 100*time.Millisecond)
 	setDefault(&o.RetryMax, time.Minute)
 	if o.EmptySkip < 0 || o.RetryMin < 0 || o.RetryMax < o.RetryMin {
-		return nil, &ConfigError{Field: "ShardOptions", Reason: "EmptySkip and RetryMin must not be negative, nor RetryMax less than RetryMin"}
+		return nil, &ConfigError{Field: "ShardedQueueOptions", Reason: "EmptySkip and RetryMin must not be negative, nor RetryMax less than RetryMin"}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -171,21 +143,21 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardOptions) (*ShardedQ
 	return set.view(allShards(len(shards))), nil
 }
 
-func newShardSet(name string, shards []Shard, o ShardOptions) *shardSet {
+func newShardSet(name string, shards []Shard, o ShardedQueueOptions) *shardSet {
 	set := &shardSet{
 		name: name, shards: append([]Shard(nil), shards...), opts: o,
 		log: o.Logger.With("sharded_queue", name), now: time.Now,
-		health: make([]*breaker, len(shards)), group: make([]*breaker, len(shards)),
+		health: make([]*breaker.Breaker, len(shards)), group: make([]*breaker.Breaker, len(shards)),
 		read: make([]shardRead, len(shards)),
 	}
 	// Shards of one account share a breaker for failures of the account's
 	// endpoint: when it refuses connections, it does so for all of them.
-	accounts := map[*Account]*breaker{}
+	accounts := map[*Account]*breaker.Breaker{}
 	for i, sh := range shards {
-		set.health[i] = new(breaker)
+		set.health[i] = new(breaker.Breaker)
 		if q, ok := sh.(*Queue); ok && q.account != nil {
 			if accounts[q.account] == nil {
-				accounts[q.account] = new(breaker)
+				accounts[q.account] = new(breaker.Breaker)
 			}
 			set.group[i] = accounts[q.account]
 		}
@@ -216,7 +188,7 @@ func (set *shardSet) view(members []int) *ShardedQueue {
 // hyphen of the largest index (see Account.Queue).
 func AccountShards(base string, n int, accounts ...*Account) ([]Shard, error) {
 	if n < 1 {
-		return nil, &ConfigError{Field: "n", Reason: fmt.Sprintf("%d shards; need at least 1", n)}
+		return nil, &ConfigError{Field: "shard count", Reason: fmt.Sprintf("%d; need at least 1", n)}
 	}
 	if len(accounts) == 0 {
 		return nil, &ConfigError{Field: "accounts", Reason: "none given"}
@@ -294,14 +266,8 @@ func (s *ShardedQueue) Create(ctx context.Context) error {
 // duplicate: delivery is at least once.
 func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
 	// Refused here, before any shard is asked: no shard would take it.
-	if err := checkText(text, ServiceMessageLimit); err != nil {
+	if err := checkText(text, serviceMessageLimit); err != nil {
 		return "", err
-	}
-	if p := s.set.parent; p != nil {
-		// A poison set: put the envelope beside the shard its message came from.
-		if id, done, err := s.sendToOrigin(ctx, p, text, opts); done {
-			return id, err
-		}
 	}
 	n := uint64(len(s.members))
 	start := s.writeNext.Add(1)
@@ -333,7 +299,7 @@ func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions)
 // sending elsewhere, which would break that promise; the caller retries
 // later. The key is not stored and not logged.
 func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error) {
-	if err := checkText(text, ServiceMessageLimit); err != nil {
+	if err := checkText(text, serviceMessageLimit); err != nil {
 		return "", err
 	}
 	i := KeyShard(key, len(s.set.shards))
@@ -349,22 +315,19 @@ func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *Se
 // Delete deletes a message received from this sharded queue (or another
 // view of its shards) through the shard it came from.
 func (s *ShardedQueue) Delete(ctx context.Context, d *Delivery) error {
-	r, err := s.set.origin(d)
+	r, err := s.set.receipt(d)
 	if err != nil {
 		return err
 	}
 	err = r.onShard(d, func(sh Shard) error { return sh.Delete(ctx, d) })
 	s.set.record(ctx, r.index, err)
-	if (err == nil || errors.Is(err, ErrOwnershipLost)) && s.set.tracking.Load() {
-		s.set.origins.forget(d.ID)
-	}
 	return err
 }
 
 // SetVisibility hides a received message for after, through the shard it
 // came from (see Queue.SetVisibility).
 func (s *ShardedQueue) SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error {
-	r, err := s.set.origin(d)
+	r, err := s.set.receipt(d)
 	if err != nil {
 		return err
 	}
@@ -410,103 +373,39 @@ func (s *ShardedQueue) Depth(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// Health returns the state of each shard of this view, in order.
-func (s *ShardedQueue) Health() []ShardHealth {
-	now := s.set.now()
-	out := make([]ShardHealth, len(s.members))
-	for p, i := range s.members {
-		failures, until, last := s.set.retryAt(i)
-		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: s.set.available(i, now), Failures: failures, LastError: last}
-		if !out[p].Healthy {
-			out[p].RetryAt = until
+// KeyShard returns the shard, 0 to shards−1, that a keyed send puts key on.
+// It is jump consistent hashing (Lamping and Veach, "A Fast, Minimal
+// Memory, Consistent Hash Algorithm", 2014) of a fixed 64-bit hash of the
+// key: every key keeps its shard when shards grow from n to n+1, except
+// about 1/(n+1) of them, which move to the new shard. Every process, and
+// every version of this package, agrees on it.
+func KeyShard(key string, shards int) int { return jumphash.Shard(key, shards) }
+
+var _ WakeSource = (*ShardedQueue)(nil)
+
+// Subscribe implements WakeSource: wake is called after every send, in this
+// process, through one of the set's shards that is itself a WakeSource (a
+// *Queue is), whether it went through this ShardedQueue, another view of
+// the same shards, or the shard directly. The shard sent to is marked as
+// holding messages first, so that the receive the wake-up brings asks it
+// even if it was empty a moment ago.
+func (s *ShardedQueue) Subscribe(wake func()) (cancel func()) {
+	var cancels []func()
+	for _, i := range s.members {
+		ws, ok := s.set.shards[i].(WakeSource)
+		if !ok {
+			continue
+		}
+		cancels = append(cancels, ws.Subscribe(func() {
+			s.set.mu.Lock()
+			s.set.read[i].empty = false
+			s.set.mu.Unlock()
+			wake()
+		}))
+	}
+	return func() {
+		for _, c := range cancels {
+			c()
 		}
 	}
-	return out
-}
-
-// available reports whether shard i may be asked at now: neither it nor its
-// account is backed off.
-func (set *shardSet) available(i int, now time.Time) bool {
-	if open, _ := set.health[i].open(now); open {
-		return false
-	}
-	if g := set.group[i]; g != nil {
-		if open, _ := g.open(now); open {
-			return false
-		}
-	}
-	return true
-}
-
-// retryAt is shard i's failure count, the end of its back-off and its last
-// error, whichever of its own and its account's breakers is open longer.
-func (set *shardSet) retryAt(i int) (int64, time.Time, error) {
-	failures, until, last := set.health[i].state()
-	if g := set.group[i]; g != nil {
-		if gf, gu, gl := g.state(); gu.After(until) {
-			failures, until, last = gf, gu, gl
-		}
-	}
-	return failures, until, last
-}
-
-// record updates shard i's breakers with the outcome of a request.
-func (set *shardSet) record(ctx context.Context, i int, err error) {
-	if err == nil {
-		recovered := set.health[i].succeed()
-		if g := set.group[i]; g != nil && g.succeed() {
-			recovered = true
-		}
-		if recovered {
-			set.log.Info("shard recovered", "shard", set.shards[i].Name())
-		}
-		return
-	}
-	shard, account := fault(ctx, err)
-	if !shard {
-		return
-	}
-	b := set.health[i]
-	if account && set.group[i] != nil {
-		b = set.group[i]
-	}
-	maxWait := set.opts.RetryMax
-	if throttled(err) {
-		maxWait = max(set.opts.RetryMin, min(maxWait, throttledMax))
-	}
-	n, wait := b.fail(set.now(), err, set.opts.RetryMin, maxWait)
-	set.log.Warn("shard backed off", "shard", set.shards[i].Name(), "whole_account", account && set.group[i] != nil,
-		"failures", n, "retry_in", wait, "err", err)
-}
-
-// noHealthy is the error of a request no shard could serve.
-func (set *shardSet) noHealthy(op string, errs []error, now time.Time) error {
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
-	}
-	next := time.Time{}
-	for i := range set.shards {
-		if _, until, _ := set.retryAt(i); next.IsZero() || until.Before(next) {
-			next = until
-		}
-	}
-	return fmt.Errorf("%w: %s on %q: every shard is backed off; the first is tried again in %v",
-		ErrNoHealthyShard, op, set.name, next.Sub(now).Round(time.Millisecond))
-}
-
-// origin returns the route of a delivery that came through this set.
-func (set *shardSet) origin(d *Delivery) (*shardRoute, error) {
-	if d == nil || d.route == nil || d.route.set != set {
-		return nil, errors.New("azdispatch: delivery did not come from sharded queue " + set.name)
-	}
-	return d.route, nil
-}
-
-// onShard calls f with the route's shard while d's route is the shard's own
-// (the next entry), so that a shard which is itself sharded finds its route.
-// A Delivery belongs to one goroutine at a time, so this is safe.
-func (r *shardRoute) onShard(d *Delivery, f func(Shard) error) error {
-	d.route = r.next
-	defer func() { d.route = r }()
-	return f(r.set.shards[r.index])
 }

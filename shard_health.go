@@ -3,64 +3,10 @@ package azdispatch
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
+	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 )
-
-// breaker is the circuit breaker of one shard, or of one account's shards
-// together. After a failure the shard is left alone for a jittered,
-// exponentially growing time; when that has passed, the next request tries
-// it again (half-open): success closes the breaker, failure opens it for
-// longer. Jitter keeps a fleet of clients from coming back all at once.
-type breaker struct {
-	failing   atomic.Bool // a fast path for succeed, called after every request
-	mu        sync.Mutex
-	failures  int64
-	openUntil time.Time
-	lastErr   error
-}
-
-// open reports whether the breaker turns requests away at now, and until when.
-func (b *breaker) open(now time.Time) (bool, time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return now.Before(b.openUntil), b.openUntil
-}
-
-// fail records a failure at now and opens the breaker; it returns the new
-// failure count and how long it stays open.
-func (b *breaker) fail(now time.Time, err error, minWait, maxWait time.Duration) (int64, time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failures++
-	b.failing.Store(true)
-	wait := retryDelay(minWait, maxWait, b.failures, rand.Float64())
-	b.openUntil = now.Add(wait)
-	b.lastErr = err
-	return b.failures, wait
-}
-
-// succeed closes the breaker; it reports whether it had been failing.
-func (b *breaker) succeed() bool {
-	if !b.failing.Load() {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	was := b.failures > 0
-	b.failures, b.openUntil, b.lastErr = 0, time.Time{}, nil
-	b.failing.Store(false)
-	return was
-}
-
-func (b *breaker) state() (failures int64, openUntil time.Time, lastErr error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.failures, b.openUntil, b.lastErr
-}
 
 // ShardHealth is one shard's state as its ShardedQueue sees it.
 type ShardHealth struct {
@@ -108,4 +54,88 @@ const throttledMax = time.Second
 func throttled(err error) bool {
 	var se *StorageError
 	return errors.As(err, &se) && se.StatusCode == http.StatusServiceUnavailable && se.Code == "ServerBusy"
+}
+
+// Health returns the state of each shard of this view, in order.
+func (s *ShardedQueue) Health() []ShardHealth {
+	now := s.set.now()
+	out := make([]ShardHealth, len(s.members))
+	for p, i := range s.members {
+		failures, until, last := s.set.retryAt(i)
+		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: s.set.available(i, now), Failures: failures, LastError: last}
+		if !out[p].Healthy {
+			out[p].RetryAt = until
+		}
+	}
+	return out
+}
+
+// available reports whether shard i may be asked at now: neither it nor its
+// account is backed off.
+func (set *shardSet) available(i int, now time.Time) bool {
+	if open, _ := set.health[i].Open(now); open {
+		return false
+	}
+	if g := set.group[i]; g != nil {
+		if open, _ := g.Open(now); open {
+			return false
+		}
+	}
+	return true
+}
+
+// retryAt is shard i's failure count, the end of its back-off and its last
+// error, whichever of its own and its account's breakers is open longer.
+func (set *shardSet) retryAt(i int) (int64, time.Time, error) {
+	failures, until, last := set.health[i].State()
+	if g := set.group[i]; g != nil {
+		if gf, gu, gl := g.State(); gu.After(until) {
+			failures, until, last = gf, gu, gl
+		}
+	}
+	return failures, until, last
+}
+
+// record updates shard i's breakers with the outcome of a request.
+func (set *shardSet) record(ctx context.Context, i int, err error) {
+	if err == nil {
+		recovered := set.health[i].Succeed()
+		if g := set.group[i]; g != nil && g.Succeed() {
+			recovered = true
+		}
+		if recovered {
+			set.log.Info("shard recovered", "shard", set.shards[i].Name())
+		}
+		return
+	}
+	shard, account := fault(ctx, err)
+	if !shard {
+		return
+	}
+	b := set.health[i]
+	if account && set.group[i] != nil {
+		b = set.group[i]
+	}
+	maxWait := set.opts.RetryMax
+	if throttled(err) {
+		maxWait = max(set.opts.RetryMin, min(maxWait, throttledMax))
+	}
+	n, wait := b.Fail(set.now(), err, set.opts.RetryMin, maxWait)
+	set.log.Warn("shard backed off", "shard", set.shards[i].Name(), "whole_account", account && set.group[i] != nil,
+		"failures", n, "retry_in", wait, "err", err)
+}
+
+// noHealthy is the error of a request no shard could serve.
+func (set *shardSet) noHealthy(op string, errs []error, now time.Time) error {
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
+	}
+	next := time.Time{}
+	for i := range set.shards {
+		if _, until, _ := set.retryAt(i); next.IsZero() || until.Before(next) {
+			next = until
+		}
+	}
+	return fmt.Errorf("%w: %s on %q: every shard is backed off; the first is tried again in %v",
+		ErrNoHealthyShard, op, set.name, next.Sub(now).Round(time.Millisecond))
 }

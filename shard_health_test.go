@@ -23,16 +23,16 @@ func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 	tests := []struct {
 		name     string
 		err      error
-		opts     ShardOptions
+		opts     ShardedQueueOptions
 		atLeast  time.Duration // the last back-off, after 20 failures in a row
 		atMost   time.Duration
 		throttle bool
 	}{
-		{"503 at the defaults", busy, ShardOptions{}, 800 * time.Millisecond, time.Second, true},
-		{"503 that is not ServerBusy", unavailable, ShardOptions{}, 48 * time.Second, time.Minute, false},
-		{"403 at the defaults", gone, ShardOptions{}, 48 * time.Second, time.Minute, false},
-		{"503 with a lower RetryMax", busy, ShardOptions{RetryMax: 300 * time.Millisecond}, 240 * time.Millisecond, 300 * time.Millisecond, true},
-		{"503 with RetryMin above a second", busy, ShardOptions{RetryMin: 5 * time.Second, RetryMax: time.Minute}, 4 * time.Second, 5 * time.Second, true},
+		{"503 at the defaults", busy, ShardedQueueOptions{}, 800 * time.Millisecond, time.Second, true},
+		{"503 that is not ServerBusy", unavailable, ShardedQueueOptions{}, 48 * time.Second, time.Minute, false},
+		{"403 at the defaults", gone, ShardedQueueOptions{}, 48 * time.Second, time.Minute, false},
+		{"503 with a lower RetryMax", busy, ShardedQueueOptions{RetryMax: 300 * time.Millisecond}, 240 * time.Millisecond, 300 * time.Millisecond, true},
+		{"503 with RetryMin above a second", busy, ShardedQueueOptions{RetryMin: 5 * time.Second, RetryMax: time.Minute}, 4 * time.Second, 5 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 	}
 }
 
-func TestShardOptionsDefaults(t *testing.T) {
+func TestShardedQueueOptionsDefaults(t *testing.T) {
 	sq, err := NewShardedQueue("tasks", []Shard{&Queue{name: "tasks-0"}}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 5*time.Second, sq.set.opts.EmptySkip)

@@ -24,6 +24,7 @@ var spare struct {
 
 func spareEmulators(t testing.TB) []*azurite.Instance {
 	t.Helper()
+	needStorage(t)
 	spare.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -73,7 +74,7 @@ func threeAccounts(t testing.TB) []*Account {
 }
 
 // shardedQueue returns a new sharded queue of n shards over accts.
-func shardedQueue(t testing.TB, n int, opts *ShardOptions, accts ...*Account) *ShardedQueue {
+func shardedQueue(t testing.TB, n int, opts *ShardedQueueOptions, accts ...*Account) *ShardedQueue {
 	t.Helper()
 	shards, err := AccountShards(uniqueName(t), n, accts...)
 	require.NoError(t, err)

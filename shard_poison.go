@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 )
 
 // The poison queues of a sharded queue sit beside its shards: shard
@@ -14,11 +12,6 @@ import (
 // came from (one account failing does not stop the others' poison moves),
 // and a requeued message goes back to its own shard, keeping the affinity
 // of keyed sends.
-
-// originTTL is how long a received message's shard is remembered for poison
-// routing. A message held longer than this and then poisoned is still
-// poisoned, only into another shard's poison queue.
-const originTTL = time.Hour
 
 // PoisonQueue is where a listener on s moves messages it gives up on: a
 // sharded queue over the shards' own poison queues ("<shard>-poison" in the
@@ -33,7 +26,6 @@ func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
 	if p == nil {
 		return nil
 	}
-	s.set.tracking.Store(true)
 	return p.view(s.members)
 }
 
@@ -59,24 +51,19 @@ func (set *shardSet) poisonSet() *shardSet {
 	return set.poison
 }
 
-// sendToOrigin sends a poison envelope to the poison shard beside the shard
-// its message came from. done is false when that shard is unknown or
-// unavailable, and the caller spreads the send instead.
-func (s *ShardedQueue) sendToOrigin(ctx context.Context, parent *shardSet, text string, opts *SendOptions) (id string, done bool, err error) {
-	env, perr := ParsePoison(text)
-	if perr != nil {
-		return "", false, nil
+// sendBeside puts a poison envelope about d into the poison queue beside the
+// shard d came through, which the listener's poison move calls with the
+// delivery it gives up on. When that is not known (d came from elsewhere) or
+// the shard is backed off or fails, the envelope is spread as any send is.
+func (s *ShardedQueue) sendBeside(ctx context.Context, d *Delivery, text string, opts *SendOptions) (string, error) {
+	if r, ok := d.Receipt.(*shardReceipt); ok && r.set == s.set.parent && s.set.available(r.index, s.set.now()) {
+		id, err := s.set.shards[r.index].Send(ctx, text, opts)
+		s.set.record(ctx, r.index, err)
+		if f, _ := fault(ctx, err); !f {
+			return id, err
+		}
 	}
-	i, ok := parent.origins.lookup(env.MessageID)
-	if !ok || !s.set.available(i, s.set.now()) {
-		return "", false, nil
-	}
-	id, err = s.set.shards[i].Send(ctx, text, opts)
-	s.set.record(ctx, i, err)
-	if f, _ := fault(ctx, err); f {
-		return "", false, nil // route around it, as any send would
-	}
-	return id, true, err
+	return s.Send(ctx, text, opts)
 }
 
 // Requeue moves the envelopes in each shard's poison queue back to that
@@ -111,52 +98,4 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 		}
 	}
 	return total, errors.Join(errs...)
-}
-
-// originMap remembers which shard each message in flight came from, for the
-// poison move: the listener poisons with the envelope alone, and the
-// envelope holds the message ID. Entries go when the message is deleted;
-// those of messages released and received elsewhere are pruned after
-// originTTL.
-type originMap struct {
-	mu      sync.Mutex
-	m       map[string]origin
-	pruneAt int
-}
-
-type origin struct {
-	shard int
-	seen  time.Time
-}
-
-func (o *originMap) remember(batch []*Delivery, shard int, now time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m == nil {
-		o.m, o.pruneAt = make(map[string]origin), 4096
-	}
-	for _, d := range batch {
-		o.m[d.ID] = origin{shard: shard, seen: now}
-	}
-	if len(o.m) >= o.pruneAt {
-		for id, e := range o.m {
-			if now.Sub(e.seen) > originTTL {
-				delete(o.m, id)
-			}
-		}
-		o.pruneAt = max(4096, 2*len(o.m))
-	}
-}
-
-func (o *originMap) lookup(id string) (int, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	e, ok := o.m[id]
-	return e.shard, ok
-}
-
-func (o *originMap) forget(id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.m, id)
 }

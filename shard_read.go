@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -16,7 +17,7 @@ import (
 // request per call, as one queue would.
 //
 // Shards that were empty at their last look are passed over for
-// ShardOptions.EmptySkip; when all are, the one looked at longest ago is
+// ShardedQueueOptions.EmptySkip; when all are, the one looked at longest ago is
 // asked. So on an idle queue, whose listener calls Receive every maxIdle
 // (30 s by default), calls go round the k shards one at a time: a message
 // that arrives alone on one shard is received within k·maxIdle (5 minutes
@@ -115,8 +116,8 @@ func (s *ShardedQueue) readOrder(now time.Time) []readCandidate {
 	return out
 }
 
-// receiveFrom receives from shard i, records what it found, and marks each
-// delivery with its route.
+// receiveFrom receives from shard i, records what it found, and wraps each
+// delivery's receipt in one that names shard i.
 func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility time.Duration) ([]*Delivery, error) {
 	batch, err := set.shards[i].Receive(ctx, max, visibility)
 	set.record(ctx, i, err)
@@ -131,11 +132,40 @@ func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility tim
 		r.emptyAt = now
 	}
 	set.mu.Unlock()
-	for _, d := range batch {
-		d.route = &shardRoute{set: set, index: i, next: d.route}
-	}
-	if set.tracking.Load() {
-		set.origins.remember(batch, i, now)
+	receipts := make([]shardReceipt, len(batch)) // one allocation per receive
+	for k, d := range batch {
+		receipts[k] = shardReceipt{set: set, index: i, inner: d.Receipt}
+		d.Receipt = &receipts[k]
 	}
 	return batch, nil
+}
+
+// shardReceipt is the Receipt of a delivery received through a sharded
+// queue: the shard it came through and that shard's own receipt. A shard
+// that is itself sharded nests its receipt inside.
+type shardReceipt struct {
+	set   *shardSet
+	index int
+	inner any
+}
+
+// receipt returns the receipt of a delivery that came through this set.
+func (set *shardSet) receipt(d *Delivery) (*shardReceipt, error) {
+	if d != nil {
+		if r, ok := d.Receipt.(*shardReceipt); ok && r.set == set {
+			return r, nil
+		}
+	}
+	return nil, errors.New("azdispatch: delivery did not come from sharded queue " + set.name)
+}
+
+// onShard calls f with the receipt's shard while d carries the shard's own
+// receipt, then keeps the receipt the shard left (a visibility update
+// replaces it) and puts this one back. A Delivery belongs to one goroutine
+// at a time, so this is safe.
+func (r *shardReceipt) onShard(d *Delivery, f func(Shard) error) error {
+	d.Receipt = r.inner
+	err := f(r.set.shards[r.index])
+	r.inner, d.Receipt = d.Receipt, r
+	return err
 }

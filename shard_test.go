@@ -60,7 +60,7 @@ func TestShardedQueueDeleteAndVisibilityGoToTheOrigin(t *testing.T) {
 	}
 	from := map[string]bool{}
 	for _, d := range got {
-		from[d.QueueName()] = true
+		from[d.Queue] = true
 	}
 	assert.Len(t, from, 3, "one message from each shard")
 
@@ -76,7 +76,7 @@ func TestShardedQueueDeleteAndVisibilityGoToTheOrigin(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorContains(t, other.Delete(ctx, got[2]), "did not come from sharded queue")
 	// The shard itself can delete it: the pop receipt is the shard's.
-	shard := sq.Shards()[indexOfShard(sq, got[2].QueueName())]
+	shard := sq.Shards()[indexOfShard(sq, got[2].Queue)]
 	require.NoError(t, shard.Delete(ctx, got[2]))
 
 	n, err := sq.Depth(ctx)
@@ -97,7 +97,7 @@ func indexOfShard(sq *ShardedQueue, name string) int {
 func TestShardedQueueSkipsShardsThatWereJustEmpty(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
-	sq := shardedQueue(t, 5, &ShardOptions{EmptySkip: time.Hour}, a)
+	sq := shardedQueue(t, 5, &ShardedQueueOptions{EmptySkip: time.Hour}, a)
 	require.NoError(t, sq.Create(context.Background()))
 	busy := sq.Shards()[2].(*Queue)
 	sendTexts(t, busy, 100, func(int) string { return "x" })
@@ -110,7 +110,7 @@ func TestShardedQueueSkipsShardsThatWereJustEmpty(t *testing.T) {
 		require.NoError(t, err)
 		calls++
 		for _, d := range batch {
-			require.Equal(t, busy.Name(), d.QueueName())
+			require.Equal(t, busy.Name(), d.Queue)
 			require.NoError(t, sq.Delete(ctx, d))
 		}
 		got += len(batch)
@@ -150,7 +150,7 @@ func TestShardedQueueSkipsShardsThatWereJustEmpty(t *testing.T) {
 func TestShardedQueueFillsAPartialBatchFromOtherShards(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
-	sq := shardedQueue(t, 4, &ShardOptions{EmptySkip: time.Hour}, a)
+	sq := shardedQueue(t, 4, &ShardedQueueOptions{EmptySkip: time.Hour}, a)
 	ctx := context.Background()
 	require.NoError(t, sq.Create(ctx))
 	// One receive looks at every shard, none known yet: it learns that
@@ -177,7 +177,7 @@ func TestShardedQueueFillsAPartialBatchFromOtherShards(t *testing.T) {
 	assert.EqualValues(t, 3, tx.Receive-before.Receive, "one request per warm shard; the cold one is not asked")
 	from := map[string]int{}
 	for _, d := range batch {
-		from[d.QueueName()]++
+		from[d.Queue]++
 		require.NoError(t, sq.Delete(ctx, d), "each delete goes to its own shard")
 	}
 	assert.Len(t, from, 3)
@@ -205,7 +205,7 @@ func TestShardedQueueReturnsWhatItHoldsWhenAShardFailsMidGather(t *testing.T) {
 	f.next = newHTTPClient()
 	shards, err := AccountShards(base, 3, testAccount(t, quickRetries(f)))
 	require.NoError(t, err)
-	sq, err := NewShardedQueue("tasks", shards, &ShardOptions{RetryMin: time.Minute, RetryMax: time.Minute})
+	sq, err := NewShardedQueue("tasks", shards, &ShardedQueueOptions{RetryMin: time.Minute, RetryMax: time.Minute})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, sh := range shards {
@@ -215,7 +215,7 @@ func TestShardedQueueReturnsWhatItHoldsWhenAShardFailsMidGather(t *testing.T) {
 	require.NoError(t, err, "messages in hand are returned, not an error")
 	require.NotEmpty(t, batch)
 	for _, d := range batch {
-		assert.NotEqual(t, base+"-1", d.QueueName())
+		assert.NotEqual(t, base+"-1", d.Queue)
 		require.NoError(t, sq.Delete(ctx, d))
 	}
 	assert.False(t, sq.Health()[1].Healthy, "the failing shard is backed off")
@@ -234,7 +234,7 @@ func TestShardedQueueRoutesAroundAThrottledShard(t *testing.T) {
 	a := testAccount(t, quickRetries(f))
 	shards, err := AccountShards(base, 3, a)
 	require.NoError(t, err)
-	sq, err := NewShardedQueue("tasks", shards, &ShardOptions{RetryMin: 300 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+	sq, err := NewShardedQueue("tasks", shards, &ShardedQueueOptions{RetryMin: 300 * time.Millisecond, RetryMax: 500 * time.Millisecond})
 	require.NoError(t, err)
 
 	sendJobs(t, sq, 30)
@@ -285,7 +285,7 @@ func TestShardedQueueFailsOnlyWhenEveryShardFails(t *testing.T) {
 	t.Parallel()
 	f := &faultTransport{fail: func(*http.Request) bool { return true }}
 	f.next = newHTTPClient()
-	sq := shardedQueue(t, 3, &ShardOptions{RetryMin: time.Minute, RetryMax: time.Minute}, testAccount(t, quickRetries(f)))
+	sq := shardedQueue(t, 3, &ShardedQueueOptions{RetryMin: time.Minute, RetryMax: time.Minute}, testAccount(t, quickRetries(f)))
 	ctx := context.Background()
 	_, err := sq.Send(ctx, "x", nil)
 	require.ErrorIs(t, err, ErrNoHealthyShard)
@@ -303,20 +303,21 @@ func TestShardedQueueFailsOnlyWhenEveryShardFails(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoHealthyShard)
 	assert.Equal(t, hits, f.hits.Load(), "backed-off shards cost no request")
 
-	_, err = sq.Send(ctx, strings.Repeat("x", ServiceMessageLimit+1), nil)
+	_, err = sq.Send(ctx, strings.Repeat("x", serviceMessageLimit+1), nil)
 	assert.ErrorIs(t, err, ErrMessageTooLarge, "a message error is not a shard failure")
 }
 
 func TestShardedQueueKeepsGoingWhenAnAccountDies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	needStorage(t)
 	doomed, err := azurite.Start(ctx, &azurite.Options{Fresh: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = doomed.Kill() })
 	other, err := NewAccountFromConnectionString(doomed.ConnectionString(), quickRetries(nil))
 	require.NoError(t, err)
 	// Backed off for a minute, so that the end of the test still sees it.
-	sq := shardedQueue(t, 4, &ShardOptions{RetryMin: time.Minute, RetryMax: time.Minute},
+	sq := shardedQueue(t, 4, &ShardedQueueOptions{RetryMin: time.Minute, RetryMax: time.Minute},
 		testAccount(t, quickRetries(nil)), other)
 	require.NoError(t, sq.Create(ctx))
 
@@ -472,6 +473,38 @@ func TestShardedPoisonStaysBesideItsShardAndRequeues(t *testing.T) {
 	n, err := sq.Depth(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 6, n)
+}
+
+// The poison move routes by the delivery it gives up on, not by reading
+// the envelope: any text goes beside the shard the delivery came through.
+func TestShardedPoisonMoveRoutesByTheDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sq := shardedQueue(t, 3, nil, testAccount(t, quickRetries(nil)))
+	const key = "k"
+	_, err := sq.SendKeyed(ctx, key, "x", nil)
+	require.NoError(t, err)
+	got, err := sq.Receive(ctx, 1, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	poison := sq.PoisonQueue()
+	_, err = poison.sendBeside(ctx, got[0], "not an envelope at all", nil)
+	require.NoError(t, err)
+	for i, sh := range sq.Shards() {
+		want := 0
+		if i == KeyShard(key, 3) {
+			want = 1
+		}
+		assert.Equal(t, want, depth(t, sh.(*Queue).PoisonQueue()), "poison queue of shard %d", i)
+	}
+
+	// A delivery from elsewhere is spread as any send is.
+	_, err = poison.sendBeside(ctx, &Delivery{ID: "from elsewhere"}, "text", nil)
+	require.NoError(t, err)
+	n, err := poison.Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
 }
 
 func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {

@@ -5,20 +5,21 @@ import (
 	"time"
 )
 
-// Source is what a Listener receives from: a Queue, or several queues behind
-// one. Implementations in this package are safe for concurrent use. To add
-// behaviour (fault injection, tracing), wrap one of them.
+// Source is what a Listener receives from: a Queue, a ShardedQueue, or a
+// source of your own (a wrapper that traces or injects faults, a stand-in for
+// tests). The sources of this package are safe for concurrent use.
 type Source interface {
 	// Name identifies the source in logs, errors and poison envelopes.
 	Name() string
 	// Receive gets up to max messages (1 to MaxBatch) and hides them for
 	// visibility. It returns an empty slice, not an error, when there are none.
 	Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error)
-	// Delete removes a received message. A stale pop receipt gives an error
+	// Delete removes a received message. A stale receipt gives an error
 	// matching ErrOwnershipLost.
 	Delete(ctx context.Context, d *Delivery) error
 	// SetVisibility hides a received message for after from now (0 makes it
-	// visible at once), keeping its text, and records the new pop receipt in d.
+	// visible at once), keeping its text, and records in d what a later
+	// Delete or SetVisibility needs (a pop receipt changes on every update).
 	SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error
 	// Depth is the approximate number of messages, invisible ones included.
 	Depth(ctx context.Context) (int, error)
@@ -32,6 +33,14 @@ type Target interface {
 	Send(ctx context.Context, text string, opts *SendOptions) (string, error)
 }
 
+// KeyedTarget is a Target that can keep all messages of a key together,
+// such as a ShardedQueue, which puts them on one shard.
+type KeyedTarget interface {
+	Target
+	// SendKeyed puts text where every message with this key goes.
+	SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error)
+}
+
 // SendOptions are the per-message options of a send. Nil means defaults.
 type SendOptions struct {
 	// Delay keeps the message invisible for this long after it is sent (up
@@ -42,9 +51,9 @@ type SendOptions struct {
 	TTL time.Duration
 }
 
-// Delivery is one received message as the storage service returned it.
-// A Delivery belongs to one goroutine at a time; the listener hands it from
-// the dequeuer to a handler goroutine and never shares it.
+// Delivery is one received message as its Source returned it. A Delivery
+// belongs to one goroutine at a time; the listener hands it from the
+// dequeuer to a handler goroutine and never shares it.
 type Delivery struct {
 	ID            string
 	Text          string // the message text exactly as stored
@@ -52,27 +61,31 @@ type Delivery struct {
 	InsertedAt    time.Time
 	ExpiresAt     time.Time
 	NextVisibleAt time.Time // when it reappears unless deleted or renewed
+	Queue         string    // the queue it came from: for a ShardedQueue, the shard's name
 
-	popReceipt string      // changes on every update; required to delete
-	from       *Queue      // the queue it came from, so deletes go back there
-	route      *shardRoute // the shard of a ShardedQueue it came through, if any
+	// Receipt is what the Source that returned the delivery needs to delete
+	// it or change its visibility later: for a Queue, its pop receipt; for a
+	// ShardedQueue, the shard it came through as well. Only that source
+	// reads it; everyone else passes the Delivery back as it is. A Source of
+	// your own puts here whatever it needs (its own record of the message,
+	// say), and may replace it in SetVisibility.
+	Receipt any
 }
 
-// QueueName is the name of the queue the message came from.
-func (d *Delivery) QueueName() string {
-	if d.from == nil {
-		return d.route.shardName() // a shard that is not a *Queue
-	}
-	return d.from.name
-}
-
-// Service limits, from the Azure Queue Storage documentation.
+// Limits of the Azure Queue Storage service.
 const (
 	// MaxBatch is the most messages one receive may return.
 	MaxBatch = 32
-	// ServiceMessageLimit is the largest message text the service accepts,
-	// in UTF-8 bytes (XML escaping on the wire does not count).
-	ServiceMessageLimit = 64 * 1024
 	// MaxVisibility is the longest a message can be hidden.
 	MaxVisibility = 7 * 24 * time.Hour
+	// MaxMessageSize is the largest encoded message, in UTF-8 bytes, that a
+	// Publisher puts on a queue as it is (larger ones are offloaded to a
+	// blob): the service's 64 KiB less the 1 KiB kept for the header of a
+	// poison envelope, so that every message sent can later be moved whole
+	// into a poison queue.
+	MaxMessageSize = serviceMessageLimit - poisonHeaderReserve
 )
+
+// serviceMessageLimit is the largest message text the service accepts, in
+// UTF-8 bytes (XML escaping on the wire does not count).
+const serviceMessageLimit = 64 * 1024

@@ -15,7 +15,6 @@ type State struct {
 	ActiveDequeuers    int // receive loops running now
 	MaxActiveDequeuers int // the most that ran at once
 	IdleDequeuers      int // of ActiveDequeuers, those backing off after finding nothing
-	MinDequeuers       int // the floor the listener keeps: MinDequeuers, or 0 when PushOnly
 
 	// Depth is the queue's approximate depth as last read for scaling
 	// (invisible messages included), at DepthAt; DepthAt is zero before the

@@ -7,19 +7,20 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// DefaultSweepGrace is how long Sweep keeps a payload past the expiry of the
+// defaultSweepGrace is how long Sweep keeps a payload past the expiry of the
 // message that pointed at it, unless told otherwise.
-const DefaultSweepGrace = time.Hour
+const defaultSweepGrace = time.Hour
 
 // SweepOptions narrow a Sweep. Nil means defaults.
 type SweepOptions struct {
 	// Grace is how long after its message's expiry a payload is kept. It
 	// covers the time between writing a blob and its pointer's send
 	// completing (a send may be retried for minutes) and the clock skew
-	// between the publisher's machine and the sweeper's. Defaults to
-	// DefaultSweepGrace.
+	// between the publisher's machine and the sweeper's. Defaults to an hour.
 	Grace time.Duration
 	// Queue, if set, limits the sweep to payloads sent to that queue.
 	Queue string
@@ -42,7 +43,7 @@ type SweepResult struct {
 // content): every payload blob records, in its metadata, when the message
 // that points at it expires, which the service enforces; after that moment,
 // plus Grace, no live message points at it. Payloads of messages that never
-// expire (a negative PublisherConfig.TTL) are never swept. Payloads held by
+// expire (a negative PublisherOptions.TTL) are never swept. Payloads held by
 // a poison envelope are marked when they are poisoned and never swept,
 // since an envelope does not expire and Requeue may send the pointer again;
 // they are deleted when their requeued message completes. Each delete is
@@ -59,7 +60,7 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 	if o.Grace < 0 {
 		return SweepResult{}, &ConfigError{Field: "SweepOptions.Grace", Reason: "negative"}
 	}
-	setDefault(&o.Grace, DefaultSweepGrace)
+	setDefault(&o.Grace, defaultSweepGrace)
 	var res SweepResult
 	pager := store.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
 		Include: container.ListBlobsInclude{Metadata: true},
@@ -81,17 +82,17 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 				continue
 			}
 			res.Scanned++
-			meta, ok := parseBlobMeta(item.Metadata)
+			meta, ok := payload.ParseMeta(item.Metadata)
 			switch {
-			case !ok || !isLowerHex(*item.Name, blobIDLen):
+			case !ok || !payload.IsLowerHex(*item.Name, payload.BlobIDLen):
 				res.Foreign++
 				continue
-			case o.Queue != "" && meta.queue != o.Queue:
+			case o.Queue != "" && meta.Queue != o.Queue:
 				continue
-			case !meta.poisoned.IsZero():
+			case !meta.Poisoned.IsZero():
 				res.Poisoned++
 				continue
-			case meta.expires.IsZero() || now.Before(meta.expires.Add(o.Grace)):
+			case meta.Expires.IsZero() || now.Before(meta.Expires.Add(o.Grace)):
 				res.Live++
 				continue
 			}

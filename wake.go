@@ -1,6 +1,14 @@
 package azdispatch
 
-import "sync"
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/syncx"
+)
 
 // WakeSource tells its subscribers that work was sent. A *Queue is one: it
 // calls them after every successful Send through it in this process. A
@@ -11,65 +19,87 @@ type WakeSource interface {
 	Subscribe(wake func()) (cancel func())
 }
 
-// subscribers is a set of wake callbacks; the zero value is ready.
-type subscribers struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]func()
-}
+// WakeHandler is an http.Handler that accepts wake-ups from other processes:
+// a POST wakes the listeners that have it as their ListenerOptions.Wake. Mount
+// it wherever the process serves HTTP, behind whatever authentication the
+// process uses; a wake-up carries nothing and costs only an early receive,
+// but an open endpoint lets anyone make a listener poll. Publishers reach it
+// with an HTTPNotifier. The zero value is ready.
+type WakeHandler struct{ subs syncx.Subscribers }
 
 // Subscribe implements WakeSource.
-func (s *subscribers) Subscribe(wake func()) (cancel func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fns == nil {
-		s.fns = make(map[int]func())
+func (h *WakeHandler) Subscribe(wake func()) (cancel func()) { return h.subs.Subscribe(wake) }
+
+// ServeHTTP wakes the subscribed listeners on POST and answers 204; other
+// methods get 405.
+func (h *WakeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
 	}
-	id := s.next
-	s.next++
-	s.fns[id] = wake
-	return func() {
-		s.mu.Lock()
-		delete(s.fns, id)
-		s.mu.Unlock()
+	h.subs.Wake()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// HTTPNotifier sends wake-ups to a WakeHandler in another process. Notify
+// never blocks: wake-ups that come while one is being sent are merged into
+// one more, so a publisher sending thousands of messages makes a handful of
+// HTTP requests. Run sends them; create one with NewHTTPNotifier.
+type HTTPNotifier struct {
+	url     string
+	client  *http.Client
+	pending chan struct{} // holds at most one wake-up not yet sent
+	// OnError, if set, is called with each failed wake-up (for logs);
+	// a failed wake-up is not retried: the listener's polling finds the work.
+	OnError func(error)
+}
+
+// NewHTTPNotifier returns a notifier that POSTs to url with client (nil means
+// a client with a 5 s timeout).
+func NewHTTPNotifier(url string, client *http.Client) *HTTPNotifier {
+	if client == nil {
+		client = &http.Client{Timeout: 5 * time.Second}
+	}
+	return &HTTPNotifier{url: url, client: client, pending: make(chan struct{}, 1)}
+}
+
+// Notify asks for a wake-up to be sent. It fits PublisherOptions.OnSent
+// through a closure, or call it after any send.
+func (n *HTTPNotifier) Notify() {
+	select {
+	case n.pending <- struct{}{}:
+	default: // one is pending already: it covers this one
 	}
 }
 
-// wake calls every subscriber.
-func (s *subscribers) wake() {
-	s.mu.Lock()
-	fns := make([]func(), 0, len(s.fns))
-	for _, f := range s.fns {
-		fns = append(fns, f)
+// Run sends wake-ups until ctx ends. It returns nil then.
+func (n *HTTPNotifier) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.pending:
+			if err := n.post(ctx); err != nil && n.OnError != nil && ctx.Err() == nil {
+				n.OnError(err)
+			}
+		}
 	}
-	s.mu.Unlock()
-	for _, f := range fns {
-		f()
+}
+
+func (n *HTTPNotifier) post(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, nil)
+	if err != nil {
+		return fmt.Errorf("azdispatch: wake-up request: %w", err)
 	}
-}
-
-// signal is a broadcast that can be waited on repeatedly: every Notify closes
-// the current channel and opens a new one. A dequeuer that takes the channel
-// before it receives learns of a wake-up that came during the receive, which
-// waiting on a channel taken afterwards would miss.
-type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func newSignal() *signal { return &signal{ch: make(chan struct{})} }
-
-// current returns the channel the next broadcast closes.
-func (s *signal) current() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ch
-}
-
-// broadcast wakes everyone waiting on the current channel.
-func (s *signal) broadcast() {
-	s.mu.Lock()
-	close(s.ch)
-	s.ch = make(chan struct{})
-	s.mu.Unlock()
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("azdispatch: wake-up: %w", redactURLError(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("azdispatch: wake-up: %s", resp.Status)
+	}
+	return nil
 }

@@ -102,7 +102,7 @@ func TestListenerWokenOverHTTPFromAnotherProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wg.Go(func() { _ = notifier.Run(ctx) })
-	p, err := NewPublisher[job](elsewhere(t, q), &PublisherConfig{OnSent: func(context.Context, string) { notifier.Notify() }})
+	p, err := NewPublisher[job](elsewhere(t, q), &PublisherOptions{OnSent: func(context.Context, string) { notifier.Notify() }})
 	require.NoError(t, err)
 	for i := range 5 {
 		_, err := p.Send(context.Background(), job{N: i})
@@ -113,13 +113,13 @@ func TestListenerWokenOverHTTPFromAnotherProcess(t *testing.T) {
 	assertSettled(t, l.State())
 }
 
-// Notify reports a Woken event only when it ends a back-off or starts a
+// Notify reports a EventWoken event only when it ends a back-off or starts a
 // dequeuer; a send to a listener that is busy is counted in Wakes only.
 func TestWokenEventOnlyWhenSomethingWoke(t *testing.T) {
 	var woken atomic.Int64
 	cfg := quick()
 	cfg.OnEvent = func(e Event) {
-		if e.Kind == Woken {
+		if e.Kind == EventWoken {
 			woken.Add(1)
 		}
 	}

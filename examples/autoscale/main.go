@@ -95,7 +95,7 @@ func run(burst int, out io.Writer) error {
 	notifyCtx, stopNotifier := context.WithCancel(ctx)
 	defer stopNotifier()
 	wg.Go(func() { _ = notifier.Run(notifyCtx) })
-	publisher, err := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherConfig{
+	publisher, err := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherOptions{
 		OnSent: func(context.Context, string) { notifier.Notify() },
 	})
 	if err != nil {

@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 
 // The example, smaller: the worker handles every order and scales back down.
 func TestAutoscaleHandlesEveryOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Azurite; run without -short")
+	}
 	if err := run(100, io.Discard); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func listen() error {
 		time.Sleep(20 * time.Millisecond) // the work
 		handled.Add(1)
 		return nil
-	}, &azdispatch.ListenerConfig{
+	}, &azdispatch.ListenerOptions{
 		BatchSize: 16, Concurrency: 16, // small dequeuers, so that the burst needs several
 		MaxDequeuers: 8,
 		// Time-compressed: the defaults are 30 s and 10 s.
@@ -84,11 +84,11 @@ func listen() error {
 		Wake:          wake,
 		OnEvent: func(e azdispatch.Event) {
 			switch e.Kind {
-			case azdispatch.ScaleUp:
+			case azdispatch.EventScaleUp:
 				say("scale-up to %d dequeuers (depth %d)", e.Dequeuers, e.Depth)
-			case azdispatch.ScaleDown:
+			case azdispatch.EventScaleDown:
 				say("scale-down to %d dequeuers", e.Dequeuers)
-			case azdispatch.Idle:
+			case azdispatch.EventIdle:
 				// The second empty receive in a row: the queue is quiet,
 				// not between two sends of a stream.
 				if n := handled.Load(); e.IdleCount == 2 && reported.Swap(n) != n {

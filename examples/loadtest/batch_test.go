@@ -10,6 +10,9 @@ import (
 // A small batch run checks the scenario end to end; its figures are measured
 // by running the program, not asserted here (the machine is shared).
 func TestBatchScenarioProducesARecordPerVariant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Azurite; run without -short")
+	}
 	*batchItems, *singleItems, *batchSize = 2000, 50, 1000
 	o := options{rounds: 1, limit: 60 * time.Second}
 	recs, lines, err := runBatch(context.Background(), o, io.Discard)

@@ -102,7 +102,7 @@ func burstOnce(ctx context.Context, real bool, latency time.Duration, minDeq, ma
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[payload]) error {
 		time.Sleep(burstHandler)
 		return nil
-	}, &azdispatch.ListenerConfig{
+	}, &azdispatch.ListenerOptions{
 		BatchSize: burstPerDeq, Concurrency: burstPerDeq,
 		MinDequeuers: minDeq, MaxDequeuers: maxDeq,
 		ScaleInterval: time.Second,

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -53,12 +52,9 @@ func (a *account) cpu() (cpuTimes, error) {
 		}
 		t.emulator = em
 	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return t, err
-	}
-	t.client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return t, nil
+	client, err := selfCPUTime()
+	t.client = client
+	return t, err
 }
 
 func (a *account) close() {

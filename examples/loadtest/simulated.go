@@ -14,7 +14,7 @@ import (
 
 // The simulated scenario drives the real ShardedQueue routing, the real
 // Listener and the real RequestLimiter over the in-memory model of
-// simshard.go: seed 003's 3 accounts × 10 queues, each queue held to 2,000
+// simshard.go: 3 accounts × 10 queues (a layout for 60,000 messages/s), each queue held to 2,000
 // messages/s and each account to 20,000 requests/s. Four variants, each over
 // a fresh model:
 //
@@ -163,7 +163,7 @@ func simDrain(ctx context.Context, tm simTiming, paced bool) (simRun, error) {
 			return simRun{}, err
 		}
 		l, err := azdispatch.NewListener(sub, func(context.Context, *azdispatch.Message[payload]) error { return nil },
-			&azdispatch.ListenerConfig{PoisonQueue: sq, Concurrency: 256})
+			&azdispatch.ListenerOptions{PoisonQueue: sq, Concurrency: 256})
 		if err != nil {
 			return simRun{}, err
 		}

@@ -69,7 +69,7 @@ func wakeOnce(ctx context.Context, cs string, latency time.Duration, variant str
 		return nil, err
 	}
 	started := make(chan time.Time, 1)
-	cfg := &azdispatch.ListenerConfig{Idle: azdispatch.ExponentialIdle(wakeBackOff, wakeBackOff)}
+	cfg := &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(wakeBackOff, wakeBackOff)}
 	sendTo := lq // notify: the publisher shares the listener's *Queue
 	var onSent func(context.Context, string)
 	var wg sync.WaitGroup
@@ -102,7 +102,7 @@ func wakeOnce(ctx context.Context, cs string, latency time.Duration, variant str
 	}
 	stop := runListener(runCtx, l)
 	defer func() { _ = stop() }()
-	p, err := azdispatch.NewPublisher[payload](sendTo, &azdispatch.PublisherConfig{OnSent: onSent})
+	p, err := azdispatch.NewPublisher[payload](sendTo, &azdispatch.PublisherOptions{OnSent: onSent})
 	if err != nil {
 		return nil, err
 	}

@@ -92,7 +92,7 @@ func run(orders int, verbose bool) error {
 	if verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerConfig{
+	listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerOptions{
 		MaxDequeueCount: 3,                                                       // three tries, then poison
 		Retry:           azdispatch.ExponentialRetry(time.Second, 4*time.Second), // quick retries for a demo
 		Logger:          logger,

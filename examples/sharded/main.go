@@ -62,7 +62,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	tasks, err := azdispatch.NewShardedQueue("jobs", shards, &azdispatch.ShardOptions{Logger: logger})
+	tasks, err := azdispatch.NewShardedQueue("jobs", shards, &azdispatch.ShardedQueueOptions{Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func distribute(ctx context.Context, lockAccount *azdispatch.Account, tasks *azd
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		lease, err := azdispatch.NewLease(lockAccount, lockName, &azdispatch.LeaseConfig{
+		lease, err := azdispatch.NewLease(lockAccount, lockName, &azdispatch.LeaseOptions{
 			Duration: 15 * time.Second, AcquireEvery: 500 * time.Millisecond, Logger: logger.With("distributor", i),
 		})
 		if err != nil {

@@ -41,7 +41,7 @@ func startWorkers(ctx context.Context, tasks *azdispatch.ShardedQueue, n int) (*
 			}
 			w.customers[m.Body.Customer][i] = true
 			return nil
-		}, &azdispatch.ListenerConfig{Idle: azdispatch.ExponentialIdle(0, time.Second)})
+		}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, time.Second)})
 		if err != nil {
 			w.stop()
 			return nil, err

@@ -6,6 +6,11 @@
 // install. Each Instance is a separate process on free ports with in-memory
 // storage, so tests never share state unless they opt in through
 // EnvConnectionString.
+//
+// It works on Linux, macOS and Windows. What differs per OS is how the
+// emulator is grouped, stopped and cleaned up after a crash of the Go
+// program (see Stop, Kill and CPUTime): a process group on Unix, a job
+// object on Windows.
 package azurite
 
 import (
@@ -22,7 +27,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -53,7 +57,7 @@ const (
 
 const (
 	startTimeout = 60 * time.Second
-	stopGrace    = 3 * time.Second // Azurite may ignore SIGTERM during its GC
+	stopGrace    = 3 * time.Second // Azurite may ignore SIGTERM during its GC (Unix only)
 	tailLines    = 50
 )
 
@@ -82,6 +86,7 @@ type Instance struct {
 
 	// Private process only.
 	cmd     *exec.Cmd
+	group   *procGroup // node and anything it starts, for stopping and CPU time
 	workDir string
 	out     *os.File      // read end of the child's stdout+stderr
 	exited  chan struct{} // closed once cmd.Wait returned
@@ -92,7 +97,7 @@ type Instance struct {
 	mu     sync.Mutex
 	tail   []string // last tailLines output lines, for error messages
 	ports  map[string]string
-	halted bool
+	halted bool // set once, under mu, before group is terminated and closed
 }
 
 // Start returns an emulator to talk to: the account in EnvConnectionString if
@@ -123,6 +128,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 		return nil, fmt.Errorf("azurite: %w", err)
 	}
 	// Not CommandContext: ctx only bounds startup, not the instance's life.
+	// "node" resolves to node.exe on Windows (LookPath honours PATHEXT).
 	cmd := exec.Command("node", filepath.Join(dir, entryPoint),
 		"--blobPort", "0", "--queuePort", "0", "--tablePort", "0",
 		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent")
@@ -139,10 +145,20 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 		return nil, fmt.Errorf("azurite: starting node: %w\n%s", err, HowTo)
 	}
 	pw.Close() // the child holds its own copy; EOF on pr now means it is gone
+	// Before cmd.Wait can run: on Windows this opens node by pid, which is
+	// only safe while cmd.Process still holds its handle.
+	group, err := newProcGroup(cmd.Process)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		pr.Close()
+		_ = os.RemoveAll(work)
+		return nil, fmt.Errorf("azurite: %w", err)
+	}
 
 	i := &Instance{
 		account: devAccount, key: devKey,
-		cmd: cmd, workDir: work, out: pr,
+		cmd: cmd, group: group, workDir: work, out: pr,
 		exited: make(chan struct{}), outDone: make(chan struct{}), ready: make(chan struct{}),
 		ports: map[string]string{},
 	}
@@ -276,8 +292,8 @@ func (i *Instance) BlobEndpoint() string {
 // which case this package neither started nor will stop anything.
 func (i *Instance) External() bool { return i.external }
 
-// PID returns the emulator's process id (also its process group id), or 0
-// when external.
+// PID returns the emulator's process id, or 0 when external. On Unix it is
+// also the id of the emulator's process group.
 func (i *Instance) PID() int {
 	if i.external {
 		return 0
@@ -286,29 +302,48 @@ func (i *Instance) PID() int {
 }
 
 // CPUTime returns the user+system CPU time the emulator process has used so
-// far, so load tests can tell how much of the cost is the emulator's. It
-// fails when external, after Stop, or off Linux.
+// far, so load tests can tell how much of the cost is the emulator's. It is
+// read from /proc on Linux and with GetProcessTimes on Windows; on macOS and
+// other systems it always fails. It also fails when external, after Stop or
+// Kill, and once the process has exited.
 func (i *Instance) CPUTime() (time.Duration, error) {
 	if i.external {
 		return 0, errors.New("azurite: CPUTime of an external account is unknown")
+	}
+	// Holding mu keeps halt from closing the group (on Windows, the process
+	// handle) while it is read.
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.halted {
+		return 0, errors.New("azurite: CPUTime: emulator has been stopped")
 	}
 	select {
 	case <-i.exited:
 		return 0, errors.New("azurite: CPUTime: process has exited")
 	default:
 	}
-	return cpuTime(i.cmd.Process.Pid)
+	return i.group.cpuTime()
 }
 
-// Stop shuts the emulator down: SIGTERM to its process group, then SIGKILL
-// after 3 s because Azurite can ignore SIGTERM during its periodic cleanup.
-// It waits for the process and its output reader and removes the temp
-// working dir. It is idempotent and a no-op for external instances; it
-// reports an error if the emulator had already died on its own.
+// Stop shuts the emulator down. On Unix it sends SIGTERM to the emulator's
+// process group, then SIGKILL after 3 s because Azurite can ignore SIGTERM
+// during its periodic cleanup. On Windows, which has no SIGTERM for a
+// console program, it terminates the emulator's job object at once, so Stop
+// is the same as Kill there (storage is in memory, so nothing is lost that a
+// graceful stop would have saved). It waits for the process and its output
+// reader and removes the temp working dir. It is idempotent and a no-op for
+// external instances; it reports an error if the emulator had already died
+// on its own.
+//
+// Should the Go program die without calling Stop, the emulator dies with it
+// on Linux (parent-death signal) and Windows (kill-on-close job object); on
+// macOS and other Unix systems it keeps running until killed.
 func (i *Instance) Stop() error { return i.halt(true) }
 
-// Kill sends SIGKILL at once and waits, like Stop; tests use it to simulate
-// a crashed account. It is idempotent and a no-op for external instances.
+// Kill stops the emulator at once (SIGKILL to its process group on Unix,
+// terminating its job object on Windows) and waits, like Stop; tests use it
+// to simulate a crashed account. It is idempotent and a no-op for external
+// instances.
 func (i *Instance) Kill() error { return i.halt(false) }
 
 func (i *Instance) halt(graceful bool) error {
@@ -329,22 +364,23 @@ func (i *Instance) halt(graceful bool) error {
 		errs = append(errs, fmt.Errorf("azurite: pid %d had already exited: %v\nlast output:\n%s",
 			i.cmd.Process.Pid, i.waitErr, i.lastOutput()))
 	default:
-		// Signal the group (negative pid), which Setpgid made equal to the pid.
-		// The process is not yet reaped, so the id cannot have been reused.
-		pgid := -i.cmd.Process.Pid
+		// Errors are ignored: the only likely one is that the process has just
+		// exited on its own, and waiting for exited below settles it either way.
 		if graceful {
-			_ = syscall.Kill(pgid, syscall.SIGTERM)
+			_ = i.group.terminate(true)
 			select {
 			case <-i.exited:
 			case <-time.After(stopGrace):
-				_ = syscall.Kill(pgid, syscall.SIGKILL)
+				_ = i.group.terminate(false)
 				<-i.exited
 			}
 		} else {
-			_ = syscall.Kill(pgid, syscall.SIGKILL)
+			_ = i.group.terminate(false)
 			<-i.exited
 		}
 	}
+	// On Windows this closes the job, killing anything node left behind.
+	i.group.close()
 	// The output reader ends at EOF once every holder of the pipe is gone;
 	// should a stray grandchild keep it open, closing our end unblocks it.
 	select {

@@ -2,10 +2,12 @@ package azurite
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +22,18 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// needsProcess skips tb under -short, which promises to need no Node.js.
+// Without -short a missing Node still fails, with the HowTo advice.
+func needsProcess(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts Azurite processes (needs Node.js and npm); run without -short")
+	}
+}
+
 func startFresh(t *testing.T) *Instance {
 	t.Helper()
+	needsProcess(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
 	begin := time.Now()
@@ -60,6 +72,7 @@ func hostPort(t *testing.T, endpoint string) string {
 }
 
 func TestStartStop(t *testing.T) {
+	needsProcess(t)
 	inst := startFresh(t)
 	if inst.External() || inst.PID() == 0 {
 		t.Fatalf("External()=%v PID()=%d, want private process", inst.External(), inst.PID())
@@ -121,6 +134,7 @@ func TestStartStop(t *testing.T) {
 }
 
 func TestConcurrentInstances(t *testing.T) {
+	needsProcess(t) // here, not just in the subtests, or the count below fails
 	var mu sync.Mutex
 	seen := map[string]string{}
 	t.Run("group", func(t *testing.T) {
@@ -149,6 +163,7 @@ func TestConcurrentInstances(t *testing.T) {
 }
 
 func TestKill(t *testing.T) {
+	needsProcess(t)
 	inst := startFresh(t)
 	addr := hostPort(t, inst.QueueEndpoint())
 	if err := inst.Kill(); err != nil {
@@ -212,4 +227,64 @@ func TestExternalParsing(t *testing.T) {
 	} else if strings.Contains(err.Error(), "c2VjcmV0") {
 		t.Error("error leaks the key")
 	}
+}
+
+func TestLockFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "install.lock")
+	unlock1, err := lockFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A second attempt (its own open file, as another process would have)
+	// waits while the first holds the lock and gets it once released.
+	type result struct {
+		unlock func()
+		err    error
+	}
+	second := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		u, err := lockFile(ctx, path)
+		second <- result{u, err}
+	}()
+	select {
+	case r := <-second:
+		if r.unlock != nil {
+			r.unlock()
+		}
+		unlock1()
+		t.Fatalf("second lockFile returned (err %v) while the first held the lock", r.err)
+	case <-time.After(4 * lockPoll): // long enough for several attempts
+	}
+	unlock1()
+	var unlock2 func()
+	select {
+	case r := <-second:
+		if r.err != nil {
+			t.Fatalf("second lockFile after release: %v", r.err)
+		}
+		unlock2 = r.unlock
+	case <-time.After(time.Minute):
+		t.Fatal("second lockFile did not get the lock within a minute of its release")
+	}
+
+	// A ctx that ends while waiting gives up with its error.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lockPoll)
+	defer cancel()
+	if u, err := lockFile(ctx, path); err == nil {
+		u()
+		unlock2()
+		t.Fatal("lockFile got a held lock")
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("lockFile with an ending ctx: %v, want context.DeadlineExceeded", err)
+	}
+
+	unlock2()
+	u, err := lockFile(context.Background(), path)
+	if err != nil {
+		t.Fatalf("lockFile after all released: %v", err)
+	}
+	u()
 }

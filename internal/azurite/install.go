@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -23,9 +22,9 @@ import (
 //go:embed npm/package.json npm/package-lock.json
 var npmFiles embed.FS
 
-// installMu serialises installs within one process. flock excludes other
-// processes, but where it is emulated with per-process fcntl locks (e.g. on
-// NFS) it would not exclude a second goroutine of this process.
+// installMu serialises installs within one process. The file lock excludes
+// other processes, but where flock is emulated with per-process fcntl locks
+// (e.g. on NFS) it would not exclude a second goroutine of this process.
 var installMu sync.Mutex
 
 const (
@@ -70,7 +69,8 @@ func installed(dir string) bool {
 }
 
 // lookTools checks for node and npm up front so the error says how to get
-// them instead of a bare "executable file not found".
+// them instead of a bare "executable file not found". On Windows LookPath
+// honours PATHEXT, so "node" finds node.exe and "npm" finds npm.cmd.
 func lookTools(names ...string) error {
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
@@ -127,6 +127,13 @@ func Install(ctx context.Context) (string, error) {
 	// hermetic and fast. --engine-strict=false: azurite@3.37.0 declares
 	// node >= 22 but runs fine on 20, and a user's npmrc must not turn that
 	// warning into a failure.
+	//
+	// On Windows "npm" is npm.cmd, which os/exec runs through cmd.exe. cmd.exe
+	// parses its command line by its own rules, which os/exec's quoting does
+	// not follow (see exec.Command); the arguments here are fixed words with
+	// nothing to quote, so that is fine. Also on Windows, ctx ending kills
+	// cmd.exe but not the node process running npm, which may run on to the
+	// end; WaitDelay still bounds how long we wait for its output.
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--engine-strict=false")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
@@ -151,34 +158,6 @@ func Install(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("azurite: %w", err)
 	}
 	return dir, nil
-}
-
-// lockFile takes an exclusive flock on path, polling so that ctx is honoured
-// while another process is installing.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("azurite: install lock: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("azurite: install lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("azurite: waiting for install lock %s: %w", path, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // dropEngineWarnings removes npm's multi-line EBADENGINE warnings, which

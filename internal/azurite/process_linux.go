@@ -12,10 +12,12 @@ import (
 )
 
 // sysProcAttr puts the emulator in its own process group, so Stop can signal
-// everything it started, and asks the kernel to SIGKILL it when the parent
-// dies, so a crashed or killed test binary does not leak emulators.
-// (Pdeathsig fires when the forking OS thread exits; the Go runtime does not
-// retire ordinary threads, so in practice that is when the process exits.)
+// everything it started and a Ctrl-C in the terminal (sent to the foreground
+// group) reaches only the Go program, which then stops the emulator itself.
+// It also asks the kernel to SIGKILL the emulator when the parent dies, so a
+// crashed or killed test binary does not leak emulators. (Pdeathsig fires
+// when the forking OS thread exits; the Go runtime does not retire ordinary
+// threads, so in practice that is when the process exits.)
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
@@ -24,8 +26,8 @@ func sysProcAttr() *syscall.SysProcAttr {
 // for user space on Linux regardless of the kernel's internal HZ.
 const userHZ = 100
 
-// cpuTime reads user+system CPU time of pid from /proc/<pid>/stat.
-func cpuTime(pid int) (time.Duration, error) {
+// pidCPUTime reads user+system CPU time of pid from /proc/<pid>/stat.
+func pidCPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, fmt.Errorf("azurite: cpu time: %w", err)

@@ -1,0 +1,20 @@
+//go:build windows
+
+package main
+
+import (
+	"time"
+
+	"golang.org/x/sys/windows"
+)
+
+// selfCPUTime is the user and kernel CPU time this process has used.
+func selfCPUTime() (time.Duration, error) {
+	var created, exited, kernel, user windows.Filetime
+	if err := windows.GetProcessTimes(windows.CurrentProcess(), &created, &exited, &kernel, &user); err != nil {
+		return 0, err
+	}
+	// A Filetime counts 100 ns intervals.
+	ticks := func(ft windows.Filetime) int64 { return int64(ft.HighDateTime)<<32 | int64(ft.LowDateTime) }
+	return time.Duration(ticks(kernel)+ticks(user)) * 100, nil
+}

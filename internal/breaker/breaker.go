@@ -1,0 +1,77 @@
+// Package breaker is the circuit breaker of one shard, or of one account's
+// shards together: after a failure the shard is left alone for a jittered,
+// exponentially growing time.
+package breaker
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/backoff"
+)
+
+// Breaker is a circuit breaker. After a failure it turns requests away for a
+// jittered, exponentially growing time; when that has passed, the next
+// request tries again (half-open): success closes the breaker, failure opens
+// it for longer. Jitter keeps a fleet of clients from coming back all at
+// once.
+//
+// The zero value is a closed breaker, ready to use. A Breaker is safe for
+// concurrent use; it must not be copied after first use.
+type Breaker struct {
+	failing   atomic.Bool // a fast path for Succeed, called after every request
+	mu        sync.Mutex
+	failures  int64
+	openUntil time.Time
+	lastErr   error
+}
+
+// Open reports whether the breaker turns requests away at now, and until
+// when. Once now reaches that time it reports false, while the failures
+// still count (half-open): the next Fail opens it for longer.
+func (b *Breaker) Open(now time.Time) (bool, time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Before(b.openUntil), b.openUntil
+}
+
+// Fail records err as a failure at now and opens the breaker for
+// backoff.Retry(minWait, maxWait, failures): minWait·2^(failures−1), capped
+// at maxWait, with ±20% jitter that never passes maxWait. It returns the new
+// count of failures in a row and how long the breaker stays open.
+func (b *Breaker) Fail(now time.Time, err error, minWait, maxWait time.Duration) (failures int64, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	b.failing.Store(true)
+	wait = backoff.Retry(minWait, maxWait, b.failures, rand.Float64())
+	b.openUntil = now.Add(wait)
+	b.lastErr = err
+	return b.failures, wait
+}
+
+// Succeed closes the breaker; it reports whether it had been failing. It is
+// meant to be called after every successful request, so a breaker that is
+// not failing answers without taking its lock.
+func (b *Breaker) Succeed() bool {
+	if !b.failing.Load() {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	was := b.failures > 0
+	b.failures, b.openUntil, b.lastErr = 0, time.Time{}, nil
+	b.failing.Store(false)
+	return was
+}
+
+// State returns the failures in a row, when the breaker closes (half-opens)
+// again, and the failure that opened it last. A closed breaker returns zero
+// values.
+func (b *Breaker) State() (failures int64, openUntil time.Time, lastErr error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures, b.openUntil, b.lastErr
+}

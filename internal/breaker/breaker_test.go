@@ -1,0 +1,115 @@
+package breaker
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBreakerIsClosedByDefault(t *testing.T) {
+	t.Parallel()
+	var b Breaker
+	open, until := b.Open(time.Now())
+	assert.False(t, open)
+	assert.True(t, until.IsZero())
+	failures, openUntil, lastErr := b.State()
+	assert.Zero(t, failures)
+	assert.True(t, openUntil.IsZero())
+	assert.NoError(t, lastErr)
+	assert.False(t, b.Succeed(), "a breaker that never failed was not failing")
+}
+
+func TestBreakerFailOpensForAJitteredExponentialWait(t *testing.T) {
+	t.Parallel()
+	const minWait, maxWait = time.Second, 30 * time.Second
+	t0 := time.Unix(1_700_000_000, 0)
+	var b Breaker
+	for n := int64(1); n <= 10; n++ {
+		cause := errors.New("shard down")
+		failures, wait := b.Fail(t0, cause, minWait, maxWait)
+		require.Equal(t, n, failures)
+
+		nominal := time.Duration(math.Min(float64(minWait)*math.Exp2(float64(n-1)), float64(maxWait)))
+		assert.GreaterOrEqual(t, wait, time.Duration(0.8*float64(nominal)), "failure %d", n)
+		assert.LessOrEqual(t, wait, time.Duration(1.2*float64(nominal)), "failure %d", n)
+		assert.LessOrEqual(t, wait, maxWait, "failure %d: never above the cap", n)
+
+		open, until := b.Open(t0)
+		assert.True(t, open, "failure %d", n)
+		assert.Equal(t, t0.Add(wait), until, "failure %d", n)
+		gotFailures, gotUntil, gotErr := b.State()
+		assert.Equal(t, n, gotFailures)
+		assert.Equal(t, until, gotUntil)
+		assert.Same(t, cause, gotErr)
+	}
+}
+
+func TestBreakerHalfOpensWhenItsWaitHasPassed(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	var b Breaker
+	_, wait := b.Fail(t0, errors.New("x"), time.Second, time.Minute)
+	tests := []struct {
+		name string
+		at   time.Time
+		open bool
+	}{
+		{"at the failure", t0, true},
+		{"just before the end", t0.Add(wait - time.Nanosecond), true},
+		{"at the end", t0.Add(wait), false},
+		{"long after", t0.Add(time.Hour), false},
+	}
+	for _, tt := range tests {
+		open, _ := b.Open(tt.at)
+		assert.Equal(t, tt.open, open, tt.name)
+	}
+	failures, _, _ := b.State()
+	assert.EqualValues(t, 1, failures, "half-open still counts the failures")
+	failures, _ = b.Fail(t0.Add(wait), errors.New("y"), time.Second, time.Minute)
+	assert.EqualValues(t, 2, failures, "a failure when half-open opens it for longer")
+}
+
+func TestBreakerSucceedClosesIt(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	var b Breaker
+	b.Fail(t0, errors.New("x"), time.Second, time.Minute)
+	b.Fail(t0, errors.New("y"), time.Second, time.Minute)
+	assert.True(t, b.Succeed(), "it had been failing")
+	open, _ := b.Open(t0)
+	assert.False(t, open)
+	failures, openUntil, lastErr := b.State()
+	assert.Zero(t, failures)
+	assert.True(t, openUntil.IsZero())
+	assert.NoError(t, lastErr)
+	assert.False(t, b.Succeed(), "closed already")
+}
+
+func TestBreakerIsSafeForConcurrentUse(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	var b Breaker
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 500 {
+				if i%2 == 0 {
+					b.Fail(t0, errors.New("x"), time.Millisecond, time.Second)
+				} else {
+					b.Succeed()
+				}
+				b.Open(t0)
+				b.State()
+			}
+		})
+	}
+	wg.Wait()
+	b.Succeed()
+	failures, _, _ := b.State()
+	assert.Zero(t, failures, "closed after the last Succeed")
+}

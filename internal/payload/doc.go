@@ -1,0 +1,7 @@
+// Package payload is the format of offloaded payloads: the pointer message
+// that stands for a payload kept in a blob, the framed, gzipped items of the
+// blob itself, the limits a reader enforces on both, the checkpoint of a
+// batch's completed items, and the metadata a payload blob carries. It makes
+// no request and does not depend on the Azure SDK: storing and fetching the
+// blobs is the caller's business.
+package payload

@@ -1,0 +1,223 @@
+package payload
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// A payload blob is gzip of a header line and one frame per item: the item's
+// encoded text preceded by its length in bytes, in decimal, and a newline.
+// Lengths rather than separators, because item text may hold anything a
+// codec produces (newlines under a raw codec), and because a reader can
+// refuse an oversized item before allocating it.
+const framesHeader = "azdispatch-items/1\n"
+
+// maxLengthLine bounds a frame's length line: 20 digits and a newline.
+const maxLengthLine = 21
+
+// Writer builds a payload blob in memory, enforcing its limits as it goes,
+// so that a publisher refuses a payload a listener with the same limits
+// would poison. It is not safe for concurrent use.
+type Writer struct {
+	buf      bytes.Buffer
+	gz       *gzip.Writer
+	lim      Limits
+	expanded int64
+	items    int
+}
+
+// NewWriter returns a Writer of a payload of no items yet, bounded by lim
+// (which must have no zero field: see Limits.WithDefaults).
+func NewWriter(lim Limits) *Writer {
+	w := &Writer{lim: lim}
+	w.gz = gzip.NewWriter(&w.buf)
+	_, _ = w.gz.Write([]byte(framesHeader)) // a bytes.Buffer does not fail
+	w.expanded = int64(len(framesHeader))
+	return w
+}
+
+// Add appends one item's encoded text. It fails with ErrTooLarge, adding
+// nothing, when the item is over MaxItemSize, or would be one more than
+// MaxItems or take the payload past MaxExpandedSize.
+func (w *Writer) Add(text string) error {
+	if len(text) > w.lim.MaxItemSize {
+		return fmt.Errorf("%w: item %d is %d bytes, more than MaxItemSize %d", ErrTooLarge, w.items, len(text), w.lim.MaxItemSize)
+	}
+	if w.items >= w.lim.MaxItems {
+		return fmt.Errorf("%w: more than MaxItems %d items", ErrTooLarge, w.lim.MaxItems)
+	}
+	head := strconv.Itoa(len(text)) + "\n"
+	w.expanded += int64(len(head) + len(text))
+	if w.expanded > w.lim.MaxExpandedSize {
+		return fmt.Errorf("%w: more than MaxExpandedSize %d bytes uncompressed", ErrTooLarge, w.lim.MaxExpandedSize)
+	}
+	_, _ = io.WriteString(w.gz, head) // a bytes.Buffer does not fail
+	_, _ = io.WriteString(w.gz, text)
+	w.items++
+	return nil
+}
+
+// Items returns how many items have been added.
+func (w *Writer) Items() int { return w.items }
+
+// Finish ends the payload and returns the blob's bytes; nothing may be added
+// after it. It fails with ErrTooLarge when the compressed blob is over
+// MaxBlobSize.
+func (w *Writer) Finish() ([]byte, error) {
+	_ = w.gz.Close() // a bytes.Buffer does not fail
+	if int64(w.buf.Len()) > w.lim.MaxBlobSize {
+		return nil, fmt.Errorf("%w: %d bytes compressed, more than MaxBlobSize %d", ErrTooLarge, w.buf.Len(), w.lim.MaxBlobSize)
+	}
+	return w.buf.Bytes(), nil
+}
+
+// Reader streams the items of a payload blob. It never holds more than one
+// item, and it stops with ErrTooLarge as soon as the expanded size or an
+// item's declared length passes the limits, so a gzip bomb costs at most
+// MaxExpandedSize of decompression and no memory. It is not safe for
+// concurrent use.
+type Reader struct {
+	r     *bufio.Reader
+	lim   Limits
+	count *boundedReader
+}
+
+// NewReader starts reading the payload blob data, bounded by lim (which must
+// have no zero field). It fails with ErrCorrupt when data is not gzip or
+// does not start with the items header.
+func NewReader(data []byte, lim Limits) (*Reader, error) {
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+	}
+	br := &boundedReader{r: gz, left: lim.MaxExpandedSize}
+	fr := &Reader{r: bufio.NewReader(br), lim: lim, count: br}
+	head := make([]byte, len(framesHeader))
+	if _, err := io.ReadFull(fr.r, head); err != nil || string(head) != framesHeader {
+		return nil, fr.fault(err, "no items header")
+	}
+	return fr, nil
+}
+
+// Next returns the next item's text; skip, if set, discards it instead
+// (returning ""). It returns io.EOF after the last item, and otherwise
+// errors that match ErrCorrupt or ErrTooLarge.
+func (fr *Reader) Next(skip bool) (string, error) {
+	line, err := fr.r.ReadSlice('\n')
+	if err == io.EOF && len(line) == 0 {
+		return "", io.EOF
+	}
+	if err != nil || len(line) > maxLengthLine {
+		return "", fr.fault(err, "bad length line")
+	}
+	n, perr := strconv.ParseInt(string(line[:len(line)-1]), 10, 64)
+	if perr != nil || n < 0 {
+		return "", fr.fault(nil, fmt.Sprintf("bad length %q", line[:len(line)-1]))
+	}
+	if n > int64(fr.lim.MaxItemSize) {
+		return "", fmt.Errorf("%w: an item of %d bytes, more than MaxItemSize %d", ErrTooLarge, n, fr.lim.MaxItemSize)
+	}
+	if skip {
+		if _, err := io.CopyN(io.Discard, fr.r, n); err != nil {
+			return "", fr.fault(err, "truncated item")
+		}
+		return "", nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(fr.r, b); err != nil {
+		return "", fr.fault(err, "truncated item")
+	}
+	return string(b), nil
+}
+
+// fault turns a read error into ErrTooLarge when the bound was hit, and
+// into ErrCorrupt otherwise.
+func (fr *Reader) fault(err error, what string) error {
+	if errors.Is(err, errExpandedTooLarge) || fr.count.left < 0 {
+		return fmt.Errorf("%w: more than MaxExpandedSize %d bytes uncompressed", ErrTooLarge, fr.lim.MaxExpandedSize)
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+	}
+	return fmt.Errorf("%w: %s", ErrCorrupt, what)
+}
+
+// Scan checks a whole payload before any of it is handled: the gzip stream,
+// every frame, the limits, and that it holds exactly items items. It decodes
+// nothing and keeps nothing, so it costs CPU, not memory; a payload that
+// fails is poisoned whole, before its first item runs. Errors match
+// ErrCorrupt or ErrTooLarge.
+func Scan(data []byte, items int, lim Limits) error {
+	fr, err := NewReader(data, lim)
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		_, err := fr.Next(true)
+		if err == io.EOF {
+			if i != items {
+				return fmt.Errorf("%w: %d items, the pointer says %d", ErrCorrupt, i, items)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if i >= items {
+			return fmt.Errorf("%w: more items than the pointer's %d", ErrCorrupt, items)
+		}
+	}
+}
+
+// SingleText reads the one item of a single payload. Errors match
+// ErrCorrupt (also for no item or more than one) or ErrTooLarge.
+func SingleText(data []byte, lim Limits) (string, error) {
+	fr, err := NewReader(data, lim)
+	if err != nil {
+		return "", err
+	}
+	text, err := fr.Next(false)
+	if err == io.EOF {
+		return "", fmt.Errorf("%w: no item", ErrCorrupt)
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := fr.Next(true); err != io.EOF {
+		return "", fmt.Errorf("%w: more than one item in a single payload", ErrCorrupt)
+	}
+	return text, nil
+}
+
+// errExpandedTooLarge is boundedReader's error once its bound is passed.
+var errExpandedTooLarge = errors.New("expanded size limit reached")
+
+// boundedReader fails once more than left bytes have been read through it.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+// Read reads from the underlying reader, failing with errExpandedTooLarge
+// once the bound is passed.
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errExpandedTooLarge
+	}
+	// Read one byte past the bound, so that a stream of exactly the bound
+	// passes and a longer one is caught.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errExpandedTooLarge
+	}
+	return n, err
+}

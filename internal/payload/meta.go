@@ -1,0 +1,100 @@
+package payload
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Meta is what a payload blob says about itself in its metadata, so that a
+// sweep can tell waste from payloads still referenced without reading them.
+type Meta struct {
+	Kind     string    // KindBatch or KindSingle
+	Queue    string    // the queue the pointer was sent to
+	Created  time.Time // when the blob was written
+	Expires  time.Time // when the pointer message expires; zero: never
+	Items    int       // items in the payload
+	Done     string    // checkpoint: encoded ranges of items completed (see DoneSet)
+	Poisoned time.Time // when a poison envelope took the pointer; zero: never
+}
+
+// Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.
+const (
+	metaKind     = "kind"
+	metaQueue    = "queue"
+	metaCreated  = "created"
+	metaExpires  = "expires"
+	metaItems    = "items"
+	metaDone     = "done"
+	metaPoisoned = "poisoned"
+	metaNever    = "never"
+)
+
+// ToMap returns m as blob metadata: times in RFC 3339 (UTC, to the second),
+// "never" for a zero Expires, and no entry for an empty Done or a zero
+// Poisoned.
+func (m *Meta) ToMap() map[string]*string {
+	put := func(mp map[string]*string, k, v string) { mp[k] = &v }
+	mp := map[string]*string{}
+	put(mp, metaKind, m.Kind)
+	put(mp, metaQueue, m.Queue)
+	put(mp, metaCreated, m.Created.UTC().Format(time.RFC3339))
+	if m.Expires.IsZero() {
+		put(mp, metaExpires, metaNever)
+	} else {
+		put(mp, metaExpires, m.Expires.UTC().Format(time.RFC3339))
+	}
+	put(mp, metaItems, strconv.Itoa(m.Items))
+	if m.Done != "" {
+		put(mp, metaDone, m.Done)
+	}
+	if !m.Poisoned.IsZero() {
+		put(mp, metaPoisoned, m.Poisoned.UTC().Format(time.RFC3339))
+	}
+	return mp
+}
+
+// ParseMeta reads metadata written by ToMap. It reports false for a blob
+// this package did not write (or whose metadata was altered): such blobs
+// are never swept. The service returns names in any case, so names match
+// case-insensitively.
+func ParseMeta(mp map[string]*string) (Meta, bool) {
+	get := func(k string) (string, bool) {
+		for name, v := range mp {
+			if strings.EqualFold(name, k) && v != nil {
+				return *v, true
+			}
+		}
+		return "", false
+	}
+	var m Meta
+	var ok bool
+	var err error
+	if m.Kind, ok = get(metaKind); !ok || (m.Kind != KindBatch && m.Kind != KindSingle) {
+		return m, false
+	}
+	m.Queue, _ = get(metaQueue)
+	created, _ := get(metaCreated)
+	if m.Created, err = time.Parse(time.RFC3339, created); err != nil {
+		return m, false
+	}
+	switch exp, _ := get(metaExpires); exp {
+	case metaNever:
+	default:
+		if m.Expires, err = time.Parse(time.RFC3339, exp); err != nil {
+			return m, false
+		}
+	}
+	items, _ := get(metaItems)
+	if m.Items, err = strconv.Atoi(items); err != nil {
+		return m, false
+	}
+	m.Done, _ = get(metaDone)
+	if p, ok := get(metaPoisoned); ok {
+		// A marker that does not parse still marks: keeping is the safe side.
+		if m.Poisoned, err = time.Parse(time.RFC3339, p); err != nil {
+			m.Poisoned = m.Created
+		}
+	}
+	return m, true
+}

@@ -1,0 +1,118 @@
+package payload
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/azdispatch/azdispatch/internal/xmltext"
+)
+
+// Magic starts the text of every message whose payload is in a blob. A
+// listener recognises it before decoding; no JSON value and no base64 text
+// starts with it, and a publisher offloads any body that does, so a message
+// of the user's own never passes for one.
+const Magic = "azdispatch-payload/1 "
+
+// MaxPointerText bounds the text a listener parses as a pointer: a real one
+// is about 200 bytes.
+const MaxPointerText = 512
+
+// Kinds of offloaded payload.
+const (
+	KindBatch  = "batch"  // many items, one handler call each
+	KindSingle = "single" // one message too large for the queue (claim check)
+)
+
+// BlobIDLen is the length of a payload blob's name: 128 random bits as
+// lowercase hex.
+const BlobIDLen = 32
+
+// sha256Len is the length of a SHA-256 sum in hex.
+const sha256Len = 64
+
+// Pointer is the message that stands for an offloaded payload. It names the
+// blob only by an opaque id: the container is the listener's own, so a
+// pointer cannot send a listener to another container, another account, a
+// URL or a path.
+type Pointer struct {
+	Kind   string `json:"kind"`   // KindBatch or KindSingle
+	Blob   string `json:"blob"`   // BlobIDLen lowercase hex digits
+	Size   int64  `json:"size"`   // bytes of the blob (gzip)
+	SHA256 string `json:"sha256"` // of the blob's bytes, lowercase hex
+	Items  int    `json:"items"`  // 1 for a single payload
+}
+
+// IsPointer reports whether text claims to be a pointer. Whether it is a
+// valid one is ParsePointer's question.
+func IsPointer(text string) bool { return strings.HasPrefix(text, Magic) }
+
+// Encode returns the pointer as message text.
+func (p *Pointer) Encode() string {
+	b, _ := json.Marshal(p) // a struct of strings and numbers always marshals
+	return Magic + string(b)
+}
+
+// ParsePointer reads and checks a pointer against a listener's limits (of
+// which it consults MaxBlobSize and MaxItems). It makes no request: a
+// pointer that fails here is poisoned without any blob being touched.
+// Errors match ErrInvalidPointer.
+func ParsePointer(text string, lim Limits) (*Pointer, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPointer, fmt.Sprintf(format, args...))
+	}
+	rest, ok := strings.CutPrefix(text, Magic)
+	if !ok {
+		return nil, bad("no %q prefix", strings.TrimSpace(Magic))
+	}
+	if len(text) > MaxPointerText {
+		return nil, bad("%d bytes, more than %d", len(text), MaxPointerText)
+	}
+	var p Pointer
+	dec := json.NewDecoder(strings.NewReader(rest))
+	dec.DisallowUnknownFields() // a "container" or "url" field is refused, not ignored
+	if err := dec.Decode(&p); err != nil {
+		return nil, bad("%v", err)
+	}
+	if dec.More() || strings.TrimSpace(rest[dec.InputOffset():]) != "" {
+		return nil, bad("trailing data")
+	}
+	switch {
+	case p.Kind != KindBatch && p.Kind != KindSingle:
+		return nil, bad("kind %q", p.Kind)
+	case !IsLowerHex(p.Blob, BlobIDLen):
+		return nil, bad("blob id %q is not %d lowercase hex digits", xmltext.TruncateUTF8(p.Blob, 80), BlobIDLen)
+	case !IsLowerHex(p.SHA256, sha256Len):
+		return nil, bad("sha256 is not %d lowercase hex digits", sha256Len)
+	case p.Size < 1 || p.Size > lim.MaxBlobSize:
+		return nil, bad("size %d is not between 1 and MaxBlobSize %d", p.Size, lim.MaxBlobSize)
+	case p.Kind == KindSingle && p.Items != 1:
+		return nil, bad("a single payload has %d items", p.Items)
+	case p.Items < 1 || p.Items > lim.MaxItems:
+		return nil, bad("%d items, not between 1 and MaxItems %d", p.Items, lim.MaxItems)
+	}
+	return &p, nil
+}
+
+// IsLowerHex reports whether s is n lowercase hexadecimal digits.
+func IsLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewBlobID returns a fresh opaque blob name: BlobIDLen lowercase hex digits
+// of crypto/rand.
+func NewBlobID() string {
+	b := make([]byte, BlobIDLen/2)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b)
+}

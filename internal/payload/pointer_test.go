@@ -1,0 +1,93 @@
+package payload
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPointerRoundTrips(t *testing.T) {
+	t.Parallel()
+	p := &Pointer{Kind: KindBatch, Blob: strings.Repeat("0f", 16), Size: 123, SHA256: strings.Repeat("ab", 32), Items: 1000}
+	text := p.Encode()
+	assert.True(t, IsPointer(text))
+	assert.Less(t, len(text), MaxPointerText)
+	got, err := ParsePointer(text, defaultLimits(t))
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+}
+
+// A pointer names an opaque id in the listener's own container: anything
+// that could reach elsewhere fails validation, before any request.
+func TestParsePointerRefusesTamperedPointers(t *testing.T) {
+	t.Parallel()
+	id, sum := strings.Repeat("0f", 16), strings.Repeat("ab", 32)
+	valid := `{"kind":"batch","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`
+	cases := map[string]string{
+		"other container": `{"kind":"batch","container":"other","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`,
+		"path":            strings.Replace(valid, id, "../"+id[3:], 1),
+		"path in id":      strings.Replace(valid, id, id[:16]+"/"+id[17:], 1),
+		"url":             strings.Replace(valid, id, "https://evil.example/x", 1),
+		"uppercase id":    strings.Replace(valid, id, strings.ToUpper(id), 1),
+		"short id":        strings.Replace(valid, id, id[:31], 1),
+		"bad hash":        strings.Replace(valid, sum, "zz"+sum[2:], 1),
+		"short hash":      strings.Replace(valid, sum, sum[:60], 1),
+		"no hash":         strings.Replace(valid, `,"sha256":"`+sum+`"`, "", 1),
+		"zero size":       strings.Replace(valid, `"size":10`, `"size":0`, 1),
+		"huge size":       strings.Replace(valid, `"size":10`, `"size":99999999999`, 1),
+		"no items":        strings.Replace(valid, `"items":2`, `"items":0`, 1),
+		"too many items":  strings.Replace(valid, `"items":2`, `"items":2000000`, 1),
+		"single of two":   strings.Replace(valid, `"batch"`, `"single"`, 1),
+		"kind":            strings.Replace(valid, `"batch"`, `"url"`, 1),
+		"trailing":        valid + ` {}`,
+		"not json":        `blob=` + id,
+		"too long":        strings.Replace(valid, `"kind"`, strings.Repeat(" ", 600)+`"kind"`, 1),
+	}
+	for name, body := range cases {
+		_, err := ParsePointer(Magic+body, defaultLimits(t))
+		assert.ErrorIs(t, err, ErrInvalidPointer, name)
+	}
+	_, err := ParsePointer(Magic+valid, defaultLimits(t))
+	assert.NoError(t, err, "the untampered pointer is valid")
+	_, err = ParsePointer(valid, defaultLimits(t))
+	assert.ErrorIs(t, err, ErrInvalidPointer, "no magic")
+}
+
+func TestUnlimitedParsesByFormatAlone(t *testing.T) {
+	t.Parallel()
+	p := &Pointer{Kind: KindBatch, Blob: NewBlobID(), Size: 99_999_999_999, SHA256: strings.Repeat("ab", 32), Items: 2_000_000}
+	_, err := ParsePointer(p.Encode(), defaultLimits(t))
+	require.ErrorIs(t, err, ErrInvalidPointer, "beyond the default limits")
+	got, err := ParsePointer(p.Encode(), Unlimited())
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+}
+
+func TestNewBlobIDIsFreshLowerHex(t *testing.T) {
+	t.Parallel()
+	a, b := NewBlobID(), NewBlobID()
+	assert.True(t, IsLowerHex(a, BlobIDLen), a)
+	assert.True(t, IsLowerHex(b, BlobIDLen), b)
+	assert.NotEqual(t, a, b)
+}
+
+func TestIsLowerHex(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		s    string
+		n    int
+		want bool
+	}{
+		{"0123456789abcdef", 16, true},
+		{"", 0, true},
+		{"0123456789ABCDEF", 16, false},
+		{"0123456789abcdeg", 16, false},
+		{"abc", 4, false},
+		{"abcd", 3, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, IsLowerHex(tt.s, tt.n), "%q %d", tt.s, tt.n)
+	}
+}

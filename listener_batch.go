@@ -1,0 +1,195 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
+)
+
+// batchRun is one delivery of a batch being worked through: its items run
+// in parallel on the listener's handler tokens, each judged like a single
+// message, and a checkpoint on the blob records the ones done.
+type batchRun[T any] struct {
+	l      *Listener[T]
+	t      *try
+	p      *payload.Pointer
+	done   *payload.DoneSet
+	halted bool // Run ended with items unstarted; written before the items are waited for
+
+	mu    sync.Mutex // serialises checkpoint writes and guards the fields below
+	meta  payload.Meta
+	etag  azcore.ETag
+	saved int // items done at the last checkpoint read or written
+}
+
+// runBatch reads a batch's blob, runs the items that are not done yet, and
+// says what becomes of the message: deleted (then its blob) when every item
+// is done, otherwise released for another try, with a checkpoint of what is
+// done.
+func (l *Listener[T]) runBatch(t *try, p *payload.Pointer) action {
+	f, err := l.opts.Payloads.fetch(t.ctx, p)
+	if err == nil {
+		// The whole payload is checked before its first item runs.
+		err = payload.Scan(f.data, p.Items, l.limits)
+	}
+	if err != nil {
+		return l.payloadFailed(t, err)
+	}
+	b := &batchRun[T]{l: l, t: t, p: p, meta: f.meta, etag: f.etag, done: payload.NewDoneSet(p.Items)}
+	b.done.Merge(f.meta.Done)
+	b.saved = b.done.Len()
+	t.blob, t.saveProgress = p, b.checkpoint
+	if err := b.runItems(f.data); err != nil {
+		return l.payloadFailed(t, err)
+	}
+	switch {
+	case b.done.Len() == p.Items:
+		return action{kind: actDone}
+	case b.halted:
+		// Shut down with items unstarted: the checkpoint keeps what is
+		// done; let another listener have the rest now.
+		return action{kind: actRelease}
+	case t.ctx.Err() != nil:
+		return l.interrupted(t)
+	}
+	return action{kind: actRetry, err: errors.New("batch items left to do")}
+}
+
+// runItems starts each item not done yet once a handler token is free, and
+// waits for them. No further item starts once the try or Run has ended.
+func (b *batchRun[T]) runItems(data []byte) error {
+	l, t := b.l, b.t
+	fr, err := payload.NewReader(data, l.limits)
+	if err != nil {
+		return err
+	}
+	stopCheckpoints := b.checkpointEvery(l.opts.CheckpointInterval)
+	defer stopCheckpoints()
+	var items sync.WaitGroup
+	defer items.Wait()
+	for i := range b.p.Items {
+		skip := b.done.Has(i)
+		text, err := fr.Next(skip)
+		if err != nil {
+			return err // Scan read the same bytes; this cannot happen
+		}
+		if skip {
+			l.stats.itemsSkipped.Add(1)
+			continue
+		}
+		if err := l.takeHandler(t); err != nil {
+			b.halted = errors.Is(err, errNotStarted)
+			return nil
+		}
+		items.Go(func() {
+			defer l.giveHandler()
+			b.runItem(i, text)
+		})
+	}
+	return nil
+}
+
+// runItem decodes and handles one item and records its outcome.
+func (b *batchRun[T]) runItem(i int, text string) {
+	l, d := b.l, b.t.d
+	l.stats.items.Add(1)
+	var body T
+	if err := l.decode(text, &body); err != nil {
+		b.poisonItem(i, text, (&DecodeError{Err: err}).Error())
+		return
+	}
+	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt,
+		Queue: d.Queue, BatchID: b.p.Blob, Item: i}
+	switch a := l.runHandler(b.t, m); a.kind {
+	case actDone:
+		b.done.Add(i)
+		l.stats.itemsSucceeded.Add(1)
+	case actPoison:
+		b.poisonItem(i, text, a.reason)
+	case actRetry:
+		if b.t.ctx.Err() == nil { // the item's own failure, not its batch's end
+			l.msgLog(d).Info("batch item failed; the batch retries it later", "item", i, "err", a.err)
+		}
+	}
+	// Any other action leaves the item undone, for the batch's next try:
+	// the batch as a whole is settled when its items are over.
+}
+
+// poisonItem moves one item to the poison queue, in an envelope holding its
+// text, and marks it done; the rest of the batch goes on. If the move fails
+// the item stays undone, for the batch's next try.
+func (b *batchRun[T]) poisonItem(i int, text, reason string) {
+	l, d := b.l, b.t.d
+	ctx, cancel := settleContext(b.t.s.work)
+	defer cancel()
+	env := newPoisonEnvelope(l.src.Name(), d, reason, time.Now())
+	env.Batch, env.Item, env.Body = b.p.Blob, i, text
+	log := l.msgLog(d).With("item", i, "reason", reason)
+	if err := l.sendPoison(ctx, d, env); err != nil {
+		l.stats.poisonErrors.Add(1)
+		log.Error("cannot move the item to the poison queue; the batch will try it again", "err", err)
+		return
+	}
+	b.done.Add(i)
+	l.stats.itemsPoisoned.Add(1)
+	log.Warn("batch item poisoned")
+}
+
+// checkpoint records the done items on the blob if any completed since the
+// last checkpoint. It merges what another receiver of the same message may
+// have recorded meanwhile (the blob's ETag tells), so neither undoes the
+// other. A failed write is logged: the items it would have saved run again.
+func (b *batchRun[T]) checkpoint(ctx context.Context) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.done.Len()
+	if n == b.saved {
+		return
+	}
+	var text string
+	etag, err := b.l.opts.Payloads.update(ctx, b.p.Blob, b.meta, b.etag, func(m *payload.Meta) {
+		b.done.Merge(m.Done)
+		text = b.done.Encode()
+		m.Done = text
+	})
+	if err != nil {
+		b.l.msgLog(b.t.d).Warn("checkpoint not written; its items will run again", "blob", b.p.Blob, "err", err)
+		return
+	}
+	b.meta.Done, b.etag, b.saved = text, etag, n
+	b.l.stats.checkpoints.Add(1)
+}
+
+// checkpointEvery writes a checkpoint every interval while the batch runs,
+// so that a process that dies mid-batch loses at most that much work. It
+// returns a function that stops it and waits for it.
+func (b *batchRun[T]) checkpointEvery(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-b.t.ctx.Done():
+				return
+			case <-t.C:
+				b.checkpoint(b.t.ctx)
+			}
+		}
+	})
+	return func() {
+		close(quit)
+		wg.Wait()
+	}
+}

@@ -1,0 +1,192 @@
+package azdispatch
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/syncx"
+)
+
+const (
+	// receiveTimeout bounds one receive call, retries included. A receive
+	// is not cancelled by shutdown (the messages it returns would stay
+	// hidden for the visibility timeout); this bounds how long Run waits for it.
+	receiveTimeout = 30 * time.Second
+	// wakeCoalesce is how long after a partial batch a dequeuer ignores
+	// wake-ups. A publisher in the same process wakes listeners on every
+	// send; without this, a steady stream of sends would cost one receive
+	// each, twice the requests per message of receiving them in batches.
+	wakeCoalesce = 20 * time.Millisecond
+)
+
+// dequeue is one receive loop, counted in stats.active by Run. It returns when
+// Run's context ends, or when the Idle hook lets it stop.
+func (l *Listener[T]) dequeue(s *session) {
+	ctx := s.run
+	retired := false
+	defer func() {
+		if !retired {
+			l.stats.active.Add(-1)
+		}
+	}()
+	slots := syncx.NewSlots(l.opts.Concurrency)
+	idle, failures := 0, 0
+	for {
+		n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
+		if err != nil {
+			return
+		}
+		if ctx.Err() != nil {
+			// Slots were free, so Take did not wait; receiving now would
+			// only cost a try of every message it brought back.
+			slots.Give(n)
+			return
+		}
+		// Taken before the receive: a wake-up that comes while the
+		// receive is under way closes it, so the back-off below ends at once.
+		woken := l.wake.Current()
+		batch, err := l.receive(ctx, n)
+		slots.Give(n - len(batch))
+		if err != nil {
+			failures++
+			l.stats.receiveErrors.Add(1)
+			l.log.Warn("receive failed", "err", err, "failures", failures)
+			if !syncx.Sleep(ctx, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()), nil) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		l.stats.received.Add(int64(len(batch)))
+		if ctx.Err() != nil {
+			l.releaseUnstarted(s, slots, batch)
+			return
+		}
+		for _, d := range batch {
+			s.handlers.Go(func() {
+				defer slots.Give(1)
+				l.process(s, d)
+			})
+		}
+		if len(batch) == n {
+			// A full batch, whether the first after a quiet spell or one
+			// of many: the queue may hold more than this dequeuer can
+			// take. (A partial batch took all there was: reading the
+			// depth then would be a request spent to learn nothing.)
+			l.scaleUp(ctx)
+			idle = 0
+			continue // there may be more: receive again at once
+		}
+		if len(batch) > 0 {
+			// Fewer than asked for: the queue had no more just now, so an
+			// immediate receive would most likely come back empty. Wait
+			// as after a first empty receive, without counting it as idle.
+			// Work sent meanwhile ends the wait, but not within the first
+			// wakeCoalesce: a stream of sends, each waking the listener, is
+			// then received in batches, not one receive per send.
+			idle = 0
+			delay, _ := l.opts.Idle(l.State(), 1)
+			delay = l.due.Limit(time.Now(), delay)
+			if !syncx.Sleep(ctx, min(delay, wakeCoalesce), nil) || !syncx.Sleep(ctx, delay-wakeCoalesce, woken) {
+				return
+			}
+			continue
+		}
+		idle++
+		l.stats.emptyReceives.Add(1)
+		delay, stop := l.opts.Idle(l.State(), idle)
+		if stop && l.retire(woken) {
+			retired = true
+			return
+		}
+		l.event(Event{Kind: EventIdle, Dequeuers: int(l.stats.active.Load()), IdleCount: idle, Delay: delay})
+		l.stats.idle.Add(1)
+		live := syncx.Sleep(ctx, l.due.Limit(time.Now(), delay), woken)
+		l.stats.idle.Add(-1)
+		if !live {
+			return
+		}
+		if syncx.IsClosed(woken) {
+			idle = 0 // told there is work: start the curve again
+		}
+	}
+}
+
+// receive asks the source for up to n messages. The call is not cut short by
+// ctx: messages the service hands out are always taken, and released if the
+// listener is stopping.
+func (l *Listener[T]) receive(ctx context.Context, n int) ([]*Delivery, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
+	defer cancel()
+	return l.src.Receive(rctx, n, l.opts.VisibilityTimeout)
+}
+
+// releaseUnstarted makes messages received during shutdown visible again at
+// once, in parallel, so that another listener gets them without waiting out
+// the visibility timeout.
+func (l *Listener[T]) releaseUnstarted(s *session, slots *syncx.Slots, batch []*Delivery) {
+	for _, d := range batch {
+		s.handlers.Go(func() {
+			defer slots.Give(1)
+			ctx, cancel := settleContext(s.work)
+			defer cancel()
+			l.count(l.release(ctx, d, 0), &l.stats.released)
+		})
+	}
+}
+
+// scaleUp reads the queue's depth, at most once per ScaleInterval across the
+// listener, and asks Run for the dequeuers the Scale hook wants.
+func (l *Listener[T]) scaleUp(ctx context.Context) {
+	now := time.Now()
+	if !l.scale.claimDepthRead(now) {
+		return
+	}
+	defer l.scale.readDone()
+	depth, err := l.src.Depth(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("reading the depth to scale failed", "err", err)
+		}
+		return
+	}
+	l.stats.setDepth(depth, now)
+	active := int(l.stats.active.Load())
+	add := l.scale.target(now, l.opts.Scale(l.State(), depth), active)
+	if add == 0 {
+		return
+	}
+	l.stats.scaleUps.Add(1)
+	l.ask(active + add)
+	l.log.Debug("scaling up", "depth", depth, "dequeuers", active+add)
+	l.event(Event{Kind: EventScaleUp, Dequeuers: active + add, Depth: depth})
+}
+
+// retire takes an idle dequeuer out of the count if the floor and the
+// scale-up hold allow it. woken is the wake-up channel taken before its last
+// receive: a wake-up since then, which may have seen the dequeuer as running
+// and started none, asks for one again.
+func (l *Listener[T]) retire(woken <-chan struct{}) bool {
+	if !l.scale.mayRetire(time.Now()) {
+		return false
+	}
+	for {
+		n := l.stats.active.Load()
+		if int(n) <= l.floor {
+			return false
+		}
+		if l.stats.active.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	l.stats.scaleDowns.Add(1)
+	left := int(l.stats.active.Load())
+	if left == 0 && syncx.IsClosed(woken) {
+		l.ask(1)
+	}
+	l.log.Debug("idle dequeuer stopping", "dequeuers", left)
+	l.event(Event{Kind: EventScaleDown, Dequeuers: left})
+	return true
+}

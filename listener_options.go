@@ -1,0 +1,233 @@
+package azdispatch
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ListenerOptions configures a Listener. Nil, or a zero field, means the
+// documented default.
+type ListenerOptions struct {
+	// Codec decodes message text into the listener's type. Defaults to
+	// JSON(). A message it cannot decode is poisoned without reaching the
+	// handler.
+	Codec Codec
+
+	// BatchSize is the most messages one receive asks for, 1 to 32.
+	// Defaults to 32, the service maximum: a receive is billed the same
+	// whatever it returns.
+	BatchSize int
+
+	// Concurrency is the most messages one dequeuer has in hand at once, so
+	// the listener handles up to MaxDequeuers × Concurrency. Defaults to 64,
+	// two full batches. A dequeuer receives again only once half of
+	// Concurrency (at most BatchSize) is free, and asks for no more than is
+	// free: received messages never wait hidden in a local buffer, and a busy
+	// dequeuer asks for full batches of 32 while the other 32 are being
+	// handled, so it makes about 1.03 requests per message.
+	Concurrency int
+
+	// MinDequeuers is how many receive loops run however idle the queue is.
+	// Defaults to 1: one poller, backing off along Idle. See PushOnly for none.
+	MinDequeuers int
+
+	// MaxDequeuers caps the receive loops, and with them the handler calls
+	// at once (MaxDequeuers × Concurrency, single messages and the items of
+	// batches together). Defaults to 8: 512 handlers, and 8 receives in
+	// flight, enough to reach one queue's target of 2,000 messages a second
+	// at 100 ms a round trip. The listener scales up from
+	// the queue's depth (see Scale) and down as dequeuers go idle.
+	MaxDequeuers int
+
+	// PushOnly lets the last dequeuer stop too once it is idle (a push-only
+	// listener: MinDequeuers 0). An idle listener then makes no request
+	// at all, and only a wake-up starts a dequeuer again: Notify, a send
+	// through the same *Queue in this process, or Wake. It requires Wake,
+	// which declares where wake-ups come from (set it to the *Queue itself
+	// when the publishers are in this process); with no wake-up, sent
+	// messages wait until the next one.
+	PushOnly bool
+
+	// Wake is a source of wake-ups besides the listener's own queue (whose
+	// sends in this process wake it anyway), such as a WakeHandler that
+	// other processes POST to. Defaults to none.
+	Wake WakeSource
+
+	// Scale says how many dequeuers the queue's depth calls for. Defaults to
+	// ScaleByDepth(BatchSize): one per batch waiting. The depth is read when
+	// a dequeuer finds work after being idle or keeps receiving full batches,
+	// at most once per ScaleInterval, since each read is a billable request.
+	Scale ScaleFunc
+
+	// ScaleInterval is the least time between two depth reads, and how long
+	// after a scale-up no dequeuer may stop, so that the listener does not
+	// oscillate. Defaults to 10 s: a busy listener adds at most 8,640
+	// requests a day, and an idle one none.
+	ScaleInterval time.Duration
+
+	// OnEvent, if set, is called on every scale-up, scale-down, idle back-off
+	// and wake-up, from the listener's goroutines: it must be quick and safe
+	// for concurrent use.
+	OnEvent func(Event)
+
+	// VisibilityTimeout is how long a received message stays hidden from
+	// other receivers, 1 s to 7 days. Defaults to 30 s: long enough that a
+	// renewal is rarely needed, short enough that a message whose process
+	// died is retried soon. While a handler runs, the listener renews it at
+	// half-life.
+	VisibilityTimeout time.Duration
+
+	// HandlerTimeout bounds one handler call; its context then ends with
+	// cause ErrHandlerTimeout and renewals stop, so a handler that ignores
+	// its context lets the message reappear for another try. Defaults to
+	// 10 minutes, so that a hung handler cannot hide a message forever;
+	// negative means no limit.
+	HandlerTimeout time.Duration
+
+	// MaxDequeueCount is how many tries a message gets. A message delivered
+	// more often than this (its handler kept failing, or its process kept
+	// dying) is poisoned before the handler runs; a failure on the last try
+	// poisons it at once. Defaults to 5, as the Azure Functions queue
+	// trigger does. Every delivery counts, including one cut short by a
+	// shutdown, so values below 3 poison messages that were never really tried.
+	MaxDequeueCount int64
+
+	// PoisonQueue receives the messages given up on, in a PoisonEnvelope.
+	// Defaults to the source's PoisonQueue(): "<queue>-poison" in the same
+	// account for a Queue; for a ShardedQueue, the poison queue beside the
+	// shard each message came from. Required for a source without one.
+	PoisonQueue Target
+
+	// Retry says how long a failed message stays hidden before its next
+	// try. Defaults to ExponentialRetry(time.Second, 5*time.Minute): a
+	// transient fault gets about 15 s over the default 5 tries, and a
+	// failing message does not come back hot.
+	Retry RetryFunc
+
+	// Idle is the back-off after a receive that found nothing, and says when
+	// an idle dequeuer may stop. Defaults to ExponentialIdle(0, 30*time.Second):
+	// a new message on a quiet queue waits at most 30 s unless a wake-up
+	// comes, and an idle listener settles at one poll every 24–30 s: about
+	// 3,200 requests a day, 96,000 a 30-day month, against 2.6 million for a
+	// poller at a fixed 1 s. (The README prices them.)
+	Idle IdleFunc
+
+	// DrainTimeout is how long Run, once its context ends, lets running
+	// handlers finish before cancelling their contexts (cause
+	// ErrDrainTimeout). Run then still waits for them to return. Defaults to
+	// 30 s; negative cancels at once.
+	DrainTimeout time.Duration
+
+	// Logger receives the listener's logs. Defaults to none.
+	Logger *slog.Logger
+
+	// Payloads is where the listener reads offloaded payloads (batches and
+	// large messages) that pointer messages name. Defaults to the store of a
+	// *Queue's account (container DefaultPayloadContainer); a ShardedQueue,
+	// whose shards may sit in several accounts, has none: give its listeners
+	// the store its publishers use. A listener with
+	// none (a queue opened by SAS URL) poisons pointer messages with
+	// ErrNoBlobService as the reason; their blobs are then not marked as
+	// poisoned, so requeue them before Sweep's rule lets their blobs go.
+	Payloads *PayloadStore
+
+	// PayloadLimits bound what one pointer may make the listener download,
+	// inflate and decode. Zero fields mean the defaults of PayloadLimits.
+	PayloadLimits PayloadLimits
+
+	// CheckpointInterval is how often a batch in progress records its
+	// completed items on its blob (one request each time, only if items
+	// completed since the last), so that a process that dies mid-batch loses
+	// at most this much work. A batch also checkpoints whenever it is
+	// released with items done. Defaults to 30 s; negative means only on release.
+	CheckpointInterval time.Duration
+}
+
+// withDefaults returns a copy of o (which may be nil) with defaults filled in
+// and every field checked.
+func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
+	var cfg ListenerOptions
+	if o != nil {
+		cfg = *o
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = JSON()
+	}
+	setDefault(&cfg.BatchSize, MaxBatch)
+	setDefault(&cfg.Concurrency, 64)
+	setDefault(&cfg.MinDequeuers, 1)
+	setDefault(&cfg.MaxDequeuers, 8)
+	setDefault(&cfg.ScaleInterval, 10*time.Second)
+	if cfg.Scale == nil {
+		cfg.Scale = ScaleByDepth(cfg.BatchSize)
+	}
+	setDefault(&cfg.VisibilityTimeout, 30*time.Second)
+	setDefault(&cfg.HandlerTimeout, 10*time.Minute)
+	setDefault(&cfg.MaxDequeueCount, 5)
+	setDefault(&cfg.DrainTimeout, 30*time.Second)
+	setDefault(&cfg.CheckpointInterval, 30*time.Second)
+	if cfg.Retry == nil {
+		cfg.Retry = ExponentialRetry(time.Second, 5*time.Minute)
+	}
+	if cfg.Idle == nil {
+		cfg.Idle = ExponentialIdle(0, 30*time.Second)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Payloads == nil {
+		cfg.Payloads = defaultPayloadStore(src)
+	}
+	var err error
+	if cfg.PayloadLimits, err = cfg.PayloadLimits.withDefaults("ListenerOptions.PayloadLimits"); err != nil {
+		return cfg, err
+	}
+	if cfg.PoisonQueue == nil {
+		switch p := src.(type) {
+		case interface{ PoisonQueue() *Queue }:
+			if q := p.PoisonQueue(); q != nil {
+				cfg.PoisonQueue = q
+			}
+		case interface{ PoisonQueue() *ShardedQueue }:
+			if q := p.PoisonQueue(); q != nil {
+				cfg.PoisonQueue = q
+			}
+		}
+	}
+
+	bad := func(field, reason string, args ...any) error {
+		return &ConfigError{Field: "ListenerOptions." + field, Reason: fmt.Sprintf(reason, args...)}
+	}
+	switch {
+	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
+		return cfg, bad("BatchSize", "%d is not between 1 and %d", cfg.BatchSize, MaxBatch)
+	case cfg.Concurrency < 1:
+		return cfg, bad("Concurrency", "%d is less than 1", cfg.Concurrency)
+	case cfg.MinDequeuers < 1:
+		return cfg, bad("MinDequeuers", "%d is less than 1 (for none, set PushOnly)", cfg.MinDequeuers)
+	case cfg.MaxDequeuers < cfg.MinDequeuers:
+		return cfg, bad("MaxDequeuers", "%d is less than MinDequeuers (%d)", cfg.MaxDequeuers, cfg.MinDequeuers)
+	case cfg.PushOnly && cfg.MinDequeuers > 1:
+		return cfg, bad("PushOnly", "conflicts with MinDequeuers %d", cfg.MinDequeuers)
+	case cfg.PushOnly && cfg.Wake == nil:
+		return cfg, bad("PushOnly", "requires Wake: with no wake-up source nothing would ever receive")
+	case cfg.ScaleInterval < 0:
+		return cfg, bad("ScaleInterval", "%v is negative", cfg.ScaleInterval)
+	case cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > MaxVisibility:
+		return cfg, bad("VisibilityTimeout", "%v is not between 1s and 7 days", cfg.VisibilityTimeout)
+	case cfg.MaxDequeueCount < 1:
+		return cfg, bad("MaxDequeueCount", "%d is less than 1", cfg.MaxDequeueCount)
+	case cfg.PoisonQueue == nil:
+		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
+	}
+	return cfg, nil
+}
+
+// setDefault sets *v to def when it is zero.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

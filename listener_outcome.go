@@ -1,0 +1,272 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
+)
+
+// settleTimeout bounds a delete, release or poison move, which outlive Run's
+// context so that a shutdown settles what it finished.
+const settleTimeout = 30 * time.Second
+
+// actionKind is what becomes of a message, or of a batch item.
+type actionKind int
+
+const (
+	// actDone: the work is done. A message is deleted (then its payload
+	// blob); an item is marked done in its batch's checkpoint.
+	actDone actionKind = iota
+	// actRetry: try again later. A message is hidden for the retry delay;
+	// an item stays undone, for its batch's next delivery.
+	actRetry
+	// actPoison: give up. The message, or the item alone, goes to the
+	// poison queue with the action's reason.
+	actPoison
+	// actRelease: not tried, or cut off by the drain: a message is made
+	// visible at once, so that another listener takes it now.
+	actRelease
+	// actLost: another receiver owns the message now; nothing to do.
+	actLost
+)
+
+// action is the outcome of a try: what to do, and why.
+type action struct {
+	kind   actionKind
+	reason string // actPoison: the poison envelope's reason
+	err    error  // actRetry: the failure, for the log
+}
+
+func poison(reason string) action { return action{kind: actPoison, reason: reason} }
+
+// judge turns a handler's result into what becomes of the message or batch
+// item it ran for; call is the context the handler ran with. It is the one
+// place where the outcome rules live, for single messages and batch items
+// alike: nil is done; a call that never started is released at once; a call
+// cut short with its whole try (ownership lost, the drain, another item's
+// timeout) is not this call's failure; Permanent poisons at once; any other
+// error, panic or the handler's own timeout is a failure, retried until the
+// message's last try, which poisons it.
+func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
+	switch {
+	case err == nil:
+		return action{kind: actDone}
+	case errors.Is(err, errNotStarted):
+		return action{kind: actRelease}
+	case t.ctx.Err() != nil && call.Err() != context.DeadlineExceeded:
+		return l.interrupted(t)
+	}
+	l.failed(t.d, err)
+	if errors.As(err, new(*PermanentError)) {
+		return poison(err.Error())
+	}
+	if t.d.DequeueCount >= l.opts.MaxDequeueCount {
+		// Its last try: poison now rather than at the next delivery, which
+		// would cost a release, a receive and the retry delay.
+		return poison(fmt.Sprintf("failed %d times; last error: %v", t.d.DequeueCount, err))
+	}
+	return action{kind: actRetry, err: err}
+}
+
+// interrupted is the action for a try whose context ended from outside the
+// call that reports it.
+func (l *Listener[T]) interrupted(t *try) action {
+	switch cause := context.Cause(t.ctx); {
+	case errors.Is(cause, ErrOwnershipLost):
+		return action{kind: actLost}
+	case errors.Is(cause, ErrDrainTimeout):
+		return action{kind: actRelease}
+	default: // a batch item's timeout ended the batch's try
+		return action{kind: actRetry, err: cause}
+	}
+}
+
+// payloadFailed is the action for a message whose payload blob could not be
+// read. A missing, corrupt or oversized payload is poisoned (its blob, if
+// any, kept and marked); a failed request is retried after the retry delay,
+// like a failed handler, so that a payload that stays unreadable ends
+// poisoned too (dequeued too often).
+func (l *Listener[T]) payloadFailed(t *try, err error) action {
+	switch {
+	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt), errors.Is(err, ErrPayloadTooLarge):
+		return poison(err.Error())
+	case t.ctx.Err() != nil:
+		return l.interrupted(t)
+	}
+	return action{kind: actRetry, err: fmt.Errorf("cannot read the payload: %w", err)}
+}
+
+// failed counts a failed handler call, logging a panic with its stack.
+func (l *Listener[T]) failed(d *Delivery, err error, attrs ...any) {
+	l.stats.failed.Add(1)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		l.stats.panics.Add(1)
+		l.msgLog(d).Error("handler panicked", append(attrs, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))...)
+	}
+}
+
+// settle carries out a message's action once its try is over.
+func (l *Listener[T]) settle(t *try, a action) {
+	lost := t.renew.stop()
+	t.end(nil)
+	ctx, cancel := settleContext(t.s.work)
+	defer cancel()
+	d := t.d
+	if lost || a.kind == actLost {
+		t.save(ctx)
+		l.stats.lost.Add(1)
+		l.msgLog(d).Warn("ownership lost while handling; the message will be delivered again")
+		return
+	}
+	switch a.kind {
+	case actDone:
+		if err := l.src.Delete(ctx, d); err != nil {
+			// Record what is done, so the next delivery only deletes.
+			t.save(ctx)
+			l.stats.lost.Add(1)
+			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again", "err", err)
+			return
+		}
+		l.stats.succeeded.Add(1)
+		if t.blob != nil {
+			l.removePayload(ctx, d, t.blob)
+		}
+	case actPoison:
+		l.poisonMessage(ctx, d, a.reason)
+	case actRelease:
+		t.save(ctx)
+		l.count(l.release(ctx, d, 0), &l.stats.released)
+	case actRetry:
+		t.save(ctx)
+		l.msgLog(d).Info("retrying later", "err", a.err)
+		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount)), &l.stats.retried)
+	}
+}
+
+// save records a batch's progress, if the try is a batch's.
+func (t *try) save(ctx context.Context) {
+	if t.saveProgress != nil {
+		t.saveProgress(ctx)
+	}
+}
+
+// release hides d for after (0: visible at once), remembering when it is
+// due. It reports success; on failure the message reappears when its
+// visibility timeout ends.
+func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
+	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
+	if err := l.src.SetVisibility(ctx, d, after); err != nil {
+		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
+		return false
+	}
+	if after > 0 {
+		// The service counts whole seconds, rounded up.
+		l.due.Add(time.Now().Add(time.Duration(seconds(after)) * time.Second))
+	}
+	return true
+}
+
+// poisonMessage copies d into the poison queue with reason, then deletes it.
+// If the copy fails the message stays where it is (released for a retry
+// delay), so that it is never in neither queue. A pointer's blob is first
+// marked as poisoned, so that Sweep keeps it for the envelope.
+func (l *Listener[T]) poisonMessage(ctx context.Context, d *Delivery, reason string) {
+	log := l.msgLog(d).With("reason", reason)
+	err := l.keepPayload(ctx, d)
+	if err == nil {
+		err = l.sendPoison(ctx, d, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
+	}
+	if err != nil {
+		l.stats.poisonErrors.Add(1)
+		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
+		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount)), &l.stats.retried)
+		return
+	}
+	l.stats.poisoned.Add(1)
+	log.Warn("message poisoned")
+	if err := l.src.Delete(ctx, d); err != nil {
+		log.Warn("copied to the poison queue but not deleted; it may be poisoned twice", "err", err)
+	}
+}
+
+// sendPoison writes env, about d, to the poison queue: beside the queue d
+// came from when the poison queue is a sharded queue's (see
+// ShardedQueue.PoisonQueue). A body too large for an envelope is offloaded.
+func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, env *PoisonEnvelope) error {
+	text, err := envelopeText(ctx, env, l.opts.Payloads, l.limits)
+	if err != nil {
+		return err
+	}
+	opts := &SendOptions{TTL: -1}
+	if r, ok := l.opts.PoisonQueue.(besideSender); ok {
+		_, err = r.sendBeside(ctx, d, text, opts)
+	} else {
+		_, err = l.opts.PoisonQueue.Send(ctx, text, opts)
+	}
+	return err
+}
+
+// besideSender is a poison queue that can put an envelope beside the queue
+// its message came from.
+type besideSender interface {
+	sendBeside(ctx context.Context, d *Delivery, text string, opts *SendOptions) (string, error)
+}
+
+// removePayload deletes the blob of a message that has been deleted: the
+// message first, so that a crash in between leaves waste (which Sweep
+// removes), never a pointer to nothing.
+func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload.Pointer) {
+	if err := l.opts.Payloads.remove(ctx, p.Blob); err != nil {
+		l.msgLog(d).Warn("message deleted, but not its payload blob; Sweep will remove it", "blob", p.Blob, "err", err)
+	}
+}
+
+// keepPayload marks the blob of a pointer message that is being poisoned, so
+// that Sweep keeps it for as long as the envelope may be requeued. Text that
+// is not a well-formed pointer makes no request. A blob that is missing or
+// not ours has nothing to keep; any other failure is returned, and the
+// message stays in its queue.
+func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
+	if !payload.IsPointer(d.Text) || l.opts.Payloads == nil {
+		return nil
+	}
+	// The format alone decides: a pointer beyond this listener's limits may
+	// still be requeued to one with larger limits.
+	p, err := payload.ParsePointer(d.Text, payload.Unlimited())
+	if err != nil {
+		return nil
+	}
+	err = l.opts.Payloads.markPoisoned(ctx, p.Blob, time.Now())
+	if errors.Is(err, ErrPayloadMissing) || errors.Is(err, ErrPayloadCorrupt) {
+		return nil
+	}
+	return err
+}
+
+// msgLog is the logger for one message's events. It is made only when
+// something is logged: most messages log nothing.
+func (l *Listener[T]) msgLog(d *Delivery) *slog.Logger {
+	return l.log.With("id", d.ID, "dequeue_count", d.DequeueCount)
+}
+
+// count records a settled message in c if ok, and as lost otherwise.
+func (l *Listener[T]) count(ok bool, c *atomic.Int64) {
+	if ok {
+		c.Add(1)
+	} else {
+		l.stats.lost.Add(1)
+	}
+}
+
+// settleContext is for requests that must finish even when the listener is
+// stopping: it keeps work's values (the transaction counter) but not its
+// cancellation, and has its own timeout.
+func settleContext(work context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(work), settleTimeout)
+}

@@ -1,0 +1,89 @@
+package azdispatch
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// renewer keeps a message hidden while its handler runs, renewing the
+// visibility timeout at half-life and keeping the new pop receipt.
+type renewer struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	lost    bool
+	busy    sync.WaitGroup // a renewal in flight
+}
+
+// startRenewer starts renewing t's message until stop is called or the try's
+// context ends. If ownership is lost it ends the try with cause
+// ErrOwnershipLost.
+func (l *Listener[T]) startRenewer(t *try) *renewer {
+	r := &renewer{}
+	d := t.d
+	vis := l.opts.VisibilityTimeout
+	hiddenUntil := time.Now().Add(vis) // by the local clock; the receive was just made
+	var renew func()
+	renew = func() {
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			return
+		}
+		r.busy.Add(1)
+		r.mu.Unlock()
+		defer r.busy.Done()
+		if t.ctx.Err() != nil {
+			// Timed out, lost or drained: stop renewing so the message
+			// reappears for another try even if the handler never returns.
+			return
+		}
+		ctx, done := settleContext(t.s.work)
+		start := time.Now()
+		err := l.src.SetVisibility(ctx, d, vis)
+		done()
+		var next time.Duration
+		switch {
+		case err == nil:
+			l.stats.renewed.Add(1)
+			hiddenUntil = start.Add(vis)
+			next = vis / 2
+		case errors.Is(err, ErrOwnershipLost):
+			r.mu.Lock()
+			r.lost = true
+			r.mu.Unlock()
+			t.end(ErrOwnershipLost)
+			return
+		default:
+			left := time.Until(hiddenUntil)
+			l.log.Warn("visibility renewal failed", "id", d.ID, "err", err, "hidden_for", left)
+			if left < time.Second {
+				return // too late to matter; the delete will tell
+			}
+			next = left / 4
+		}
+		r.mu.Lock()
+		if !r.stopped {
+			r.timer.Reset(next)
+		}
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	r.timer = time.AfterFunc(vis/2, renew)
+	r.mu.Unlock()
+	return r
+}
+
+// stop ends the renewals, waits for one in flight (so the caller sees its
+// pop receipt), and reports whether ownership was lost.
+func (r *renewer) stop() bool {
+	r.mu.Lock()
+	r.stopped = true
+	r.timer.Stop()
+	r.mu.Unlock()
+	r.busy.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost
+}
