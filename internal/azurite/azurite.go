@@ -303,9 +303,9 @@ func (i *Instance) PID() int {
 
 // CPUTime returns the user+system CPU time the emulator process has used so
 // far, so load tests can tell how much of the cost is the emulator's. It is
-// read from /proc on Linux and with GetProcessTimes on Windows; on macOS and
-// other systems it always fails. It also fails when external, after Stop or
-// Kill, and once the process has exited.
+// read from /proc on Linux, with GetProcessTimes on Windows, and from ps on
+// macOS and other Unix systems. It fails when external, after Stop or Kill,
+// and once the process has exited.
 func (i *Instance) CPUTime() (time.Duration, error) {
 	if i.external {
 		return 0, errors.New("azurite: CPUTime of an external account is unknown")

@@ -3,7 +3,10 @@
 package azurite
 
 import (
-	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -17,9 +20,17 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
-// pidCPUTime is not implemented here: macOS has no /proc, and its call for
-// another process's CPU time (proc_pid_rusage in libproc) is not exposed by
-// golang.org/x/sys/unix; getrusage covers only reaped children.
-func pidCPUTime(int) (time.Duration, error) {
-	return 0, errors.New("azurite: CPUTime is only supported on Linux and Windows")
+// pidCPUTime asks ps for pid's user+system CPU time. macOS has no /proc, and
+// its call for another process's CPU time (proc_pid_rusage in libproc) is
+// not exposed by golang.org/x/sys/unix; ps, which every Unix has, reads it.
+func pidCPUTime(pid int) (time.Duration, error) {
+	out, err := exec.Command("ps", "-o", "time=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return 0, fmt.Errorf("azurite: cpu time: ps: %w", err)
+	}
+	d, err := parsePSTime(strings.TrimSpace(string(out)))
+	if err != nil {
+		return 0, fmt.Errorf("azurite: cpu time: %w", err)
+	}
+	return d, nil
 }
