@@ -319,7 +319,11 @@ func (s *ShardedQueue) Delete(ctx context.Context, d *Delivery) error {
 	if err != nil {
 		return err
 	}
-	err = r.onShard(d, func(sh Shard) error { return sh.Delete(ctx, d) })
+	// A delete is the last use of d (renewals stopped, batch items over),
+	// so d itself carries the shard's own receipt for the call.
+	d.Receipt = r.inner
+	err = s.set.shards[r.index].Delete(ctx, d)
+	d.Receipt = r
 	s.set.record(ctx, r.index, err)
 	return err
 }
@@ -331,7 +335,14 @@ func (s *ShardedQueue) SetVisibility(ctx context.Context, d *Delivery, after tim
 	if err != nil {
 		return err
 	}
-	err = r.onShard(d, func(sh Shard) error { return sh.SetVisibility(ctx, d, after) })
+	// The shard updates a copy of d that holds its own receipt, so that
+	// d.Receipt itself never changes: a listener renews a batch's visibility
+	// while its items may be poisoned on other goroutines, and the poison
+	// move reads d.Receipt to find the shard (see sendBeside).
+	onShard := *d
+	onShard.Receipt = r.inner
+	err = s.set.shards[r.index].SetVisibility(ctx, &onShard, after)
+	r.inner, d.NextVisibleAt = onShard.Receipt, onShard.NextVisibleAt
 	s.set.record(ctx, r.index, err)
 	return err
 }

@@ -158,14 +158,3 @@ func (set *shardSet) receipt(d *Delivery) (*shardReceipt, error) {
 	}
 	return nil, errors.New("azdispatch: delivery did not come from sharded queue " + set.name)
 }
-
-// onShard calls f with the receipt's shard while d carries the shard's own
-// receipt, then keeps the receipt the shard left (a visibility update
-// replaces it) and puts this one back. A Delivery belongs to one goroutine
-// at a time, so this is safe.
-func (r *shardReceipt) onShard(d *Delivery, f func(Shard) error) error {
-	d.Receipt = r.inner
-	err := f(r.set.shards[r.index])
-	r.inner, d.Receipt = d.Receipt, r
-	return err
-}

@@ -507,6 +507,59 @@ func TestShardedPoisonMoveRoutesByTheDelivery(t *testing.T) {
 	assert.Equal(t, 2, n)
 }
 
+// A batch's items are poisoned beside its shard while its visibility is
+// renewed on another goroutine: the poison move reads the delivery's
+// receipt, which a renewal must not change under it (run with -race).
+func TestShardedBatchItemsArePoisonedBesideTheirShardWhileRenewalsRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	acct := testAccount(t, quickRetries(nil))
+	sq := shardedQueue(t, 3, nil, acct)
+	store, err := acct.Payloads()
+	require.NoError(t, err)
+	p, err := NewPublisher[job](sq, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	items := make([]job, 8)
+	for i := range items {
+		items[i] = job{N: i}
+	}
+	_, err = p.SendBatch(ctx, items)
+	require.NoError(t, err)
+	origin := -1
+	for i, n := range shardDepths(t, sq) {
+		if n == 1 {
+			origin = i
+		}
+	}
+	require.GreaterOrEqual(t, origin, 0)
+
+	cfg := quick()
+	cfg.Payloads = store
+	cfg.VisibilityTimeout = 2 * time.Second // renewed every second
+	l, err := NewListener(sq, func(_ context.Context, m *Message[job]) error {
+		if m.Body.N == 0 {
+			time.Sleep(3 * time.Second) // keeps the batch, and its renewals, going
+			return nil
+		}
+		time.Sleep(time.Duration(m.Body.N) * 300 * time.Millisecond)
+		return Permanent(assert.AnError)
+	}, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "the batch done", func() bool { return l.State().Succeeded == 1 })
+	require.NoError(t, stop())
+	s := l.State()
+	assert.EqualValues(t, len(items)-1, s.ItemsPoisoned)
+	assert.Positive(t, s.Renewed, "renewals ran while items were poisoned")
+	for i, sh := range sq.Shards() {
+		want := 0
+		if i == origin {
+			want = len(items) - 1
+		}
+		assert.Equal(t, want, depth(t, sh.(*Queue).PoisonQueue()), "poison queue of shard %d", i)
+	}
+}
+
 func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
