@@ -235,7 +235,9 @@ func TestBatchShutdownCheckpointsAndReleases(t *testing.T) {
 func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	const n = 16 // 8 rounds of 400 ms: 3.2 s, past one renewal (at 2 s)
+	// 12 rounds of 400 ms: 4.8 s, well past the first renewal (at 2 s) even
+	// when a busy machine fires its timer late or the request is slow.
+	const n = 24
 	sent := sendBatch(t, q, n, nil)
 	cfg := quick()
 	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
