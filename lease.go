@@ -60,7 +60,7 @@ type LeaseOptions struct {
 // waiting contender takes it at its next try.
 type Lease struct {
 	name      string
-	cfg       LeaseOptions
+	opts      LeaseOptions
 	container *container.Client
 	blob      *blockblob.Client
 	client    *lease.BlobClient
@@ -106,7 +106,7 @@ func NewLease(a *Account, name string, opts *LeaseOptions) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: lease client: %w", err)
 	}
-	return &Lease{name: name, cfg: c, container: cc, blob: bb, client: lc, log: c.Logger.With("lease", c.Container+"/"+name)}, nil
+	return &Lease{name: name, opts: c, container: cc, blob: bb, client: lc, log: c.Logger.With("lease", c.Container+"/"+name)}, nil
 }
 
 // Transactions counts the requests this contender made: lease requests, and
@@ -149,8 +149,8 @@ func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) err
 // (an error wrapping ErrLeaseLost). When ctx ends it waits for fn, whose
 // context ends with it, still renewing, so that fn never runs unheld.
 func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error {
-	deadline := sent.Add(l.cfg.Duration - l.cfg.Duration/10)
-	renew := time.NewTimer(l.cfg.RenewEvery)
+	deadline := sent.Add(l.opts.Duration - l.opts.Duration/10)
+	renew := time.NewTimer(l.opts.RenewEvery)
 	defer renew.Stop()
 	for {
 		expire := time.NewTimer(time.Until(deadline))
@@ -160,7 +160,7 @@ func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error
 			done <- err // for Run
 			return nil
 		case <-expire.C:
-			return fmt.Errorf("%w: no renewal succeeded for %v", ErrLeaseLost, l.cfg.Duration-l.cfg.Duration/10)
+			return fmt.Errorf("%w: no renewal succeeded for %v", ErrLeaseLost, l.opts.Duration-l.opts.Duration/10)
 		case <-renew.C:
 			expire.Stop()
 			// Not cut short by ctx: fn may still be running and need the lease.
@@ -170,13 +170,13 @@ func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error
 			cancel()
 			switch {
 			case err == nil:
-				deadline = at.Add(l.cfg.Duration - l.cfg.Duration/10)
-				renew.Reset(l.cfg.RenewEvery)
+				deadline = at.Add(l.opts.Duration - l.opts.Duration/10)
+				renew.Reset(l.opts.RenewEvery)
 			case leaseGone(err):
 				return fmt.Errorf("%w: %w", ErrLeaseLost, storageError(opBlobLease, l.name, err))
 			default:
 				l.log.Warn("lease renewal failed; retrying", "err", storageError(opBlobLease, l.name, err))
-				renew.Reset(min(time.Second, l.cfg.RenewEvery))
+				renew.Reset(min(time.Second, l.opts.RenewEvery))
 			}
 		}
 	}
@@ -188,10 +188,10 @@ func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error
 func (l *Lease) acquire(ctx context.Context) (time.Time, error) {
 	for {
 		at := time.Now()
-		_, err := l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.cfg.Duration), nil)
+		_, err := l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.opts.Duration), nil)
 		if err != nil && missing(err) && l.create(ctx) == nil {
 			at = time.Now()
-			_, err = l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.cfg.Duration), nil)
+			_, err = l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.opts.Duration), nil)
 		}
 		switch {
 		case err == nil:
@@ -201,7 +201,7 @@ func (l *Lease) acquire(ctx context.Context) (time.Time, error) {
 		case !held(err):
 			l.log.Warn("lease acquire failed; retrying", "err", storageError(opBlobLease, l.name, err))
 		}
-		wait := time.Duration(float64(l.cfg.AcquireEvery) * (0.8 + 0.4*rand.Float64()))
+		wait := time.Duration(float64(l.opts.AcquireEvery) * (0.8 + 0.4*rand.Float64()))
 		if !syncx.Sleep(ctx, wait, nil) {
 			return time.Time{}, context.Cause(ctx)
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testLeaseConfig is the shortest lease the service allows, with quick
+// testLeaseOptions is the shortest lease the service allows, with quick
 // tries, so that takeovers happen in seconds.
-func testLeaseConfig() *LeaseOptions {
+func testLeaseOptions() *LeaseOptions {
 	return &LeaseOptions{Duration: 15 * time.Second, RenewEvery: 3 * time.Second, AcquireEvery: 500 * time.Millisecond}
 }
 
@@ -59,9 +59,9 @@ func TestLeaseRunsOneHolderAndHandsOverOnRelease(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
 	name := uniqueName(t)
-	first, err := NewLease(a, name, testLeaseConfig())
+	first, err := NewLease(a, name, testLeaseOptions())
 	require.NoError(t, err)
-	second, err := NewLease(a, name, testLeaseConfig())
+	second, err := NewLease(a, name, testLeaseOptions())
 	require.NoError(t, err)
 
 	h1 := hold(first)
@@ -97,7 +97,7 @@ func TestLeaseIsTakenOverAfterTheHolderDies(t *testing.T) {
 	a := testAccount(t, nil)
 	name := uniqueName(t)
 	// A holder that took the lease and died: it never renews or releases.
-	waiter, err := NewLease(a, name, testLeaseConfig())
+	waiter, err := NewLease(a, name, testLeaseOptions())
 	require.NoError(t, err)
 	require.NoError(t, waiter.create(context.Background()))
 	svc, err := a.blobService()
@@ -122,9 +122,9 @@ func TestLeaseHolderCutOffFromStorageStopsBeforeTheNextOneStarts(t *testing.T) {
 	f := &faultTransport{fail: func(*http.Request) bool { return cut.Load() }}
 	f.next = newHTTPClient()
 	name := uniqueName(t)
-	cutOff, err := NewLease(faultyAccount(t, f, 0), name, testLeaseConfig())
+	cutOff, err := NewLease(faultyAccount(t, f, 0), name, testLeaseOptions())
 	require.NoError(t, err)
-	other, err := NewLease(testAccount(t, nil), name, testLeaseConfig())
+	other, err := NewLease(testAccount(t, nil), name, testLeaseOptions())
 	require.NoError(t, err)
 
 	h1 := hold(cutOff)
@@ -147,7 +147,7 @@ func TestLeaseHolderCutOffFromStorageStopsBeforeTheNextOneStarts(t *testing.T) {
 	require.NoError(t, ignoreCanceled(<-h2.result))
 }
 
-func TestLeaseConfigIsChecked(t *testing.T) {
+func TestLeaseOptionsAreChecked(t *testing.T) {
 	t.Parallel()
 	a := testAccount(t, nil)
 	for _, c := range []*LeaseOptions{

@@ -130,7 +130,7 @@ func (b *batchRun[T]) poisonItem(i int, text, reason string) {
 	env := newPoisonEnvelope(l.src.Name(), d, reason, time.Now())
 	env.Batch, env.Item, env.Body = b.p.Blob, i, text
 	log := l.msgLog(d).With("item", i, "reason", reason)
-	if err := l.sendPoison(ctx, d, env); err != nil {
+	if err := l.sendPoison(ctx, b.t.origin, env); err != nil {
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the item to the poison queue; the batch will try it again", "err", err)
 		return

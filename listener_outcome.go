@@ -180,7 +180,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, d *Delivery, reason str
 	log := l.msgLog(d).With("reason", reason)
 	err := l.keepPayload(ctx, d)
 	if err == nil {
-		err = l.sendPoison(ctx, d, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
+		err = l.sendPoison(ctx, d.Receipt, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
 	}
 	if err != nil {
 		l.stats.poisonErrors.Add(1)
@@ -195,17 +195,18 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, d *Delivery, reason str
 	}
 }
 
-// sendPoison writes env, about d, to the poison queue: beside the queue d
+// sendPoison writes env to the poison queue: beside the queue its message
 // came from when the poison queue is a sharded queue's (see
-// ShardedQueue.PoisonQueue). A body too large for an envelope is offloaded.
-func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, env *PoisonEnvelope) error {
+// ShardedQueue.PoisonQueue), which origin, the delivery's receipt as
+// received, tells. A body too large for an envelope is offloaded.
+func (l *Listener[T]) sendPoison(ctx context.Context, origin any, env *PoisonEnvelope) error {
 	text, err := envelopeText(ctx, env, l.opts.Payloads, l.limits)
 	if err != nil {
 		return err
 	}
 	opts := &SendOptions{TTL: -1}
 	if r, ok := l.opts.PoisonQueue.(besideSender); ok {
-		_, err = r.sendBeside(ctx, d, text, opts)
+		_, err = r.sendBeside(ctx, origin, text, opts)
 	} else {
 		_, err = l.opts.PoisonQueue.Send(ctx, text, opts)
 	}
@@ -213,9 +214,9 @@ func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, env *PoisonEn
 }
 
 // besideSender is a poison queue that can put an envelope beside the queue
-// its message came from.
+// its message came from, given the message's receipt.
 type besideSender interface {
-	sendBeside(ctx context.Context, d *Delivery, text string, opts *SendOptions) (string, error)
+	sendBeside(ctx context.Context, origin any, text string, opts *SendOptions) (string, error)
 }
 
 // removePayload deletes the blob of a message that has been deleted: the

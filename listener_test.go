@@ -485,7 +485,7 @@ func TestListenerKeepsAForeignMessageItCannotPoison(t *testing.T) {
 	assert.Equal(t, 0, depth(t, q.PoisonQueue()))
 }
 
-func TestListenerConfigErrorsNameTheField(t *testing.T) {
+func TestListenerOptionsErrorsNameTheField(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
 	h := func(context.Context, *Message[job]) error { return nil }

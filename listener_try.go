@@ -26,6 +26,10 @@ type try struct {
 	// saveProgress, set by a batch, records its completed items before the
 	// message is seen again (released, lost, or left by a failed delete).
 	saveProgress func(context.Context)
+	// origin is d's receipt as received, read before renewals start: a
+	// renewal may replace d.Receipt while batch items are being poisoned,
+	// and the poison move routes by it (see besideSender).
+	origin any
 }
 
 // process takes one received message to its end: handled and deleted,
@@ -35,7 +39,7 @@ func (l *Listener[T]) process(s *session, d *Delivery) {
 	l.stats.inFlight.Add(1)
 	defer l.stats.inFlight.Add(-1)
 	ctx, end := context.WithCancelCause(s.work)
-	t := &try{s: s, d: d, ctx: ctx, end: end}
+	t := &try{s: s, d: d, ctx: ctx, end: end, origin: d.Receipt}
 	t.renew = l.startRenewer(t)
 	l.settle(t, l.work(t))
 }

@@ -51,12 +51,13 @@ func (set *shardSet) poisonSet() *shardSet {
 	return set.poison
 }
 
-// sendBeside puts a poison envelope about d into the poison queue beside the
-// shard d came through, which the listener's poison move calls with the
-// delivery it gives up on. When that is not known (d came from elsewhere) or
-// the shard is backed off or fails, the envelope is spread as any send is.
-func (s *ShardedQueue) sendBeside(ctx context.Context, d *Delivery, text string, opts *SendOptions) (string, error) {
-	if r, ok := d.Receipt.(*shardReceipt); ok && r.set == s.set.parent && s.set.available(r.index, s.set.now()) {
+// sendBeside puts a poison envelope into the poison queue beside the shard
+// its message came through, which origin (the message's receipt as
+// received) names: the listener's poison move calls it. When that is not
+// known (the message came from elsewhere) or the shard is backed off or
+// fails, the envelope is spread as any send is.
+func (s *ShardedQueue) sendBeside(ctx context.Context, origin any, text string, opts *SendOptions) (string, error) {
+	if r, ok := origin.(*shardReceipt); ok && r.set == s.set.parent && s.set.available(r.index, s.set.now()) {
 		id, err := s.set.shards[r.index].Send(ctx, text, opts)
 		s.set.record(ctx, r.index, err)
 		if f, _ := fault(ctx, err); !f {

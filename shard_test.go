@@ -489,7 +489,7 @@ func TestShardedPoisonMoveRoutesByTheDelivery(t *testing.T) {
 	require.Len(t, got, 1)
 
 	poison := sq.PoisonQueue()
-	_, err = poison.sendBeside(ctx, got[0], "not an envelope at all", nil)
+	_, err = poison.sendBeside(ctx, got[0].Receipt, "not an envelope at all", nil)
 	require.NoError(t, err)
 	for i, sh := range sq.Shards() {
 		want := 0
@@ -500,7 +500,7 @@ func TestShardedPoisonMoveRoutesByTheDelivery(t *testing.T) {
 	}
 
 	// A delivery from elsewhere is spread as any send is.
-	_, err = poison.sendBeside(ctx, &Delivery{ID: "from elsewhere"}, "text", nil)
+	_, err = poison.sendBeside(ctx, nil, "text", nil)
 	require.NoError(t, err)
 	n, err := poison.Depth(ctx)
 	require.NoError(t, err)

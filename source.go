@@ -51,9 +51,11 @@ type SendOptions struct {
 	TTL time.Duration
 }
 
-// Delivery is one received message as its Source returned it. A Delivery
-// belongs to one goroutine at a time; the listener hands it from the
-// dequeuer to a handler goroutine and never shares it.
+// Delivery is one received message as its Source returned it. The listener
+// hands it from the dequeuer to one goroutine that settles it; while a batch
+// runs, that goroutine's visibility renewals (SetVisibility, which may
+// replace Receipt and NextVisibleAt) run beside item goroutines that read
+// the other fields, so a Source must change no field but those two.
 type Delivery struct {
 	ID            string
 	Text          string // the message text exactly as stored
