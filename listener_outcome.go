@@ -138,7 +138,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 			l.removePayload(ctx, d, t.blob)
 		}
 	case actPoison:
-		l.poisonMessage(ctx, d, a.reason)
+		l.poisonMessage(ctx, t, a.reason)
 	case actRelease:
 		t.save(ctx)
 		l.count(l.release(ctx, d, 0), &l.stats.released)
@@ -172,15 +172,16 @@ func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Durat
 	return true
 }
 
-// poisonMessage copies d into the poison queue with reason, then deletes it.
-// If the copy fails the message stays where it is (released for a retry
-// delay), so that it is never in neither queue. A pointer's blob is first
-// marked as poisoned, so that Sweep keeps it for the envelope.
-func (l *Listener[T]) poisonMessage(ctx context.Context, d *Delivery, reason string) {
+// poisonMessage copies t's message into the poison queue with reason, then
+// deletes it. If the copy fails the message stays where it is (released for
+// a retry delay), so that it is never in neither queue. A pointer's blob is
+// first marked as poisoned, so that Sweep keeps it for the envelope.
+func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) {
+	d := t.d
 	log := l.msgLog(d).With("reason", reason)
 	err := l.keepPayload(ctx, d)
 	if err == nil {
-		err = l.sendPoison(ctx, d.Receipt, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
+		err = l.sendPoison(ctx, t.origin, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
 	}
 	if err != nil {
 		l.stats.poisonErrors.Add(1)

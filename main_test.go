@@ -30,7 +30,12 @@ import (
 // Azurite fails the run with advice on how to get it, and never skips.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
+	left, err := azurite.ShortRunError()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "azdispatch tests:", err)
+		os.Exit(1)
+	}
+	if left {
 		skipExamples()
 	}
 	code := m.Run()
@@ -81,13 +86,12 @@ func StartTestEmulator() {
 	}
 }
 
-// needStorage skips t under -short and otherwise starts Azurite, failing t
-// with advice on how to get it if that is impossible.
+// needStorage skips t under -short (see azurite.SkipIfShort) and otherwise
+// starts Azurite, failing t with advice on how to get it if that is
+// impossible.
 func needStorage(t testing.TB) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("touches storage (Azurite); run without -short")
-	}
+	azurite.SkipIfShort(t)
 	if _, err := startEmulator(); err != nil {
 		t.Fatalf("azdispatch tests need Azurite: %v", err)
 	}

@@ -95,6 +95,10 @@ func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
 // SendAfter is Send with the message kept invisible for delay (up to 7 days,
 // rounded up to whole seconds).
 func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (string, error) {
+	// Checked before a large body is offloaded, which would leave its blob.
+	if err := checkDelay(delay); err != nil {
+		return "", err
+	}
 	return p.publish(ctx, body, route{delay: delay})
 }
 

@@ -85,3 +85,17 @@ func TestPublisherSendAfterDelaysDelivery(t *testing.T) {
 	assert.Equal(t, `{"n":7}`, got.Text)
 	assert.WithinDuration(t, got.InsertedAt.Add(time.Hour), got.ExpiresAt, 5*time.Second)
 }
+
+// A delay the service would refuse is refused before a large body is
+// offloaded: no blob is left behind for a message never sent.
+func TestPublisherRefusesABadDelayBeforeOffloading(t *testing.T) {
+	t.Parallel()
+	acct := testAccount(t, nil)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
+	require.NoError(t, err)
+	_, err = p.SendAfter(context.Background(), strings.Repeat("x", MaxMessageSize+1), 8*24*time.Hour)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Zero(t, acct.Transactions().Total(), "no request, no blob")
+}

@@ -78,8 +78,8 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 	}
 	var o azqueue.EnqueueMessageOptions
 	if opts != nil {
-		if opts.Delay < 0 || opts.Delay > MaxVisibility {
-			return "", &ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+		if err := checkDelay(opts.Delay); err != nil {
+			return "", err
 		}
 		if opts.Delay > 0 {
 			o.VisibilityTimeout = to.Ptr(seconds(opts.Delay))

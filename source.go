@@ -51,6 +51,14 @@ type SendOptions struct {
 	TTL time.Duration
 }
 
+// checkDelay refuses a SendOptions.Delay the service would refuse.
+func checkDelay(delay time.Duration) error {
+	if delay < 0 || delay > MaxVisibility {
+		return &ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+	}
+	return nil
+}
+
 // Delivery is one received message as its Source returned it. The listener
 // hands it from the dequeuer to one goroutine that settles it; while a batch
 // runs, that goroutine's visibility renewals (SetVisibility, which may

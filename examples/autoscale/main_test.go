@@ -4,6 +4,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // TestMain lets the test binary play the worker, which run starts as a copy
@@ -17,9 +19,7 @@ func TestMain(m *testing.M) {
 
 // The example, smaller: the worker handles every order and scales back down.
 func TestAutoscaleHandlesEveryOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Azurite; run without -short")
-	}
+	azurite.SkipIfShort(t)
 	if err := run(100, io.Discard); err != nil {
 		t.Fatal(err)
 	}

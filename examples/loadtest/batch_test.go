@@ -5,14 +5,14 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // A small batch run checks the scenario end to end; its figures are measured
 // by running the program, not asserted here (the machine is shared).
 func TestBatchScenarioProducesARecordPerVariant(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Azurite; run without -short")
-	}
+	azurite.SkipIfShort(t)
 	*batchItems, *singleItems, *batchSize = 2000, 50, 1000
 	o := options{rounds: 1, limit: 60 * time.Second}
 	recs, lines, err := runBatch(context.Background(), o, io.Discard)

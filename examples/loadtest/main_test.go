@@ -5,14 +5,14 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // A small drain run checks the program end to end; the ratios it prints are
 // measured by running the program, not asserted here (the machine is shared).
 func TestDrainScenarioProducesARecordPerVariant(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Azurite; run without -short")
-	}
+	azurite.SkipIfShort(t)
 	o := options{messages: 40, rounds: 1, limit: 30 * time.Second}
 	recs, lines, err := runDrain(context.Background(), o, io.Discard)
 	if err != nil {

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // Small runs of the sharded and simulated scenarios check them end to end;
 // their figures come from running the program.
 func TestShardedScenarioRecordsEachAccountCount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Azurite; run without -short")
-	}
+	azurite.SkipIfShort(t)
 	o := options{messages: 40, rounds: 1, limit: 60 * time.Second}
 	recs, _, err := runSharded(context.Background(), o, io.Discard)
 	if err != nil {
@@ -53,9 +53,7 @@ func TestSimulatedScenarioRecordsEachVariant(t *testing.T) {
 }
 
 func TestIdleShardedScenarioCountsBothVariants(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Azurite; run without -short")
-	}
+	azurite.SkipIfShort(t)
 	o := options{idle: idleTiming{window: 3 * time.Second, ramp: time.Second}}
 	recs, _, err := runIdleSharded(context.Background(), o, io.Discard)
 	if err != nil {

@@ -1,12 +1,14 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
 
 // The quickstart, smaller: every message must be accounted for.
 func TestQuickstartAccountsForEveryMessage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Azurite; run without -short")
-	}
+	azurite.SkipIfShort(t)
 	if err := run(40, false); err != nil {
 		t.Fatal(err)
 	}

@@ -22,18 +22,9 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// needsProcess skips tb under -short, which promises to need no Node.js.
-// Without -short a missing Node still fails, with the HowTo advice.
-func needsProcess(tb testing.TB) {
-	tb.Helper()
-	if testing.Short() {
-		tb.Skip("starts Azurite processes (needs Node.js and npm); run without -short")
-	}
-}
-
 func startFresh(t *testing.T) *Instance {
 	t.Helper()
-	needsProcess(t)
+	SkipIfShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
 	begin := time.Now()
@@ -72,7 +63,7 @@ func hostPort(t *testing.T, endpoint string) string {
 }
 
 func TestStartStop(t *testing.T) {
-	needsProcess(t)
+	SkipIfShort(t)
 	inst := startFresh(t)
 	if inst.External() || inst.PID() == 0 {
 		t.Fatalf("External()=%v PID()=%d, want private process", inst.External(), inst.PID())
@@ -134,7 +125,7 @@ func TestStartStop(t *testing.T) {
 }
 
 func TestConcurrentInstances(t *testing.T) {
-	needsProcess(t) // here, not just in the subtests, or the count below fails
+	SkipIfShort(t) // here, not just in the subtests, or the count below fails
 	var mu sync.Mutex
 	seen := map[string]string{}
 	t.Run("group", func(t *testing.T) {
@@ -163,7 +154,7 @@ func TestConcurrentInstances(t *testing.T) {
 }
 
 func TestKill(t *testing.T) {
-	needsProcess(t)
+	SkipIfShort(t)
 	inst := startFresh(t)
 	addr := hostPort(t, inst.QueueEndpoint())
 	if err := inst.Kill(); err != nil {
