@@ -94,7 +94,7 @@ type ListenerOptions struct {
 	MaxDequeueCount int64
 
 	// PoisonQueue receives the messages given up on, in a PoisonEnvelope.
-	// Defaults to the source's PoisonQueue(): "<queue>-poison" in the same
+	// Defaults to the source's own (see PoisonQueuer): "<queue>-poison" in the same
 	// account for a Queue; for a ShardedQueue, the poison queue beside the
 	// shard each message came from. Required for a source without one.
 	PoisonQueue Target
@@ -184,13 +184,8 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 		return cfg, err
 	}
 	if cfg.PoisonQueue == nil {
-		switch p := src.(type) {
-		case interface{ PoisonQueue() *Queue }:
-			if q := p.PoisonQueue(); q != nil {
-				cfg.PoisonQueue = q
-			}
-		case interface{ PoisonQueue() *ShardedQueue }:
-			if q := p.PoisonQueue(); q != nil {
+		if p, ok := src.(PoisonQueuer); ok {
+			if q := p.PoisonShard(); q != nil {
 				cfg.PoisonQueue = q
 			}
 		}

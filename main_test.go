@@ -97,6 +97,14 @@ func needStorage(t testing.TB) {
 	}
 }
 
+// EmulatorConnectionString is the test Azurite's connection string, for the
+// package's external tests (see needStorage). It exists only in the test
+// binary.
+func EmulatorConnectionString(t testing.TB) string {
+	t.Helper()
+	return connectionString(t)
+}
+
 // connectionString is the test Azurite's connection string.
 func connectionString(t testing.TB) string {
 	t.Helper()

@@ -35,9 +35,10 @@ type popReceipt struct {
 }
 
 var (
-	_ Source     = (*Queue)(nil)
-	_ Target     = (*Queue)(nil)
-	_ WakeSource = (*Queue)(nil)
+	_ Source       = (*Queue)(nil)
+	_ Target       = (*Queue)(nil)
+	_ WakeSource   = (*Queue)(nil)
+	_ PoisonQueuer = (*Queue)(nil)
 )
 
 // Name is the queue's name.
@@ -59,6 +60,14 @@ func (q *Queue) PoisonQueue() *Queue {
 		return nil // a name that had no room for the suffix
 	}
 	return p
+}
+
+// PoisonShard implements PoisonQueuer: it is PoisonQueue as a Shard.
+func (q *Queue) PoisonShard() Shard {
+	if p := q.PoisonQueue(); p != nil {
+		return p
+	}
+	return nil // not a nil *Queue in a non-nil Shard
 }
 
 // Create creates the queue. It succeeds if the queue already exists.

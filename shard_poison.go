@@ -20,7 +20,7 @@ import (
 // asks every shard before it reports none, so Requeue(ctx, s.PoisonQueue(),
 // s, nil) moves everything back, spread round-robin; s.Requeue puts each
 // message back on its own shard. It is nil unless every shard has a default
-// poison queue (a *Queue of an Account does).
+// poison queue (see PoisonQueuer).
 func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
 	p := s.set.poisonSet()
 	if p == nil {
@@ -29,16 +29,24 @@ func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
 	return p.view(s.members)
 }
 
+// PoisonShard implements PoisonQueuer: it is PoisonQueue as a Shard.
+func (s *ShardedQueue) PoisonShard() Shard {
+	if p := s.PoisonQueue(); p != nil {
+		return p
+	}
+	return nil // not a nil *ShardedQueue in a non-nil Shard
+}
+
 // poisonSet builds the set of the shards' poison queues once.
 func (set *shardSet) poisonSet() *shardSet {
 	set.poisonOnce.Do(func() {
 		shards := make([]Shard, len(set.shards))
 		for i, sh := range set.shards {
-			pq, ok := sh.(interface{ PoisonQueue() *Queue })
+			pq, ok := sh.(PoisonQueuer)
 			if !ok {
 				return
 			}
-			q := pq.PoisonQueue()
+			q := pq.PoisonShard()
 			if q == nil {
 				return
 			}

@@ -41,6 +41,15 @@ type KeyedTarget interface {
 	SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error)
 }
 
+// PoisonQueuer is a Shard with a poison queue of its own beside it, such as
+// a *Queue of an Account or a memqueue.Queue. A Listener on it, and a
+// ShardedQueue over shards that all have one, use it by default (see
+// ListenerOptions.PoisonQueue and ShardedQueue.PoisonQueue).
+type PoisonQueuer interface {
+	// PoisonShard returns the poison queue, or nil if there is none.
+	PoisonShard() Shard
+}
+
 // SendOptions are the per-message options of a send. Nil means defaults.
 type SendOptions struct {
 	// Delay keeps the message invisible for this long after it is sent (up

@@ -1,0 +1,29 @@
+// Package memqueue is an in-memory queue with the semantics of an Azure
+// storage queue, for testing handlers and listeners without Node, an
+// emulator or an account.
+//
+// A *Queue is an azdispatch.Shard (a Source and a Target), so a Listener, a
+// Publisher or a ShardedQueue over several of them works unchanged. It
+// behaves as the service does, not as a channel would:
+//
+//   - A receive returns 1 to 32 visible messages and hides them for the
+//     visibility timeout; one not deleted by then reappears.
+//   - Every receive raises a message's DequeueCount and gives it a new pop
+//     receipt; so does every SetVisibility. A stale receipt is refused with a
+//     404 MessageNotFound *azdispatch.StorageError, which matches
+//     azdispatch.ErrOwnershipLost.
+//   - Messages expire after their TTL (7 days by default, never if negative)
+//     and may be sent with a delay. Times are whole seconds, rounded up.
+//   - Text is limited to 64 KiB of UTF-8 and must be text XML can carry.
+//   - Depth counts every message, invisible ones included.
+//
+// These rules are checked against Azurite by the conformance suite that
+// runs against both (see internal/conformance); where Azurite and the real
+// service differ, this package follows the service.
+//
+// Time comes from a Clock: a ManualClock lets a test move a queue's time
+// forward (visibility timeouts, retry delays, expiry) without sleeping.
+// Fault hooks make calls fail (FailNext), act but report failure as if the
+// response had been lost (LoseNext), or pass through a function of your own
+// (Options.Intercept), so that a test can watch its handler redelivered.
+package memqueue

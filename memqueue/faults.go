@@ -1,0 +1,104 @@
+package memqueue
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/azdispatch/azdispatch"
+)
+
+// Op is a kind of call on a queue, as the fault hooks name it. Its value is
+// the Op of the *azdispatch.StorageError a failed call returns.
+type Op string
+
+// The calls a queue answers.
+const (
+	OpSend    Op = "send"
+	OpReceive Op = "receive"
+	OpDelete  Op = "delete"
+	OpUpdate  Op = "update" // SetVisibility
+	OpDepth   Op = "depth"
+)
+
+// faults are the failures armed by FailNext and LoseNext, counted down per
+// call. They are guarded by the queue's mutex.
+type faults struct {
+	fail map[Op][]error // one entry per call to fail, in order
+	lose map[Op]int
+}
+
+// FailNext makes the next n calls of op fail before they act. They return
+// err, or, if err is nil, the service's answer to a request over its
+// scalability target: a 503 ServerBusy *azdispatch.StorageError.
+func (q *Queue) FailNext(op Op, n int, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.faults.fail == nil {
+		q.faults.fail = map[Op][]error{}
+	}
+	for range n {
+		q.faults.fail[op] = append(q.faults.fail[op], err)
+	}
+}
+
+// LoseNext makes the next n calls of op act, then report a timeout, as when
+// the response is lost on its way back: a lost send leaves its message on
+// the queue (a retry sends a second copy), a lost receive leaves its
+// messages hidden for the visibility timeout with their DequeueCount raised,
+// a lost delete has deleted the message.
+func (q *Queue) LoseNext(op Op, n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.faults.lose == nil {
+		q.faults.lose = map[Op]int{}
+	}
+	q.faults.lose[op] += n
+}
+
+// before runs the interceptor and an armed failure for a call of op. It
+// returns the error the call fails with, if any.
+func (q *Queue) before(ctx context.Context, op Op) error {
+	if q.intercept != nil {
+		if err := q.intercept(ctx, q.name, op); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return q.storageError(op, 0, "", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	pending := q.faults.fail[op]
+	if len(pending) == 0 {
+		return nil
+	}
+	err := pending[0]
+	q.faults.fail[op] = pending[1:]
+	if err == nil {
+		err = q.storageError(op, http.StatusServiceUnavailable, "ServerBusy",
+			fmt.Errorf("memqueue: injected failure of %s", op))
+	}
+	return err
+}
+
+// lost reports whether the response to a call of op that has acted is to be
+// lost, counting one down. The caller holds q.mu.
+func (q *Queue) lost(op Op) bool {
+	if q.faults.lose[op] == 0 {
+		return false
+	}
+	q.faults.lose[op]--
+	return true
+}
+
+// lostError is what a call whose response was lost returns.
+func (q *Queue) lostError(op Op) error {
+	return q.storageError(op, 0, "", fmt.Errorf("memqueue: response to %s lost: %w", op, context.DeadlineExceeded))
+}
+
+// storageError is the error a call of op fails with, shaped as the error an
+// azdispatch.Queue returns for the same answer from the service.
+func (q *Queue) storageError(op Op, status int, code string, err error) error {
+	return &azdispatch.StorageError{Op: string(op), Queue: q.name, StatusCode: status, Code: code, Err: err}
+}

@@ -1,0 +1,441 @@
+package memqueue
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
+)
+
+// Limits of the service that a queue enforces.
+const (
+	// MaxTextSize is the largest message text, in UTF-8 bytes.
+	MaxTextSize = 64 * 1024
+	// DefaultTTL is how long a message lives unless its send says otherwise.
+	DefaultTTL = 7 * 24 * time.Hour
+)
+
+// Options configures a Queue. Nil, or a zero field, means the default.
+type Options struct {
+	// Clock tells the queue the time. Defaults to the system's clock.
+	Clock Clock
+	// Intercept, if set, is called before every call on the queue, outside
+	// its lock, with the queue's name and the kind of call; an error fails
+	// the call before it acts. It lets a test model throttling or an
+	// outage of its own, beside FailNext and LoseNext.
+	Intercept func(ctx context.Context, queue string, op Op) error
+}
+
+// Queue is an in-memory queue with the semantics of an Azure storage queue
+// (see the package documentation). It is safe for concurrent use.
+type Queue struct {
+	name      string
+	clock     Clock
+	intercept func(context.Context, string, Op) error
+	idPrefix  string
+
+	mu       sync.Mutex
+	messages messageHeap // every message, by when it is next visible
+	nextID   uint64
+	order    uint64 // breaks ties between messages visible at the same time, oldest first
+	faults   faults
+	poison   *Queue
+
+	sent  syncx.Subscribers // woken by sends of visible messages and releases
+	calls [numOps]atomic.Int64
+}
+
+var (
+	_ azdispatch.Shard      = (*Queue)(nil)
+	_ azdispatch.WakeSource = (*Queue)(nil)
+)
+
+// New returns an empty queue. Nil opts means defaults.
+func New(name string, opts *Options) *Queue {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	q := &Queue{
+		name: name, clock: o.Clock, intercept: o.Intercept,
+		idPrefix: fmt.Sprintf("%08x", rand.Uint32()),
+	}
+	if mc, ok := o.Clock.(*ManualClock); ok {
+		// Messages may have become visible: let listeners look.
+		mc.subscribe(q.sent.Wake)
+	}
+	return q
+}
+
+// message is one message in a queue.
+type message struct {
+	id        string
+	text      string
+	inserted  time.Time
+	expires   time.Time // zero: never
+	visibleAt time.Time
+	order     uint64
+	dequeues  int64
+	receipt   uint64 // the current pop receipt; 0 before the first receive
+	index     int    // in the heap
+}
+
+// receipt is a Delivery's Receipt: the message and the pop receipt it was
+// given, which a later receive or update makes stale.
+type receipt struct {
+	q   *Queue
+	m   *message
+	pop uint64
+}
+
+// Name is the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Subscribe implements azdispatch.WakeSource: wake is called after every
+// send of a message visible at once, every release (SetVisibility 0), and
+// every Advance of a ManualClock the queue is on.
+func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe(wake) }
+
+// PoisonQueue is the queue "<name>-poison" on the same clock, made on first
+// use: where a Listener on q, or a ShardedQueue over it, moves the messages
+// it gives up on.
+func (q *Queue) PoisonQueue() *Queue {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.poison == nil {
+		q.poison = New(q.name+"-poison", &Options{Clock: q.clock, Intercept: q.intercept})
+	}
+	return q.poison
+}
+
+// PoisonShard is PoisonQueue as an azdispatch.Shard, for the Listener's and
+// ShardedQueue's defaults.
+func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
+
+// Send puts text on the queue and returns the new message's ID. Like an
+// azdispatch.Queue, it refuses text over 64 KiB (*azdispatch.MessageTooLargeError)
+// or that XML cannot carry (azdispatch.ErrInvalidText), and a delay outside
+// 0 to 7 days (*azdispatch.ConfigError).
+func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
+	if len(text) > MaxTextSize {
+		return "", &azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize}
+	}
+	if err := xmltext.Check(text); err != nil {
+		return "", err
+	}
+	var delay, ttl time.Duration
+	if opts != nil {
+		if opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility {
+			return "", &azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+		}
+		delay, ttl = opts.Delay, opts.TTL
+	}
+	if err := q.before(ctx, OpSend); err != nil {
+		return "", err
+	}
+	q.calls[opIndex(OpSend)].Add(1)
+	q.mu.Lock()
+	now := q.clock.Now()
+	q.nextID++
+	m := &message{
+		id:        fmt.Sprintf("%s-0000-4000-8000-%012x", q.idPrefix, q.nextID),
+		text:      text,
+		inserted:  now,
+		visibleAt: now.Add(wholeSeconds(delay)),
+	}
+	switch {
+	case ttl == 0:
+		m.expires = now.Add(DefaultTTL)
+	case ttl > 0:
+		m.expires = now.Add(wholeSeconds(ttl))
+	}
+	q.push(m)
+	lost := q.lost(OpSend)
+	q.mu.Unlock()
+	if delay == 0 {
+		q.sent.Wake()
+	}
+	if lost {
+		return "", q.lostError(OpSend)
+	}
+	return m.id, nil
+}
+
+// Receive gets up to max (1 to 32) visible messages and hides them for
+// visibility (1 s to 7 days, rounded up to whole seconds).
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*azdispatch.Delivery, error) {
+	if max < 1 || max > azdispatch.MaxBatch {
+		return nil, q.storageError(OpReceive, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+			fmt.Errorf("memqueue: receive of %d messages: must be 1 to %d", max, azdispatch.MaxBatch))
+	}
+	if visibility <= 0 || visibility > azdispatch.MaxVisibility {
+		return nil, q.storageError(OpReceive, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+			fmt.Errorf("memqueue: receive visibility %v: must be more than 0 and at most 7 days", visibility))
+	}
+	if err := q.before(ctx, OpReceive); err != nil {
+		return nil, err
+	}
+	q.calls[opIndex(OpReceive)].Add(1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.clock.Now()
+	hidden := now.Add(wholeSeconds(visibility))
+	var out []*azdispatch.Delivery
+	var deliveries []azdispatch.Delivery
+	var receipts []receipt
+	for len(q.messages) > 0 && len(out) < max {
+		m := q.messages[0]
+		if m.visibleAt.After(now) {
+			break
+		}
+		if q.expired(m, now) {
+			q.remove(m)
+			continue
+		}
+		if out == nil {
+			// One allocation each for the batch, however many it holds.
+			n := min(max, len(q.messages))
+			out = make([]*azdispatch.Delivery, 0, n)
+			deliveries = make([]azdispatch.Delivery, 0, n)
+			receipts = make([]receipt, 0, n)
+		}
+		m.dequeues++
+		m.receipt = q.newReceipt()
+		m.visibleAt = hidden
+		q.requeue(m)
+		receipts = append(receipts, receipt{q: q, m: m, pop: m.receipt})
+		deliveries = append(deliveries, q.delivery(m, &receipts[len(receipts)-1]))
+		out = append(out, &deliveries[len(deliveries)-1])
+	}
+	if q.lost(OpReceive) {
+		return nil, q.lostError(OpReceive)
+	}
+	return out, nil
+}
+
+// Delete removes a received message. A stale pop receipt (the message was
+// received again or updated since, or is gone) is refused with 404
+// MessageNotFound, which matches azdispatch.ErrOwnershipLost.
+func (q *Queue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
+	r, err := q.receiptOf(d, OpDelete)
+	if err != nil {
+		return err
+	}
+	if err := q.before(ctx, OpDelete); err != nil {
+		return err
+	}
+	q.calls[opIndex(OpDelete)].Add(1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.check(r, OpDelete); err != nil {
+		return err
+	}
+	q.remove(r.m)
+	if q.lost(OpDelete) {
+		return q.lostError(OpDelete)
+	}
+	return nil
+}
+
+// SetVisibility hides a received message for after from now (0 to 7 days,
+// rounded up to whole seconds; 0 makes it visible at once), keeping its
+// text, and puts the new pop receipt and the time it is next visible in d.
+func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after time.Duration) error {
+	r, err := q.receiptOf(d, OpUpdate)
+	if err != nil {
+		return err
+	}
+	if after < 0 || after > azdispatch.MaxVisibility {
+		return q.storageError(OpUpdate, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+			fmt.Errorf("memqueue: visibility %v: must be between 0 and 7 days", after))
+	}
+	if err := q.before(ctx, OpUpdate); err != nil {
+		return err
+	}
+	q.calls[opIndex(OpUpdate)].Add(1)
+	q.mu.Lock()
+	if err := q.check(r, OpUpdate); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	m := r.m
+	m.receipt = q.newReceipt()
+	m.visibleAt = q.clock.Now().Add(wholeSeconds(after))
+	q.requeue(m)
+	next := &receipt{q: q, m: m, pop: m.receipt}
+	visibleAt := m.visibleAt
+	lost := q.lost(OpUpdate)
+	q.mu.Unlock()
+	if after == 0 {
+		q.sent.Wake()
+	}
+	if lost {
+		// The update happened: the receipt d holds is stale now.
+		return q.lostError(OpUpdate)
+	}
+	d.Receipt, d.NextVisibleAt = next, visibleAt
+	return nil
+}
+
+// Depth is the number of messages in the queue, invisible ones included
+// (and expired ones not yet removed, as the service's approximate count).
+func (q *Queue) Depth(ctx context.Context) (int, error) {
+	if err := q.before(ctx, OpDepth); err != nil {
+		return 0, err
+	}
+	q.calls[opIndex(OpDepth)].Add(1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lost(OpDepth) {
+		return 0, q.lostError(OpDepth)
+	}
+	return len(q.messages), nil
+}
+
+// Transactions counts the calls made on the queue that the service would
+// bill (a call refused by a fault hook included, as the service bills a
+// throttled request), by kind.
+func (q *Queue) Transactions() azdispatch.Transactions {
+	return azdispatch.Transactions{
+		Send:    q.calls[opIndex(OpSend)].Load(),
+		Receive: q.calls[opIndex(OpReceive)].Load(),
+		Delete:  q.calls[opIndex(OpDelete)].Load(),
+		Update:  q.calls[opIndex(OpUpdate)].Load(),
+		Depth:   q.calls[opIndex(OpDepth)].Load(),
+	}
+}
+
+// delivery is what a receive returns for m.
+func (q *Queue) delivery(m *message, r *receipt) azdispatch.Delivery {
+	return azdispatch.Delivery{
+		ID: m.id, Text: m.text, DequeueCount: m.dequeues,
+		InsertedAt: m.inserted, ExpiresAt: expiresAt(m), NextVisibleAt: m.visibleAt,
+		Queue: q.name, Receipt: r,
+	}
+}
+
+// receiptOf returns d's receipt if it came from q.
+func (q *Queue) receiptOf(d *azdispatch.Delivery, op Op) (*receipt, error) {
+	if d != nil {
+		if r, ok := d.Receipt.(*receipt); ok && r.q == q {
+			return r, nil
+		}
+	}
+	return nil, q.storageError(op, http.StatusBadRequest, "InvalidQueryParameterValue",
+		errors.New("memqueue: delivery did not come from queue "+q.name))
+}
+
+// check refuses a stale receipt as the service does. The caller holds q.mu.
+func (q *Queue) check(r *receipt, op Op) error {
+	m := r.m
+	if m.index < 0 || m.receipt != r.pop || q.expired(m, q.clock.Now()) {
+		return q.storageError(op, http.StatusNotFound, "MessageNotFound",
+			fmt.Errorf("memqueue: message %s: pop receipt is stale or the message is gone", m.id))
+	}
+	return nil
+}
+
+func (q *Queue) expired(m *message, now time.Time) bool {
+	return !m.expires.IsZero() && !now.Before(m.expires)
+}
+
+// newReceipt returns a pop receipt no message of q has had. The caller
+// holds q.mu.
+func (q *Queue) newReceipt() uint64 {
+	q.order++
+	return q.order
+}
+
+// push adds m to the queue. The caller holds q.mu.
+func (q *Queue) push(m *message) {
+	q.order++
+	m.order = q.order
+	heap.Push(&q.messages, m)
+}
+
+// requeue puts m, whose visibleAt changed, back in its place, after the
+// messages visible at the same time. The caller holds q.mu.
+func (q *Queue) requeue(m *message) {
+	q.order++
+	m.order = q.order
+	heap.Fix(&q.messages, m.index)
+}
+
+// remove takes m out of the queue. The caller holds q.mu.
+func (q *Queue) remove(m *message) {
+	heap.Remove(&q.messages, m.index)
+}
+
+// expiresAt is a message's expiry as the service reports it: for one that
+// never expires, the last day of 9999.
+func expiresAt(m *message) time.Time {
+	if m.expires.IsZero() {
+		return time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	}
+	return m.expires
+}
+
+// wholeSeconds rounds d up to whole seconds, the service's unit.
+func wholeSeconds(d time.Duration) time.Duration {
+	s := math.Ceil(d.Seconds())
+	return time.Duration(s) * time.Second
+}
+
+// numOps is the number of kinds of call counted.
+const numOps = 5
+
+func opIndex(op Op) int {
+	switch op {
+	case OpSend:
+		return 0
+	case OpReceive:
+		return 1
+	case OpDelete:
+		return 2
+	case OpUpdate:
+		return 3
+	}
+	return 4
+}
+
+// messageHeap orders messages by when they are next visible, then by when
+// they were put in that place; its methods implement heap.Interface.
+type messageHeap []*message
+
+func (h messageHeap) Len() int { return len(h) }
+func (h messageHeap) Less(i, j int) bool {
+	if !h[i].visibleAt.Equal(h[j].visibleAt) {
+		return h[i].visibleAt.Before(h[j].visibleAt)
+	}
+	return h[i].order < h[j].order
+}
+func (h messageHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *messageHeap) Push(x any) {
+	m := x.(*message)
+	m.index = len(*h)
+	*h = append(*h, m)
+}
+func (h *messageHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	m.index = -1
+	*h = old[:len(old)-1]
+	return m
+}
