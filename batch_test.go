@@ -257,7 +257,11 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
 	require.NoError(t, stop())
 	s := l.State()
-	c.assertEachSucceededOnce(t, n, 0)
+	// Azurite stalls for seconds about once a minute while it removes
+	// deleted messages: a renewal held up past the visibility timeout loses
+	// the batch to its next delivery, and the two items running at that
+	// moment run again, which at-least-once allows.
+	c.assertEachSucceededOnce(t, n, 2*s.Lost)
 	assert.LessOrEqual(t, p.most.Load(), int64(2), "items share the listener's MaxDequeuers × Concurrency")
 	assert.GreaterOrEqual(t, s.Renewed, int64(1), "kept hidden while it ran")
 	assert.GreaterOrEqual(t, s.Checkpoints, int64(1))
@@ -402,12 +406,13 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 // holdHandlerTokens takes every handler token of l, as the items of batches
 // would, and returns a function that gives them back.
 func holdHandlerTokens[T any](l *Listener[T]) (giveBack func()) {
-	for range cap(l.handlers) {
-		l.handlers <- struct{}{}
+	n := l.opts.MaxDequeuers * l.opts.Concurrency
+	for range n {
+		l.handlers.Take(nil, nil)
 	}
 	return func() {
-		for range cap(l.handlers) {
-			<-l.handlers
+		for range n {
+			l.handlers.Give()
 		}
 	}
 }

@@ -113,7 +113,7 @@ func TestClaimCheckAtThe64KiBBoundaryUnderEveryCodec(t *testing.T) {
 // assertSameBodies checks that each body sent arrived once, unchanged. One
 // emulator fault is tolerated, and logged: under load Azurite sometimes
 // decodes a multibyte character that a request chunk boundary splits as
-// U+FFFD per byte (see AZURITE.md), which only a message sent inline can
+// U+FFFD per byte, which only a message sent inline can
 // meet; offloaded bodies travel as gzip and never do.
 func assertSameBodies(t *testing.T, codec Codec, want, got map[string]int) {
 	t.Helper()

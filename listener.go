@@ -38,7 +38,7 @@ type Listener[T any] struct {
 	// these bound the calls, so that the items of batches, which run while
 	// their message holds one slot, do not take the listener past
 	// MaxDequeuers × Concurrency handlers at once.
-	handlers chan struct{}
+	handlers *syncx.Tokens
 	stats    stats
 	tx       Counter
 	running  atomic.Bool
@@ -52,8 +52,20 @@ type session struct {
 	// work outlives run, so that a shutdown lets running handlers finish and
 	// settles what they did; the drain timeout ends it (cause ErrDrainTimeout).
 	work context.Context
+	// detached is work without its cancellation: the parent of every try's
+	// context, which the watch ends at the drain timeout instead (see
+	// watch.drain), so that a try's context is not registered with, and
+	// later removed from, one parent shared by every message.
+	detached context.Context
 	// handlers counts the goroutines that take messages to their end.
 	handlers sync.WaitGroup
+	// workers are the handler goroutines that take received messages (see
+	// hand); the channel is closed once no dequeuer is left.
+	workers workers
+	// watch renews messages that run long and times out handler calls.
+	watch *watch
+	// settle hands out the contexts of deletes and releases.
+	settle settleContexts
 }
 
 // NewListener returns a listener that runs handler for every message from
@@ -85,7 +97,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		scale:     scaler{interval: o.ScaleInterval, min: floor, max: o.MaxDequeuers},
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),
-		handlers:  make(chan struct{}, o.MaxDequeuers*o.Concurrency),
+		handlers:  syncx.NewTokens(o.MaxDequeuers * o.Concurrency),
 	}, nil
 }
 
@@ -129,10 +141,22 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	}
 	defer l.running.Store(false)
 
-	s := &session{run: CountTransactions(ctx, &l.tx)}
+	s := &session{run: CountTransactions(ctx, &l.tx), workers: workers{ch: make(chan work)}}
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(s.run))
 	defer stopWork(nil)
 	s.work = work
+	s.settle.base = context.WithoutCancel(work)
+	s.detached = s.settle.base
+	defer s.settle.stop()
+	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
+	s.watch.every(workerIdle, s.workers.retireIdle)
+	var watching sync.WaitGroup
+	stopWatch := make(chan struct{})
+	watching.Go(func() { s.watch.run(stopWatch) })
+	defer func() {
+		close(stopWatch)
+		watching.Wait()
+	}()
 
 	if ws, ok := l.src.(WakeSource); ok {
 		defer ws.Subscribe(l.Notify)()
@@ -185,6 +209,7 @@ func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork c
 			case <-timer.C:
 				expired = true
 				stopWork(ErrDrainTimeout)
+				s.watch.drain(ErrDrainTimeout)
 			case <-tick.C:
 				if expired {
 					l.log.Warn("handlers still running after the drain timeout; Run waits for them",
@@ -193,7 +218,8 @@ func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork c
 			}
 		}
 	}
-	wait(dequeuers) // only dequeuers start handler goroutines: wait for them first
+	wait(dequeuers)   // only dequeuers start handler goroutines: wait for them first
+	s.workers.close() // nothing more is handed out: idle workers stop
 	wait(&s.handlers)
 }
 

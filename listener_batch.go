@@ -98,14 +98,17 @@ func (b *batchRun[T]) runItems(data []byte) error {
 func (b *batchRun[T]) runItem(i int, text string) {
 	l, d := b.l, b.t.d
 	l.stats.items.Add(1)
-	var body T
-	if err := l.decode(text, &body); err != nil {
+	item := &struct {
+		call handlerCall
+		m    Message[T]
+	}{}
+	m := &item.m
+	if err := l.decode(text, &m.Body); err != nil {
 		b.poisonItem(i, text, (&DecodeError{Err: err}).Error())
 		return
 	}
-	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt,
-		Queue: d.Queue, BatchID: b.p.Blob, Item: i}
-	switch a := l.runHandler(b.t, m); a.kind {
+	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.BatchID, m.Item = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, b.p.Blob, i
+	switch a := l.runHandler(b.t, &item.call, m); a.kind {
 	case actDone:
 		b.done.Add(i)
 		l.stats.itemsSucceeded.Add(1)

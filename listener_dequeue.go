@@ -47,6 +47,9 @@ func (l *Listener[T]) dequeue(s *session) {
 		// Taken before the receive: a wake-up that comes while the
 		// receive is under way closes it, so the back-off below ends at once.
 		woken := l.wake.Current()
+		// The service hides the messages from some moment during the
+		// request: count their visibility from before it.
+		asked := time.Now()
 		batch, err := l.receive(ctx, n)
 		slots.Give(n - len(batch))
 		if err != nil {
@@ -65,10 +68,7 @@ func (l *Listener[T]) dequeue(s *session) {
 			return
 		}
 		for _, d := range batch {
-			s.handlers.Go(func() {
-				defer slots.Give(1)
-				l.process(s, d)
-			})
+			l.hand(s, work{d, slots, asked})
 		}
 		if len(batch) == n {
 			// A full batch, whether the first after a quiet spell or one

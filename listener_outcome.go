@@ -113,10 +113,12 @@ func (l *Listener[T]) failed(d *Delivery, err error, attrs ...any) {
 
 // settle carries out a message's action once its try is over.
 func (l *Listener[T]) settle(t *try, a action) {
-	lost := t.renew.stop()
+	lost := false
+	if r := t.s.watch.removeTry(t); r != nil {
+		lost = r.stop()
+	}
 	t.end(nil)
-	ctx, cancel := settleContext(t.s.work)
-	defer cancel()
+	ctx := t.s.settle.get()
 	d := t.d
 	if lost || a.kind == actLost {
 		t.save(ctx)

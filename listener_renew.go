@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// renewer keeps a message hidden while its handler runs, renewing the
-// visibility timeout at half-life and keeping the new pop receipt.
+// renewer keeps a message hidden while its handler runs on, renewing the
+// visibility timeout and keeping the new pop receipt. The session's watch
+// starts one for a try still running at half its visibility timeout; most
+// messages are settled before and never have one.
 type renewer struct {
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -16,16 +18,16 @@ type renewer struct {
 	busy    sync.WaitGroup // a renewal in flight
 }
 
-// startRenewer starts renewing t's message until stop is called or the try's
-// context ends. If ownership is lost it ends the try with cause
-// ErrOwnershipLost.
+// startRenewer renews t's message now, and again at half-life, until stop is
+// called or the try's context ends. If ownership is lost it ends the try
+// with cause ErrOwnershipLost. It only schedules: the watch calls it under
+// its lock.
 func (l *Listener[T]) startRenewer(t *try) *renewer {
 	r := &renewer{}
 	d := t.d
 	vis := l.opts.VisibilityTimeout
-	hiddenUntil := time.Now().Add(vis) // by the local clock; the receive was just made
-	var renew func()
-	renew = func() {
+	hiddenUntil := t.received.Add(vis) // by the local clock; the receive was just before
+	renew := func() {
 		r.mu.Lock()
 		if r.stopped {
 			r.mu.Unlock()
@@ -70,7 +72,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 		r.mu.Unlock()
 	}
 	r.mu.Lock()
-	r.timer = time.AfterFunc(vis/2, renew)
+	r.timer = time.AfterFunc(0, renew)
 	r.mu.Unlock()
 	return r
 }

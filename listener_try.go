@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
@@ -12,14 +13,21 @@ import (
 type try struct {
 	s *session
 	d *Delivery
+	// received is when the receive that brought d was asked for, by the
+	// local clock: its visibility timeout runs from about then.
+	received time.Time
 	// ctx is this try's: it ends when ownership is lost (cause
 	// ErrOwnershipLost), when a handler runs past HandlerTimeout (cause
-	// ErrHandlerTimeout), or with the session's work at the drain timeout.
+	// ErrHandlerTimeout), or at the drain timeout (cause ErrDrainTimeout).
 	// Renewals stop when it ends, so that the message reappears for another
 	// try even if a handler never returns.
-	ctx   context.Context
-	end   context.CancelCauseFunc
-	renew *renewer
+	ctx context.Context
+	end context.CancelCauseFunc
+	// renewAt is the try's place in the session's watch until its
+	// renewals start; renew is its renewer from then on (set under the
+	// watch's lock).
+	renewAt watchEntry
+	renew   *renewer
 	// blob is the payload blob of an offloaded message, deleted after the
 	// message is.
 	blob *payload.Pointer
@@ -32,22 +40,33 @@ type try struct {
 	origin any
 }
 
+// inHand is everything one message needs on its way, in one allocation:
+// its try, its handler call's context and the Message the handler gets.
+type inHand[T any] struct {
+	t    try
+	call handlerCall
+	m    Message[T]
+}
+
 // process takes one received message to its end: handled and deleted,
 // released for a retry, poisoned, released at once at shutdown, or lost to
 // another receiver.
-func (l *Listener[T]) process(s *session, d *Delivery) {
+func (l *Listener[T]) process(s *session, d *Delivery, received time.Time) {
 	l.stats.inFlight.Add(1)
 	defer l.stats.inFlight.Add(-1)
-	ctx, end := context.WithCancelCause(s.work)
-	t := &try{s: s, d: d, ctx: ctx, end: end, origin: d.Receipt}
-	t.renew = l.startRenewer(t)
-	l.settle(t, l.work(t))
+	h := &inHand[T]{}
+	t := &h.t
+	t.s, t.d, t.origin, t.received = s, d, d.Receipt, received
+	t.ctx, t.end = context.WithCancelCause(s.detached)
+	s.watch.addTry(t)
+	l.settle(t, l.work(h))
 }
 
 // work does what the message asks and says what should become of it: a
 // pointer is resolved first, a batch runs its items, anything else is
 // decoded and handed to the handler.
-func (l *Listener[T]) work(t *try) action {
+func (l *Listener[T]) work(h *inHand[T]) action {
+	t := &h.t
 	d := t.d
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
@@ -74,18 +93,18 @@ func (l *Listener[T]) work(t *try) action {
 		}
 		t.blob = p
 	}
-	var body T
-	if err := l.decode(text, &body); err != nil {
+	m := &h.m
+	if err := l.decode(text, &m.Body); err != nil {
 		return poison((&DecodeError{Err: err}).Error())
 	}
-	m := &Message[T]{Body: body, ID: d.ID, DequeueCount: d.DequeueCount, InsertedAt: d.InsertedAt, Queue: d.Queue}
+	m.ID, m.DequeueCount, m.InsertedAt, m.Queue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue
 	// A message waits here, hidden and renewed, while batch items hold
 	// every handler token; its HandlerTimeout starts once it has one.
 	if err := l.takeHandler(t); err != nil {
 		return l.judge(t, t.ctx, err)
 	}
 	defer l.giveHandler()
-	return l.runHandler(t, m)
+	return l.runHandler(t, &h.call, m)
 }
 
 // decode runs the codec, which may run user code (a type's UnmarshalJSON)
@@ -104,11 +123,12 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 // Run's context ends first, or with the try's cause; a token it got then is
 // given back.
 func (l *Listener[T]) takeHandler(t *try) error {
-	select {
-	case l.handlers <- struct{}{}:
-	case <-t.ctx.Done():
-		return context.Cause(t.ctx)
-	case <-t.s.run.Done():
+	// Asking a context for its Done channel makes one: only wait, and
+	// ask, when every token is taken.
+	if !l.handlers.TryTake() && !l.handlers.Take(t.ctx.Done(), t.s.run.Done()) {
+		if t.ctx.Err() != nil {
+			return context.Cause(t.ctx)
+		}
 		return errNotStarted
 	}
 	switch {
@@ -123,25 +143,16 @@ func (l *Listener[T]) takeHandler(t *try) error {
 }
 
 // giveHandler gives back a token takeHandler took.
-func (l *Listener[T]) giveHandler() { <-l.handlers }
+func (l *Listener[T]) giveHandler() { l.handlers.Give() }
 
-// runHandler calls the handler for m, a message or a batch item, under
-// HandlerTimeout, and judges its result.
-func (l *Listener[T]) runHandler(t *try, m *Message[T]) action {
-	if l.opts.HandlerTimeout <= 0 {
-		return l.judge(t, t.ctx, l.call(t.ctx, m))
-	}
-	ctx, cancel := context.WithTimeoutCause(t.ctx, l.opts.HandlerTimeout, ErrHandlerTimeout)
-	defer cancel()
-	// A handler past its own deadline (not one cut short with the whole
-	// try) ends the try: renewals stop, so that the message reappears for
-	// another try even if the handler never returns.
-	defer context.AfterFunc(ctx, func() {
-		if ctx.Err() == context.DeadlineExceeded {
-			t.end(ErrHandlerTimeout)
-		}
-	})()
-	return l.judge(t, ctx, l.call(ctx, m))
+// runHandler calls the handler for m, a message or a batch item, with c as
+// its context, watched for HandlerTimeout, and judges its result.
+func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T]) action {
+	c.Context, c.try = t.ctx, t
+	t.s.watch.addCall(c)
+	err := l.call(c, m)
+	t.s.watch.removeCall(c)
+	return l.judge(t, c, err)
 }
 
 // call runs the handler, turning a panic into a *PanicError.

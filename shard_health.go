@@ -22,7 +22,7 @@ type ShardHealth struct {
 // account endpoint is (a transport failure: refused connection, DNS,
 // timeout, with no HTTP answer at all). Errors about the message or the
 // caller (a too large text, a stale pop receipt, a context the caller
-// ended) are not the shard's fault.
+// ended, a request the service calls bad) are not the shard's fault.
 func fault(ctx context.Context, err error) (shard, account bool) {
 	if err == nil || ctx.Err() != nil {
 		return false, false
@@ -33,8 +33,15 @@ func fault(ctx context.Context, err error) (shard, account bool) {
 		}
 	}
 	var se *StorageError
-	if errors.As(err, &se) && se.StatusCode == 0 {
-		return true, true
+	if errors.As(err, &se) {
+		switch se.StatusCode {
+		case 0:
+			return true, true
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+			// The request was wrong (a delay not shorter than the TTL,
+			// say): every shard would answer the same.
+			return false, false
+		}
 	}
 	// 503 ServerBusy, 500 OperationTimedOut, a queue that is gone and cannot
 	// be made again, a revoked credential: all of them are this shard's.

@@ -58,3 +58,26 @@ func TestShardedQueueOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, sq.set.opts.RetryMin)
 	assert.Equal(t, time.Minute, sq.set.opts.RetryMax)
 }
+
+// A failure of the request itself is no shard's fault: every shard would
+// answer it the same, and backing them all off would stop the whole queue.
+func TestFaultBlamesTheShardOnlyForItsOwnFailures(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		err            error
+		shard, account bool
+	}{
+		{&StorageError{Op: "send", StatusCode: http.StatusBadRequest, Code: "InvalidQueryParameterValue"}, false, false},
+		{&StorageError{Op: "send", StatusCode: http.StatusRequestEntityTooLarge}, false, false},
+		{&StorageError{Op: "delete", StatusCode: http.StatusNotFound, Code: "MessageNotFound"}, false, false},
+		{&MessageTooLargeError{Size: 70000, Limit: 65536}, false, false},
+		{&StorageError{Op: "receive", StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy"}, true, false},
+		{&StorageError{Op: "receive", StatusCode: http.StatusForbidden, Code: "AuthorizationFailure"}, true, false},
+		{&StorageError{Op: "receive", Err: errors.New("connection refused")}, true, true},
+	} {
+		shard, account := fault(ctx, tt.err)
+		assert.Equal(t, tt.shard, shard, "%v", tt.err)
+		assert.Equal(t, tt.account, account, "%v", tt.err)
+	}
+}

@@ -13,7 +13,8 @@
 //     404 MessageNotFound *azdispatch.StorageError, which matches
 //     azdispatch.ErrOwnershipLost.
 //   - Messages expire after their TTL (7 days by default, never if negative)
-//     and may be sent with a delay. Times are whole seconds, rounded up.
+//     and may be sent with a delay shorter than the TTL. Durations are whole
+//     seconds, rounded up; reported times are UTC to the whole second.
 //   - Text is limited to 64 KiB of UTF-8 and must be text XML can carry.
 //   - Depth counts every message, invisible ones included.
 //

@@ -56,9 +56,12 @@ func (q *Queue) LoseNext(op Op, n int) {
 	q.faults.lose[op] += n
 }
 
-// before runs the interceptor and an armed failure for a call of op. It
-// returns the error the call fails with, if any.
+// before counts a call of op as a request made, then runs the interceptor
+// and an armed failure. It returns the error the call fails with, if any.
+// A request refused or lost is still a request: an azdispatch.Queue counts
+// every attempt, and the service bills a throttled one.
 func (q *Queue) before(ctx context.Context, op Op) error {
+	q.calls[opIndex(op)].Add(1)
 	if q.intercept != nil {
 		if err := q.intercept(ctx, q.name, op); err != nil {
 			return err

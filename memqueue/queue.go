@@ -51,8 +51,9 @@ type Queue struct {
 	faults   faults
 	poison   *Queue
 
-	sent  syncx.Subscribers // woken by sends of visible messages and releases
-	calls [numOps]atomic.Int64
+	sent          syncx.Subscribers // woken by sends of visible messages and releases
+	calls         [numOps]atomic.Int64
+	emptyReceives atomic.Int64
 }
 
 var (
@@ -128,7 +129,9 @@ func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
 // Send puts text on the queue and returns the new message's ID. Like an
 // azdispatch.Queue, it refuses text over 64 KiB (*azdispatch.MessageTooLargeError)
 // or that XML cannot carry (azdispatch.ErrInvalidText), and a delay outside
-// 0 to 7 days (*azdispatch.ConfigError).
+// 0 to 7 days (*azdispatch.ConfigError), before any request; like the
+// service, it answers a delay not shorter than a positive TTL with 400
+// InvalidQueryParameterValue.
 func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
 	if len(text) > MaxTextSize {
 		return "", &azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize}
@@ -146,7 +149,12 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 	if err := q.before(ctx, OpSend); err != nil {
 		return "", err
 	}
-	q.calls[opIndex(OpSend)].Add(1)
+	if ttl > 0 && wholeSeconds(delay) >= wholeSeconds(ttl) {
+		// The service takes the request, and refuses a message that would
+		// expire before anyone could see it.
+		return "", q.storageError(OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
+			fmt.Errorf("memqueue: delay %v must be shorter than the TTL %v", delay, ttl))
+	}
 	q.mu.Lock()
 	now := q.clock.Now()
 	q.nextID++
@@ -188,7 +196,6 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	if err := q.before(ctx, OpReceive); err != nil {
 		return nil, err
 	}
-	q.calls[opIndex(OpReceive)].Add(1)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.clock.Now()
@@ -223,6 +230,9 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	if q.lost(OpReceive) {
 		return nil, q.lostError(OpReceive)
 	}
+	if len(out) == 0 {
+		q.emptyReceives.Add(1)
+	}
 	return out, nil
 }
 
@@ -237,7 +247,6 @@ func (q *Queue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
 	if err := q.before(ctx, OpDelete); err != nil {
 		return err
 	}
-	q.calls[opIndex(OpDelete)].Add(1)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(r, OpDelete); err != nil {
@@ -265,7 +274,6 @@ func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after
 	if err := q.before(ctx, OpUpdate); err != nil {
 		return err
 	}
-	q.calls[opIndex(OpUpdate)].Add(1)
 	q.mu.Lock()
 	if err := q.check(r, OpUpdate); err != nil {
 		q.mu.Unlock()
@@ -286,7 +294,7 @@ func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after
 		// The update happened: the receipt d holds is stale now.
 		return q.lostError(OpUpdate)
 	}
-	d.Receipt, d.NextVisibleAt = next, visibleAt
+	d.Receipt, d.NextVisibleAt = next, reported(visibleAt)
 	return nil
 }
 
@@ -296,7 +304,6 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 	if err := q.before(ctx, OpDepth); err != nil {
 		return 0, err
 	}
-	q.calls[opIndex(OpDepth)].Add(1)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lost(OpDepth) {
@@ -305,16 +312,20 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 	return len(q.messages), nil
 }
 
-// Transactions counts the calls made on the queue that the service would
-// bill (a call refused by a fault hook included, as the service bills a
-// throttled request), by kind.
+// Transactions counts the calls made on the queue that would have been
+// requests to the service, by kind, as an azdispatch.Queue counts every
+// attempt: a call refused by a fault hook is counted (the service bills a
+// throttled request), a call whose arguments an azdispatch.Queue would
+// refuse before any request is not. EmptyReceive counts the receives that
+// returned nothing.
 func (q *Queue) Transactions() azdispatch.Transactions {
 	return azdispatch.Transactions{
-		Send:    q.calls[opIndex(OpSend)].Load(),
-		Receive: q.calls[opIndex(OpReceive)].Load(),
-		Delete:  q.calls[opIndex(OpDelete)].Load(),
-		Update:  q.calls[opIndex(OpUpdate)].Load(),
-		Depth:   q.calls[opIndex(OpDepth)].Load(),
+		Send:         q.calls[opIndex(OpSend)].Load(),
+		Receive:      q.calls[opIndex(OpReceive)].Load(),
+		EmptyReceive: q.emptyReceives.Load(),
+		Delete:       q.calls[opIndex(OpDelete)].Load(),
+		Update:       q.calls[opIndex(OpUpdate)].Load(),
+		Depth:        q.calls[opIndex(OpDepth)].Load(),
 	}
 }
 
@@ -322,7 +333,7 @@ func (q *Queue) Transactions() azdispatch.Transactions {
 func (q *Queue) delivery(m *message, r *receipt) azdispatch.Delivery {
 	return azdispatch.Delivery{
 		ID: m.id, Text: m.text, DequeueCount: m.dequeues,
-		InsertedAt: m.inserted, ExpiresAt: expiresAt(m), NextVisibleAt: m.visibleAt,
+		InsertedAt: reported(m.inserted), ExpiresAt: reported(expiresAt(m)), NextVisibleAt: reported(m.visibleAt),
 		Queue: q.name, Receipt: r,
 	}
 }
@@ -387,6 +398,11 @@ func expiresAt(m *message) time.Time {
 	}
 	return m.expires
 }
+
+// reported is t as the service reports a time: in UTC, to the whole second
+// (its responses carry RFC 1123 dates). The queue keeps its own times
+// exact; only what it reports is cut.
+func reported(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 
 // wholeSeconds rounds d up to whole seconds, the service's unit.
 func wholeSeconds(d time.Duration) time.Duration {

@@ -50,7 +50,8 @@ type batchRun struct {
 
 // batchVariants feed items through a fresh emulator, sending and processing
 // at once (a queue filled up front would slow the emulator for the single
-// variant, see AZURITE.md), and count every request of both sides.
+// variant: each of its requests costs more with every message it holds), and
+// count every request of both sides.
 func batchVariants() []struct {
 	name string
 	run  func(ctx context.Context, cs string, o options, deadline time.Time) (batchRun, error)

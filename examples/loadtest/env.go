@@ -15,6 +15,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/internal/cputime"
 )
 
 // account is where one measured run happens: a fresh private Azurite, or the
@@ -52,7 +53,7 @@ func (a *account) cpu() (cpuTimes, error) {
 		}
 		t.emulator = em
 	}
-	client, err := selfCPUTime()
+	client, err := cputime.Self()
 	t.client = client
 	return t, err
 }

@@ -50,6 +50,15 @@ type record struct {
 	P99MS     float64            `json:"p99_ms,omitempty"`  // wake: send to handler start
 	Ratios    map[string]float64 `json:"ratios,omitempty"`
 
+	// Wake: P50MS and P99MS ÷ raw-poll's, measured alongside (a floor).
+	P50VsRaw float64 `json:"p50_vs_raw,omitempty"`
+	P99VsRaw float64 `json:"p99_vs_raw,omitempty"`
+
+	// Overhead: the listener's own cost per message over an in-memory queue.
+	CPUUsPerMsg  float64 `json:"cpu_us_per_msg,omitempty"`
+	AllocsPerMsg float64 `json:"allocs_per_msg,omitempty"`
+	BytesPerMsg  float64 `json:"bytes_per_msg,omitempty"`
+
 	// Sharded scenarios.
 	AzuriteCPUS     float64   `json:"azurite_cpu_s,omitempty"`      // emulator CPU seconds, all processes
 	AzuriteCPUEach  []float64 `json:"azurite_cpu_s_each,omitempty"` // per emulator process
@@ -71,6 +80,7 @@ var scenarios = map[string]scenario{
 	"sharded":      runSharded,
 	"idle-sharded": runIdleSharded,
 	"batch":        runBatch,
+	"overhead":     runOverhead,
 }
 
 func main() {
@@ -124,7 +134,9 @@ func names() []string {
 // printTable prints a throughput table for scenarios that measure one, then
 // the scenario's own lines.
 func printTable(w io.Writer, name string, o options, recs []record, lines []string) {
-	if !slices.ContainsFunc(recs, func(r record) bool { return r.MsgsPerS > 0 }) {
+	// The overhead scenario's lines are its table: it sends no 1 KiB
+	// messages and adds no latency.
+	if name == "overhead" || !slices.ContainsFunc(recs, func(r record) bool { return r.MsgsPerS > 0 }) {
 		fmt.Fprintf(w, "\nscenario %s\n", name)
 		for _, l := range lines {
 			fmt.Fprintln(w, l)

@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
 )
 
-// The simulated scenario's model of the storage service: queues and accounts
-// in memory that enforce the published scalability targets with token
-// buckets (each holding a quarter of a second of its rate, so that
-// round-robin jitter is absorbed but a sustained excess is not) and answer 503 ServerBusy above
+// The simulated scenario's model of the storage service: memqueues (the
+// in-memory queue with the service's semantics) grouped into accounts, that
+// enforce the published scalability targets with token buckets (each
+// holding a quarter of a second of its rate, so that round-robin jitter is
+// absorbed but a sustained excess is not) and answer 503 ServerBusy above
 // them, as the service does. Each account may also have a client side: the
 // RequestLimiter an azdispatch.Account would pace its requests with
 // (AccountOptions.Limiter), set to the account's target.
@@ -38,13 +40,25 @@ func newBucket(rate float64) *bucket {
 	return &bucket{rate: rate, tokens: rate * simBucketSeconds, last: time.Now()}
 }
 
+// available is how many whole tokens the bucket holds now.
+func (b *bucket) available() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(time.Now())
+	return math.Floor(b.tokens)
+}
+
+// refill adds the tokens earned since the last look. The caller holds b.mu.
+func (b *bucket) refill(now time.Time) {
+	b.tokens = min(b.rate*simBucketSeconds, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+}
+
 // take removes n tokens if there are that many.
 func (b *bucket) take(n float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
-	b.tokens = min(b.rate*simBucketSeconds, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
+	b.refill(time.Now())
 	if b.tokens < n {
 		return false
 	}
@@ -59,16 +73,13 @@ type simAccount struct {
 	limiter  *azdispatch.RequestLimiter // the client's pacing; nil for none
 }
 
-// simQueue is one queue of the model; it is an azdispatch.Shard.
+// simQueue is one queue of the model: a memqueue, which gives it the
+// service's semantics (visibility, receipts, dequeue counts), behind the
+// model's targets. It is an azdispatch.Shard.
 type simQueue struct {
-	name    string
+	*memqueue.Queue
 	account *simAccount
 	msgs    *bucket
-
-	mu       sync.Mutex
-	ready    []*azdispatch.Delivery
-	inflight map[string]*azdispatch.Delivery
-	nextID   int64
 
 	received atomic.Int64 // messages handed out
 	sent     atomic.Int64 // messages accepted
@@ -77,126 +88,88 @@ type simQueue struct {
 var _ azdispatch.Shard = (*simQueue)(nil)
 
 func newSimQueue(name string, a *simAccount) *simQueue {
-	return &simQueue{name: name, account: a, msgs: newBucket(simQueueMsgsPerS), inflight: map[string]*azdispatch.Delivery{}}
+	return &simQueue{Queue: memqueue.New(name, nil), account: a, msgs: newBucket(simQueueMsgsPerS)}
 }
-
-func (q *simQueue) Name() string { return q.name }
 
 // busy is the service's answer to a request over a target.
 func (q *simQueue) busy(op string) error {
 	q.account.busy.Add(1)
-	return &azdispatch.StorageError{Op: op, Queue: q.name, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
+	return &azdispatch.StorageError{Op: op, Queue: q.Name(), StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
 		Err: errors.New("over the simulated scalability target")}
 }
 
 // fill puts n messages on the queue without going through the targets: the
 // starting backlog of a drain.
 func (q *simQueue) fill(n int, text string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	for range n {
-		q.nextID++
-		q.ready = append(q.ready, &azdispatch.Delivery{ID: q.name + "/" + strconv.FormatInt(q.nextID, 10), Text: text})
+		if _, err := q.Queue.Send(context.Background(), text, nil); err != nil {
+			panic(err) // the text is the model's own: it fits
+		}
 	}
 }
 
-// pace waits for the client's turn to send a request, as the pipeline of an
-// Account with a Limiter does.
-func (q *simQueue) pace(ctx context.Context) error { return q.account.limiter.Wait(ctx) }
-
-func (q *simQueue) Send(ctx context.Context, text string, _ *azdispatch.SendOptions) (string, error) {
-	if err := q.pace(ctx); err != nil {
-		return "", err
-	}
-	if !q.account.requests.take(1) || !q.msgs.take(1) {
-		return "", q.busy("send")
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.nextID++
-	id := q.name + "/" + strconv.FormatInt(q.nextID, 10)
-	q.ready = append(q.ready, &azdispatch.Delivery{ID: id, Text: text})
-	q.sent.Add(1)
-	return id, nil
-}
-
-func (q *simQueue) Receive(ctx context.Context, max int, _ time.Duration) ([]*azdispatch.Delivery, error) {
-	if err := q.pace(ctx); err != nil {
-		return nil, err
+// request is every request's way in: the client's pacing (as the pipeline
+// of an Account with a Limiter), then the account's target.
+func (q *simQueue) request(ctx context.Context, op string) error {
+	if err := q.account.limiter.Wait(ctx); err != nil {
+		return err
 	}
 	if !q.account.requests.take(1) {
+		return q.busy(op)
+	}
+	return nil
+}
+
+func (q *simQueue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
+	if err := q.request(ctx, "send"); err != nil {
+		return "", err
+	}
+	if !q.msgs.take(1) {
+		return "", q.busy("send")
+	}
+	id, err := q.Queue.Send(ctx, text, opts)
+	if err == nil {
+		q.sent.Add(1)
+	}
+	return id, err
+}
+
+func (q *simQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*azdispatch.Delivery, error) {
+	if err := q.request(ctx, "receive"); err != nil {
+		return nil, err
+	}
+	// The queue's target counts messages; how many a receive takes is known
+	// only from the queue, so a receive asks for no more than the bucket
+	// holds now, and is refused when it holds none.
+	allowed := min(max, int(q.msgs.available()))
+	if allowed == 0 {
 		return nil, q.busy("receive")
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n := min(max, len(q.ready))
-	if n == 0 {
-		return nil, nil
-	}
-	if !q.msgs.take(float64(n)) {
-		return nil, q.busy("receive")
-	}
-	out := make([]*azdispatch.Delivery, n)
-	now := time.Now()
-	for i, d := range q.ready[:n] {
-		m := *d
-		m.DequeueCount++
-		m.InsertedAt, m.NextVisibleAt = now, now.Add(30*time.Second)
-		q.inflight[m.ID] = d
-		out[i] = &m
-	}
-	q.ready = q.ready[n:]
-	q.received.Add(int64(n))
-	return out, nil
+	ds, err := q.Queue.Receive(ctx, allowed, visibility)
+	q.msgs.take(float64(len(ds)))
+	q.received.Add(int64(len(ds)))
+	return ds, err
 }
 
 func (q *simQueue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
-	if err := q.pace(ctx); err != nil {
+	if err := q.request(ctx, "delete"); err != nil {
 		return err
 	}
-	if !q.account.requests.take(1) {
-		return q.busy("delete")
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if _, ok := q.inflight[d.ID]; !ok {
-		// Also what a delete sent to the wrong shard would get.
-		return fmt.Errorf("%w: %s not in flight on %s", azdispatch.ErrOwnershipLost, d.ID, q.name)
-	}
-	delete(q.inflight, d.ID)
-	return nil
+	return q.Queue.Delete(ctx, d)
 }
 
 func (q *simQueue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after time.Duration) error {
-	if err := q.pace(ctx); err != nil {
+	if err := q.request(ctx, "update"); err != nil {
 		return err
 	}
-	if !q.account.requests.take(1) {
-		return q.busy("update")
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	orig, ok := q.inflight[d.ID]
-	if !ok {
-		return fmt.Errorf("%w: %s not in flight on %s", azdispatch.ErrOwnershipLost, d.ID, q.name)
-	}
-	if after == 0 {
-		delete(q.inflight, d.ID)
-		q.ready = append(q.ready, orig)
-	}
-	return nil
+	return q.Queue.SetVisibility(ctx, d, after)
 }
 
 func (q *simQueue) Depth(ctx context.Context) (int, error) {
-	if err := q.pace(ctx); err != nil {
+	if err := q.request(ctx, "depth"); err != nil {
 		return 0, err
 	}
-	if !q.account.requests.take(1) {
-		return 0, q.busy("depth")
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.ready) + len(q.inflight), nil
+	return q.Queue.Depth(ctx)
 }
 
 // simModel is accounts × queues of the model.

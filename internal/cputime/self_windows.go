@@ -1,6 +1,6 @@
 //go:build windows
 
-package main
+package cputime
 
 import (
 	"time"
@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// selfCPUTime is the user and kernel CPU time this process has used.
-func selfCPUTime() (time.Duration, error) {
+// Self is the user and kernel CPU time this process has used.
+func Self() (time.Duration, error) {
 	var created, exited, kernel, user windows.Filetime
 	if err := windows.GetProcessTimes(windows.CurrentProcess(), &created, &exited, &kernel, &user); err != nil {
 		return 0, err

@@ -1,14 +1,14 @@
 //go:build unix
 
-package main
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// selfCPUTime is the user and system CPU time this process has used.
-func selfCPUTime() (time.Duration, error) {
+// Self is the user and system CPU time this process has used.
+func Self() (time.Duration, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, err

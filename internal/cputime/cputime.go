@@ -1,0 +1,4 @@
+// Package cputime reads the CPU time this process has used, for benchmarks
+// that report CPU per unit of work: on a shared machine wall time drifts
+// with the neighbours, CPU time much less.
+package cputime

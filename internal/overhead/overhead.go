@@ -1,0 +1,247 @@
+// Package overhead measures what the Listener itself costs per message: it
+// drains a memqueue through a Listener with its defaults and through a
+// minimal hand-written loop over the same queue, with the same messages and
+// the same handler, and reports CPU time, allocations and bytes per message
+// and the rate for each. The queue has no storage time at all, so what
+// differs between the two is the listener's own work.
+//
+// The root package's BenchmarkOverhead and the load test's overhead
+// scenario both run it.
+package overhead
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/cputime"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// Order is the message body: about 230 bytes of JSON, a typical small
+// work item.
+type Order struct {
+	ID       string  `json:"id"`
+	Customer string  `json:"customer"`
+	Quantity int     `json:"quantity"`
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
+	Note     string  `json:"note"`
+}
+
+// Text is the JSON of the message every run sends.
+var Text = func() string {
+	b, err := json.Marshal(Order{
+		ID: "ord-000000000001", Customer: "cust-4711", Quantity: 3, Amount: 129.95, Currency: "EUR",
+		Note: "leave at the door; ring twice; the dog is friendly and the parcel may be left with a neighbour; call ahead on weekends, and never before eight in the morning",
+	})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// handle is the handler both variants run: it does nothing, so that all
+// that is measured is the way to it and back.
+func handle(_ context.Context, o *Order) error {
+	if o.ID == "" {
+		return fmt.Errorf("empty order")
+	}
+	return nil
+}
+
+// Variants.
+const (
+	Listener = "listener" // an azdispatch.Listener with its defaults
+	Raw      = "raw"      // receive 32, a goroutine per message under a 64-wide semaphore, decode, delete
+	RawPool  = "raw-pool" // the same on 64 goroutines that live for the whole drain
+)
+
+// Variants are the variants in the order they are reported.
+var Variants = []string{Listener, Raw, RawPool}
+
+// Result is one drain.
+type Result struct {
+	Variant      string
+	Messages     int
+	Elapsed      time.Duration
+	CPU          time.Duration // the whole process's, user and system
+	Allocs       uint64        // heap allocations, all goroutines
+	Bytes        uint64        // heap bytes allocated
+	CPUPerMsg    float64       // µs
+	AllocsPerMsg float64
+	BytesPerMsg  float64
+	MsgsPerS     float64
+}
+
+// Fill returns a memqueue holding n copies of Text.
+func Fill(ctx context.Context, n int) (*memqueue.Queue, error) {
+	q := memqueue.New("overhead", nil)
+	for range n {
+		if _, err := q.Send(ctx, Text, nil); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// Drain drains q, which holds n messages, with variant and measures it.
+func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Result, error) {
+	drain := map[string]func(context.Context, *memqueue.Queue, int) error{
+		Listener: drainListener, Raw: drainRaw, RawPool: drainRawPool,
+	}[variant]
+	if drain == nil {
+		return Result{}, fmt.Errorf("overhead: unknown variant %q", variant)
+	}
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	cpu0, err := cputime.Self()
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	if err := drain(ctx, q, n); err != nil {
+		return Result{}, err
+	}
+	elapsed := time.Since(start)
+	cpu1, err := cputime.Self()
+	if err != nil {
+		return Result{}, err
+	}
+	runtime.ReadMemStats(&m1)
+	r := Result{
+		Variant: variant, Messages: n, Elapsed: elapsed, CPU: cpu1 - cpu0,
+		Allocs: m1.Mallocs - m0.Mallocs, Bytes: m1.TotalAlloc - m0.TotalAlloc,
+	}
+	per := float64(n)
+	r.CPUPerMsg = float64(r.CPU.Microseconds()) / per
+	r.AllocsPerMsg, r.BytesPerMsg = float64(r.Allocs)/per, float64(r.Bytes)/per
+	r.MsgsPerS = per / elapsed.Seconds()
+	return r, nil
+}
+
+// drainListener runs a Listener with its defaults until n messages are
+// handled and deleted, then stops it.
+func drainListener(ctx context.Context, q *memqueue.Queue, n int) error {
+	var handled atomic.Int64
+	done := make(chan struct{})
+	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[Order]) error {
+		err := handle(ctx, &m.Body)
+		if handled.Add(1) == int64(n) {
+			close(done)
+		}
+		return err
+	}, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var run sync.WaitGroup
+	var runErr error
+	run.Go(func() { runErr = l.Run(ctx) })
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	// The last deletes follow the last handler calls.
+	for l.State().Succeeded < int64(n) && ctx.Err() == nil {
+		time.Sleep(100 * time.Microsecond)
+	}
+	cancel()
+	run.Wait()
+	if s := l.State(); s.Succeeded != int64(n) {
+		return fmt.Errorf("overhead: listener settled %d of %d messages (%+v)", s.Succeeded, n, s)
+	}
+	return runErr
+}
+
+// handleRaw is the raw loops' work on one message; it reports success.
+func handleRaw(ctx context.Context, q *memqueue.Queue, d *azdispatch.Delivery) bool {
+	var o Order
+	if err := json.Unmarshal([]byte(d.Text), &o); err != nil {
+		return false
+	}
+	return handle(ctx, &o) == nil && q.Delete(ctx, d) == nil
+}
+
+// drainRawPool is drainRaw without a goroutine per message: 64 goroutines
+// take messages from a channel, so their stacks, once grown, serve every
+// message after.
+func drainRawPool(ctx context.Context, q *memqueue.Queue, n int) error {
+	const width = 64
+	work := make(chan *azdispatch.Delivery)
+	var wg sync.WaitGroup
+	var deleted, failed atomic.Int64
+	for range width {
+		wg.Go(func() {
+			for d := range work {
+				if handleRaw(ctx, q, d) {
+					deleted.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(work)
+	for deleted.Load()+failed.Load() < int64(n) {
+		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		for _, d := range batch {
+			work <- d
+		}
+	}
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("overhead: pooled raw loop failed %d of %d messages", f, n)
+	}
+	return nil
+}
+
+// drainRaw is the floor: the least a correct consumer does per message.
+func drainRaw(ctx context.Context, q *memqueue.Queue, n int) error {
+	const width = 64
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	var deleted, failed atomic.Int64
+	for deleted.Load()+failed.Load() < int64(n) {
+		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			// All received; the last ones are still being handled.
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		for _, d := range batch {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if handleRaw(ctx, q, d) {
+					deleted.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("overhead: raw loop failed %d of %d messages", f, n)
+	}
+	return nil
+}
