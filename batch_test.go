@@ -235,15 +235,16 @@ func TestBatchShutdownCheckpointsAndReleases(t *testing.T) {
 func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	// 12 rounds of 400 ms: 4.8 s, well past the first renewal (at 2 s) even
+	// 20 rounds of 400 ms: 8 s, well past the first renewal (at 5 s) even
 	// when a busy machine fires its timer late or the request is slow.
-	const n = 24
+	const n = 40
 	sent := sendBatch(t, q, n, nil)
 	cfg := quick()
 	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
-	// Long enough that a renewal delayed by a busy machine (up to 2 s) does
-	// not let the batch reappear and run twice.
-	cfg.VisibilityTimeout = 4 * time.Second
+	// Long enough that a renewal delayed by a busy machine, or by one of
+	// Azurite's clean-up stalls (seconds, about once a minute, longer the
+	// more messages the suite has deleted), rarely lets the batch reappear.
+	cfg.VisibilityTimeout = 10 * time.Second
 	cfg.CheckpointInterval = 500 * time.Millisecond
 	var p peak
 	c := newTally()
@@ -257,11 +258,12 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
 	require.NoError(t, stop())
 	s := l.State()
-	// Azurite stalls for seconds about once a minute while it removes
-	// deleted messages: a renewal held up past the visibility timeout loses
-	// the batch to its next delivery, and the two items running at that
-	// moment run again, which at-least-once allows.
-	c.assertEachSucceededOnce(t, n, 2*s.Lost)
+	// If a stall held a renewal up past the visibility timeout all the
+	// same, the batch was lost to its next delivery, which may start before
+	// the lost one's last checkpoint is written: the items done since the
+	// checkpoint before (about three, at two every 400 ms) and the two
+	// running then run again, which at-least-once allows.
+	c.assertEachSucceededOnce(t, n, 6*s.Lost)
 	assert.LessOrEqual(t, p.most.Load(), int64(2), "items share the listener's MaxDequeuers × Concurrency")
 	assert.GreaterOrEqual(t, s.Renewed, int64(1), "kept hidden while it ran")
 	assert.GreaterOrEqual(t, s.Checkpoints, int64(1))

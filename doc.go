@@ -109,7 +109,19 @@
 // Anything that implements Source can feed a Listener: a wrapper that
 // traces or injects faults, a stand-in for tests. Its Receive returns
 // Delivery values whose Receipt holds whatever it needs to delete or hide
-// the message later; the listener hands each Delivery back unchanged.
+// the message later; the listener hands each Delivery back unchanged. A
+// Shard that has a poison queue beside it says so with PoisonQueuer, and
+// listeners and sharded queues over it then use that poison queue by
+// default.
+//
+// # Testing without storage
+//
+// The memqueue package is an in-memory Shard with the service's semantics:
+// visibility timeouts, dequeue counts, pop receipts that go stale, TTLs and
+// delays, with a clock a test moves and hooks that fail calls or lose their
+// responses. The same conformance tests run against it and against Azurite,
+// so that a handler's retries, poisoning and timeouts can be tested through
+// a real Listener in milliseconds, with no emulator.
 //
 // # Shutdown
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
@@ -28,6 +29,10 @@ type try struct {
 	// watch's lock).
 	renewAt watchEntry
 	renew   *renewer
+	// renewFired is set when the watch reaches renewAt; call is a handler
+	// call of the try that the watch files then (see watch.startCall).
+	renewFired atomic.Bool
+	call       atomic.Pointer[handlerCall]
 	// blob is the payload blob of an offloaded message, deleted after the
 	// message is.
 	blob *payload.Pointer
@@ -148,10 +153,9 @@ func (l *Listener[T]) giveHandler() { l.handlers.Give() }
 // runHandler calls the handler for m, a message or a batch item, with c as
 // its context, watched for HandlerTimeout, and judges its result.
 func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T]) action {
-	c.Context, c.try = t.ctx, t
-	t.s.watch.addCall(c)
+	t.s.watch.startCall(t, c)
 	err := l.call(c, m)
-	t.s.watch.removeCall(c)
+	t.s.watch.endCall(t, c)
 	return l.judge(t, c, err)
 }
 

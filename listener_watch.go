@@ -76,17 +76,72 @@ func (w *watch) drain(cause error) {
 	}
 }
 
-// addCall watches c for its HandlerTimeout and sets its deadline.
-func (w *watch) addCall(c *handlerCall) {
+// startCall watches c, a call for t, for its HandlerTimeout, and sets its
+// deadline. When the timeout is longer than the wait for t's first renewal
+// (as by default: 10 minutes against 15 s), c only needs watching if t
+// lives that long: it is left with t, and the watch files it when t's
+// renewal comes due. A message settled before then, which is nearly every
+// one, so costs the watch's lock once on its way in and once on its way out.
+func (w *watch) startCall(t *try, c *handlerCall) {
+	c.Context, c.try, c.timer.call = t.ctx, t, c
 	if w.callLimit == 0 {
 		return
 	}
-	c.timer.call = c
-	c.deadline = w.add(&w.calls, &c.timer, w.callLimit)
+	c.deadline = time.Now().Add(w.callLimit)
+	// The watch sets renewFired, then reads t.call; this stores t.call,
+	// then reads renewFired: at least one of the two sees the other's
+	// write, and filing twice is harmless.
+	if w.callLimit >= w.renewAfter && t.call.CompareAndSwap(nil, c) && !t.renewFired.Load() {
+		return
+	}
+	w.fileCall(c)
 }
 
-// add puts e in list, due after from now, and returns when.
-func (w *watch) add(list *watchList, e *watchEntry, after time.Duration) time.Time {
+// endCall stops watching c, a call for t, which has returned.
+func (w *watch) endCall(t *try, c *handlerCall) {
+	if w.callLimit == 0 {
+		return
+	}
+	if t.call.CompareAndSwap(c, nil) && !t.renewFired.Load() {
+		return // never filed, and now it never will be
+	}
+	w.mu.Lock()
+	if c.timer.in != nil {
+		c.timer.in.unlink(&c.timer)
+	}
+	w.mu.Unlock()
+}
+
+// fileCall puts c in the call list, due at its deadline, unless it is there.
+func (w *watch) fileCall(c *handlerCall) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fileCallLocked(c)
+}
+
+// fileCallLocked is fileCall for a caller that holds w.mu.
+func (w *watch) fileCallLocked(c *handlerCall) {
+	if c.timer.in != nil {
+		return
+	}
+	c.timer.due = c.deadline
+	first := w.calls.head == nil || c.deadline.Before(w.calls.head.due)
+	w.calls.insert(&c.timer)
+	if first {
+		w.kickRun()
+	}
+}
+
+// kickRun tells the watch's goroutine that a list has a new head.
+func (w *watch) kickRun() {
+	select {
+	case w.kick <- struct{}{}:
+	default: // it is already told
+	}
+}
+
+// add puts e in list, due after from now.
+func (w *watch) add(list *watchList, e *watchEntry, after time.Duration) {
 	w.mu.Lock()
 	if w.drained != nil && e.try != nil {
 		e.try.end(w.drained)
@@ -96,12 +151,8 @@ func (w *watch) add(list *watchList, e *watchEntry, after time.Duration) time.Ti
 	list.insert(e)
 	w.mu.Unlock()
 	if first {
-		select {
-		case w.kick <- struct{}{}:
-		default: // the watch is already told
-		}
+		w.kickRun()
 	}
-	return e.due
 }
 
 // removeTry takes t out of the watch. It returns t's renewer if the
@@ -113,18 +164,6 @@ func (w *watch) removeTry(t *try) *renewer {
 		t.renewAt.in.unlink(&t.renewAt)
 	}
 	return t.renew
-}
-
-// removeCall takes a finished call out of the call list.
-func (w *watch) removeCall(c *handlerCall) {
-	if c.timer.in == nil && w.callLimit == 0 {
-		return
-	}
-	w.mu.Lock()
-	if c.timer.in != nil {
-		c.timer.in.unlink(&c.timer)
-	}
-	w.mu.Unlock()
 }
 
 // run fires entries as they come due until stop is closed.
@@ -164,8 +203,13 @@ func (w *watch) fire(now time.Time) (next time.Time, ok bool) {
 	for e := w.renewals.head; e != nil && !e.due.After(now); e = w.renewals.head {
 		w.renewals.unlink(e)
 		w.renewing.insert(e)
-		if e.try.ctx.Err() == nil { // an ended try lets its message reappear
-			w.startRenew(e.try)
+		t := e.try
+		t.renewFired.Store(true)
+		if c := t.call.Load(); c != nil {
+			w.fileCallLocked(c) // its deadline is still ahead: see startCall
+		}
+		if t.ctx.Err() == nil { // an ended try lets its message reappear
+			w.startRenew(t)
 		}
 	}
 	for e := w.calls.head; e != nil && !e.due.After(now); e = w.calls.head {

@@ -68,8 +68,8 @@ func TestWatchRenewsLateTriesAndTimesOutCalls(t *testing.T) {
 	w.addTry(quick)
 	assert.Nil(t, w.removeTry(quick), "settled before its renewal: no renewer")
 
-	c := &handlerCall{Context: slow.ctx, try: slow}
-	w.addCall(c)
+	c := &handlerCall{}
+	w.startCall(slow, c)
 	deadline, ok := c.Deadline()
 	require.True(t, ok)
 	assert.WithinDuration(t, time.Now().Add(80*time.Millisecond), deadline, 50*time.Millisecond)
@@ -86,4 +86,44 @@ func TestWatchRenewsLateTriesAndTimesOutCalls(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []*try{slow}, renewed, "only the try still in hand")
+}
+
+// A HandlerTimeout shorter than the wait for the first renewal is watched
+// from the call's start; a longer one is left with the try until its
+// renewal comes due, and a call that returns before then is never filed.
+func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
+	t.Parallel()
+	newTry := func() *try {
+		tr := &try{received: time.Now()}
+		tr.ctx, tr.end = context.WithCancelCause(context.Background())
+		return tr
+	}
+	short := newWatch(time.Hour, time.Minute, func(*try) {})
+	tr := newTry()
+	short.addTry(tr)
+	c := &handlerCall{}
+	short.startCall(tr, c)
+	assert.NotNil(t, c.timer.in, "filed at once: it may time out before any renewal")
+	short.endCall(tr, c)
+	assert.Nil(t, c.timer.in)
+
+	long := newWatch(time.Minute, time.Hour, func(*try) {})
+	tr = newTry()
+	long.addTry(tr)
+	c = &handlerCall{}
+	long.startCall(tr, c)
+	assert.Nil(t, c.timer.in, "left with its try")
+	long.fire(time.Now().Add(2 * time.Minute)) // the try's renewal comes due
+	assert.NotNil(t, c.timer.in, "filed when the renewal came due")
+	long.endCall(tr, c)
+	assert.Nil(t, c.timer.in)
+	assert.Nil(t, tr.call.Load())
+
+	tr = newTry()
+	long.addTry(tr)
+	c = &handlerCall{}
+	long.startCall(tr, c)
+	long.endCall(tr, c)
+	long.fire(time.Now().Add(2 * time.Minute))
+	assert.Nil(t, c.timer.in, "returned before the renewal: never filed")
 }

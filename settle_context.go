@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,24 +15,34 @@ import (
 type settleContexts struct {
 	base context.Context // the session's work without its cancellation
 
-	mu     sync.Mutex
+	cur atomic.Pointer[sharedSettle] // read without a lock by every settle
+	mu  sync.Mutex                   // serialises replacing cur
+}
+
+// sharedSettle is one shared context and until when it is handed out.
+type sharedSettle struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	fresh  time.Time // ctx is handed out until then
+	fresh  time.Time
 }
 
 // get returns a context that ends between settleTimeout and settleTimeout
 // plus a second from now.
 func (c *settleContexts) get() context.Context {
 	now := time.Now()
+	if s := c.cur.Load(); s != nil && now.Before(s.fresh) {
+		return s.ctx
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ctx == nil || !now.Before(c.fresh) {
-		// The one it replaces ends by itself when its deadline passes.
-		c.fresh = now.Add(time.Second)
-		c.ctx, c.cancel = context.WithDeadline(c.base, c.fresh.Add(settleTimeout))
+	if s := c.cur.Load(); s != nil && now.Before(s.fresh) {
+		return s.ctx // another settle replaced it meanwhile
 	}
-	return c.ctx
+	// The one it replaces ends by itself when its deadline passes.
+	s := &sharedSettle{fresh: now.Add(time.Second)}
+	s.ctx, s.cancel = context.WithDeadline(c.base, s.fresh.Add(settleTimeout))
+	c.cur.Store(s)
+	return s.ctx
 }
 
 // stop releases the current context's timer; the older ones have ended or
@@ -39,7 +50,7 @@ func (c *settleContexts) get() context.Context {
 func (c *settleContexts) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cancel != nil {
-		c.cancel()
+	if s := c.cur.Load(); s != nil {
+		s.cancel()
 	}
 }
