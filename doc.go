@@ -31,7 +31,9 @@
 // Storage errors never stop a listener: a failed receive is retried after a
 // back-off, a failed delete or release leaves the message to reappear, a
 // stale pop receipt (ErrOwnershipLost) means another receiver owns the
-// message now. Every outcome is counted in State. Errors from storage are
+// message now. A message whose handler succeeded but whose delete failed is
+// remembered, and when it reappears it is deleted without running the
+// handler again, and never poisoned for it. Every outcome is counted in State. Errors from storage are
 // *StorageError values, which keep the SDK's *azcore.ResponseError
 // reachable with errors.As and never print a key or SAS signature.
 //

@@ -39,6 +39,7 @@ type Listener[T any] struct {
 	// their message holds one slot, do not take the listener past
 	// MaxDequeuers × Concurrency handlers at once.
 	handlers *syncx.Tokens
+	memo     *handledMemo // handled, not deleted
 	stats    stats
 	tx       Counter
 	running  atomic.Bool
@@ -98,6 +99,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),
 		handlers:  syncx.NewTokens(o.MaxDequeuers * o.Concurrency),
+		memo:      newHandledMemo(),
 	}, nil
 }
 

@@ -37,9 +37,10 @@ const (
 
 // action is the outcome of a try: what to do, and why.
 type action struct {
-	kind   actionKind
-	reason string // actPoison: the poison envelope's reason
-	err    error  // actRetry: the failure, for the log
+	kind          actionKind
+	reason        string // actPoison: the poison envelope's reason
+	err           error  // actRetry: the failure, for the log
+	handledBefore bool   // actDone: handled on an earlier delivery whose delete failed
 }
 
 func poison(reason string) action { return action{kind: actPoison, reason: reason} }
@@ -131,11 +132,16 @@ func (l *Listener[T]) settle(t *try, a action) {
 		if err := l.src.Delete(ctx, d); err != nil {
 			// Record what is done, so the next delivery only deletes.
 			t.save(ctx)
+			l.memo.remember(d)
 			l.stats.lost.Add(1)
-			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again", "err", err)
+			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again, and deleted without running the handler", "err", err)
 			return
 		}
 		l.stats.succeeded.Add(1)
+		if a.handledBefore {
+			l.memo.forget(d)
+			l.stats.handledBefore.Add(1)
+		}
 		if t.blob != nil {
 			l.removePayload(ctx, d, t.blob)
 		}

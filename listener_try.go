@@ -73,6 +73,15 @@ func (l *Listener[T]) process(s *session, d *Delivery, received time.Time) {
 func (l *Listener[T]) work(h *inHand[T]) action {
 	t := &h.t
 	d := t.d
+	if l.memo.handled(d) {
+		// Handled before, but its delete failed: delete it now (and its
+		// payload blob, if any, after it), and do not count this delivery
+		// against it.
+		if p, err := payload.ParsePointer(d.Text, l.limits); err == nil {
+			t.blob = p
+		}
+		return action{kind: actDone, handledBefore: true}
+	}
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
 		// poison it without trying again.

@@ -32,6 +32,12 @@ type State struct {
 	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
 	Renewed   int64 // visibility renewals of long-running handlers
 
+	// HandledBefore counts, of Succeeded, the deliveries deleted without
+	// running the handler: it had succeeded on an earlier delivery of the
+	// same message, whose delete failed. Such a delivery never counts
+	// towards poisoning. The listener remembers up to 10,000 of them.
+	HandledBefore int64
+
 	EmptyReceives int64 // receives that found nothing
 	ScaleUps      int64 // times the listener added dequeuers
 	ScaleDowns    int64 // idle dequeuers that stopped
@@ -59,7 +65,7 @@ type stats struct {
 	received, succeeded, failed, retried, poisoned, panics atomic.Int64
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
-	wakes                                                  atomic.Int64
+	wakes, handledBefore                                   atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -110,6 +116,7 @@ func (s *stats) snapshot() State {
 		Lost:               s.lost.Load(),
 		Released:           s.released.Load(),
 		Renewed:            s.renewed.Load(),
+		HandledBefore:      s.handledBefore.Load(),
 		ReceiveErrors:      s.receiveErrors.Load(),
 		PoisonErrors:       s.poisonErrors.Load(),
 		Items:              s.items.Load(),
