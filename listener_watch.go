@@ -44,7 +44,7 @@ type watchEntry struct {
 	call       *handlerCall // for a call entry
 }
 
-// watchList is a doubly linked list of entries, oldest first.
+// watchList is a doubly linked list of entries, in due order.
 type watchList struct{ head, tail *watchEntry }
 
 func newWatch(renewAfter, callLimit time.Duration, startRenew func(*try)) *watch {
