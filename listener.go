@@ -65,7 +65,8 @@ type session struct {
 	workers workers
 	// watch renews messages that run long and times out handler calls.
 	watch *watch
-	// settle hands out the contexts of deletes and releases.
+	// settle hands out the contexts of deletes, releases, renewals and
+	// poison moves.
 	settle settleContexts
 }
 
@@ -147,8 +148,8 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(s.run))
 	defer stopWork(nil)
 	s.work = work
-	s.settle.base = context.WithoutCancel(work)
-	s.detached = s.settle.base
+	s.detached = context.WithoutCancel(work)
+	s.settle.base = s.detached
 	defer s.settle.stop()
 	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
 	s.watch.every(workerIdle, s.workers.retireIdle)

@@ -128,8 +128,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 // the item stays undone, for the batch's next try.
 func (b *batchRun[T]) poisonItem(i int, text, reason string) {
 	l, d := b.l, b.t.d
-	ctx, cancel := settleContext(b.t.s.work)
-	defer cancel()
+	ctx := b.t.s.settle.get()
 	env := newPoisonEnvelope(l.src.Name(), d, reason, time.Now())
 	env.Batch, env.Item, env.Body = b.p.Blob, i, text
 	log := l.msgLog(d).With("item", i, "reason", reason)

@@ -130,8 +130,7 @@ func (l *Listener[T]) releaseUnstarted(s *session, slots *syncx.Slots, batch []*
 	for _, d := range batch {
 		s.handlers.Go(func() {
 			defer slots.Give(1)
-			ctx, cancel := settleContext(s.work)
-			defer cancel()
+			ctx := s.settle.get()
 			l.count(l.release(ctx, d, 0), &l.stats.released)
 		})
 	}

@@ -11,10 +11,6 @@ import (
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// settleTimeout bounds a delete, release or poison move, which outlive Run's
-// context so that a shutdown settles what it finished.
-const settleTimeout = 30 * time.Second
-
 // actionKind is what becomes of a message, or of a batch item.
 type actionKind int
 
@@ -272,11 +268,4 @@ func (l *Listener[T]) count(ok bool, c *atomic.Int64) {
 	} else {
 		l.stats.lost.Add(1)
 	}
-}
-
-// settleContext is for requests that must finish even when the listener is
-// stopping: it keeps work's values (the transaction counter) but not its
-// cancellation, and has its own timeout.
-func settleContext(work context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(work), settleTimeout)
 }

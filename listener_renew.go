@@ -41,10 +41,8 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 			// reappears for another try even if the handler never returns.
 			return
 		}
-		ctx, done := settleContext(t.s.work)
 		start := time.Now()
-		err := l.src.SetVisibility(ctx, d, vis)
-		done()
+		err := l.src.SetVisibility(t.s.settle.get(), d, vis)
 		var next time.Duration
 		switch {
 		case err == nil:

@@ -60,7 +60,7 @@ func (w *watch) every(period time.Duration, f func()) { w.tick, w.period = f, pe
 // removeTry, so that drain reaches it.
 func (w *watch) addTry(t *try) {
 	t.renewAt.try = t
-	w.add(&w.renewals, &t.renewAt, w.renewAfter-time.Since(t.received))
+	w.add(&w.renewals, &t.renewAt, t.received.Add(w.renewAfter))
 }
 
 // drain ends every try in the watch, and every one added later, with cause:
@@ -140,13 +140,13 @@ func (w *watch) kickRun() {
 	}
 }
 
-// add puts e in list, due after from now.
-func (w *watch) add(list *watchList, e *watchEntry, after time.Duration) {
+// add puts e in list, due at due.
+func (w *watch) add(list *watchList, e *watchEntry, due time.Time) {
 	w.mu.Lock()
 	if w.drained != nil && e.try != nil {
 		e.try.end(w.drained)
 	}
-	e.due = time.Now().Add(after)
+	e.due = due
 	first := list.head == nil || e.due.Before(list.head.due)
 	list.insert(e)
 	w.mu.Unlock()

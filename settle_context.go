@@ -7,10 +7,14 @@ import (
 	"time"
 )
 
-// settleContexts hands out the contexts of deletes and releases: they keep
-// the session's values (its transaction counter) but not its cancellation,
-// so that a shutdown settles what it finished, and end settleTimeout to one
-// second more after they are handed out. One context a second is shared by
+// settleTimeout bounds a delete, release, renewal or poison move, which
+// outlive Run's context so that a shutdown settles what it finished.
+const settleTimeout = 30 * time.Second
+
+// settleContexts hands out the contexts of deletes, releases, renewals and
+// poison moves: they keep the session's values (its transaction counter)
+// but not its cancellation, so that a shutdown settles what it finished,
+// and end settleTimeout to one second more after they are handed out. One context a second is shared by
 // every message settled in that second, instead of a timer per message.
 type settleContexts struct {
 	base context.Context // the session's work without its cancellation

@@ -1,6 +1,6 @@
 // Package overhead measures what the Listener itself costs per message: it
-// drains a memqueue through a Listener with its defaults and through a
-// minimal hand-written loop over the same queue, with the same messages and
+// drains a memqueue through a Listener with its defaults and through two
+// minimal hand-written loops over the same queue, with the same messages and
 // the same handler, and reports CPU time, allocations and bytes per message
 // and the rate for each. The queue has no storage time at all, so what
 // differs between the two is the listener's own work.
@@ -171,53 +171,21 @@ func handleRaw(ctx context.Context, q *memqueue.Queue, d *azdispatch.Delivery) b
 	return handle(ctx, &o) == nil && q.Delete(ctx, d) == nil
 }
 
-// drainRawPool is drainRaw without a goroutine per message: 64 goroutines
-// take messages from a channel, so their stacks, once grown, serve every
-// message after.
-func drainRawPool(ctx context.Context, q *memqueue.Queue, n int) error {
-	const width = 64
-	work := make(chan *azdispatch.Delivery)
-	var wg sync.WaitGroup
-	var deleted, failed atomic.Int64
-	for range width {
-		wg.Go(func() {
-			for d := range work {
-				if handleRaw(ctx, q, d) {
-					deleted.Add(1)
-				} else {
-					failed.Add(1)
-				}
-			}
-		})
+// rawTally counts what the raw loops' goroutines did.
+type rawTally struct{ deleted, failed atomic.Int64 }
+
+func (t *rawTally) record(ok bool) {
+	if ok {
+		t.deleted.Add(1)
+	} else {
+		t.failed.Add(1)
 	}
-	defer wg.Wait()
-	defer close(work)
-	for deleted.Load()+failed.Load() < int64(n) {
-		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
-		if err != nil {
-			return err
-		}
-		if len(batch) == 0 {
-			time.Sleep(100 * time.Microsecond)
-			continue
-		}
-		for _, d := range batch {
-			work <- d
-		}
-	}
-	if f := failed.Load(); f > 0 {
-		return fmt.Errorf("overhead: pooled raw loop failed %d of %d messages", f, n)
-	}
-	return nil
 }
 
-// drainRaw is the floor: the least a correct consumer does per message.
-func drainRaw(ctx context.Context, q *memqueue.Queue, n int) error {
-	const width = 64
-	sem := make(chan struct{}, width)
-	var wg sync.WaitGroup
-	var deleted, failed atomic.Int64
-	for deleted.Load()+failed.Load() < int64(n) {
+// receiveAll is the raw loops' one receive loop: it receives 32 at a time
+// and gives each message to give, until n are deleted or failed.
+func receiveAll(ctx context.Context, q *memqueue.Queue, n int, t *rawTally, give func(*azdispatch.Delivery)) error {
+	for t.deleted.Load()+t.failed.Load() < int64(n) {
 		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
 		if err != nil {
 			return err
@@ -228,20 +196,49 @@ func drainRaw(ctx context.Context, q *memqueue.Queue, n int) error {
 			continue
 		}
 		for _, d := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				if handleRaw(ctx, q, d) {
-					deleted.Add(1)
-				} else {
-					failed.Add(1)
-				}
-			})
+			give(d)
 		}
 	}
-	wg.Wait()
-	if f := failed.Load(); f > 0 {
+	if f := t.failed.Load(); f > 0 {
 		return fmt.Errorf("overhead: raw loop failed %d of %d messages", f, n)
 	}
 	return nil
+}
+
+// rawWidth is how many messages the raw loops handle at once.
+const rawWidth = 64
+
+// drainRaw is the loop the listener was first measured against: a
+// goroutine per message under a semaphore.
+func drainRaw(ctx context.Context, q *memqueue.Queue, n int) error {
+	sem := make(chan struct{}, rawWidth)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var t rawTally
+	return receiveAll(ctx, q, n, &t, func(d *azdispatch.Delivery) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t.record(handleRaw(ctx, q, d))
+		})
+	})
+}
+
+// drainRawPool is drainRaw without a goroutine per message: 64 goroutines
+// take messages from a channel, so their stacks, once grown, serve every
+// message after. It is the lowest floor we know how to write.
+func drainRawPool(ctx context.Context, q *memqueue.Queue, n int) error {
+	work := make(chan *azdispatch.Delivery)
+	var wg sync.WaitGroup
+	var t rawTally
+	for range rawWidth {
+		wg.Go(func() {
+			for d := range work {
+				t.record(handleRaw(ctx, q, d))
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(work)
+	return receiveAll(ctx, q, n, &t, func(d *azdispatch.Delivery) { work <- d })
 }
