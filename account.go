@@ -26,6 +26,7 @@ type Account struct {
 	service *azqueue.ServiceClient
 	blob    *service.Client // nil when the blob service URL is unknown
 	tx      *Counter
+	retry   policy.RetryOptions // the clients' retry options, which blob downloads adapt
 
 	mu     sync.Mutex
 	queues map[string]*Queue
@@ -75,7 +76,7 @@ func NewAccountFromConnectionString(connectionString string, opts *AccountOption
 		// echo it, it holds a key or a signature.
 		return nil, errors.New("azdispatch: invalid connection string (it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true)")
 	}
-	a := newAccount(svc, tx)
+	a := newAccount(svc, tx, co)
 	if opts != nil && opts.BlobServiceURL != "" {
 		// An explicit URL wins; the string's key or signature still applies.
 		a.blob = blobClientFromConnectionString(replaceBlobEndpoint(connectionString, opts.BlobServiceURL), co)
@@ -117,7 +118,7 @@ func NewAccount(serviceURL string, cred azcore.TokenCredential, opts *AccountOpt
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
 	}
-	a := newAccount(svc, tx)
+	a := newAccount(svc, tx, co)
 	if u := blobServiceURL(serviceURL, opts); u != "" {
 		if a.blob, err = service.NewClient(u, cred, blobOptions(co)); err != nil {
 			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
@@ -138,7 +139,7 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
 	}
-	a := newAccount(svc, tx)
+	a := newAccount(svc, tx, co)
 	if u := blobServiceURL(serviceURL, opts); u != "" {
 		bcred, err := service.NewSharedKeyCredential(accountName, accountKey)
 		if err != nil {
@@ -162,7 +163,7 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", redactURLError(err))
 	}
-	a := newAccount(svc, tx)
+	a := newAccount(svc, tx, co)
 	if u := blobServiceURL(serviceURLWithSAS, opts); u != "" {
 		if a.blob, err = service.NewClientWithNoCredential(u, blobOptions(co)); err != nil {
 			return nil, fmt.Errorf("azdispatch: new blob client: %w", redactURLError(err))
@@ -171,8 +172,8 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	return a, nil
 }
 
-func newAccount(svc *azqueue.ServiceClient, tx *Counter) *Account {
-	return &Account{name: accountName(svc.URL()), service: svc, tx: tx, queues: make(map[string]*Queue)}
+func newAccount(svc *azqueue.ServiceClient, tx *Counter, co *azqueue.ClientOptions) *Account {
+	return &Account{name: accountName(svc.URL()), service: svc, tx: tx, retry: co.Retry, queues: make(map[string]*Queue)}
 }
 
 // Name is the account's name as its URL shows it (for logs; never a credential).

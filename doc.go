@@ -28,14 +28,32 @@
 //
 // # Failures
 //
-// Storage errors never stop a listener: a failed receive is retried after a
-// back-off, a failed delete or release leaves the message to reappear, a
-// stale pop receipt (ErrOwnershipLost) means another receiver owns the
-// message now. A message whose handler succeeded but whose delete failed is
-// remembered, and when it reappears it is deleted without running the
-// handler again, and never poisoned for it. Every outcome is counted in State. Errors from storage are
-// *StorageError values, which keep the SDK's *azcore.ResponseError
-// reachable with errors.As and never print a key or SAS signature.
+// Storage errors do not stop a listener: a failed receive is retried after a
+// back-off (at least the service's Retry-After), a failed delete or release
+// leaves the message to reappear, a stale pop receipt (ErrOwnershipLost)
+// means another receiver owns the message now. A message whose handler
+// succeeded, or that was copied to the poison queue, but whose delete failed
+// is remembered, and when it reappears it is only deleted: not handled
+// again, not poisoned for it, not poisoned twice. Every outcome is counted
+// in State.
+//
+// Some errors will not pass by themselves: a refused credential (401, 403:
+// a revoked key, an expired SAS, a missing role), a queue deleted or
+// disabled. They match ErrFatal. The listener goes on trying, and reports
+// them: an EventFatal, State.Fatal and FatalSince, and Ready, which a
+// daemon serves as its readiness probe; with FatalTimeout, Run returns the
+// error once it has stood that long. A listener never creates the queue it
+// reads from unless ListenerOptions.CreateQueue says so, so a deleted queue
+// is reported rather than replaced by an empty one.
+//
+// Memory is bounded in bytes as well as in messages: offloaded payloads in
+// hand share ListenerOptions.PayloadMemory (256 MiB), and a download waits
+// for room. A blob download is bounded by its progress (64 KiB per 30 s),
+// not by a fixed time, so a large payload over a slow link completes.
+//
+// Errors from storage are *StorageError values, which keep the SDK's
+// *azcore.ResponseError reachable with errors.As and never print a key or
+// SAS signature.
 //
 // # Cost
 //
@@ -130,5 +148,7 @@
 // Listener.Run returns when its context ends and everything it started has
 // stopped: it stops receiving, makes visible at once what it received but
 // did not start, lets running handlers finish for DrainTimeout, then cancels
-// their contexts and waits for them.
+// their contexts and waits for them. A handler that ignores its cancelled
+// context is abandoned 10 s later: Run returns ErrHandlersAbandoned naming
+// its message, which reappears after its visibility timeout.
 package azdispatch

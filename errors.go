@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
@@ -90,6 +91,22 @@ var (
 	// off after failures. Keyed sends do not move to another shard, so that
 	// every message of a key stays on one shard; retry later.
 	ErrShardUnavailable = errors.New("azdispatch: the key's shard is backed off after failures")
+
+	// ErrFatal is matched by storage errors that retrying will not fix: a
+	// refused credential, a queue that is gone or disabled (see
+	// StorageError.Fatal). A listener that meets one keeps trying, with a
+	// back-off, but reports it: an EventFatal, State.Fatal, Ready, and, if
+	// ListenerOptions.FatalTimeout is set, Run's error.
+	ErrFatal = errors.New("azdispatch: fatal storage error")
+
+	// ErrHandlersAbandoned is returned by Run when handlers still ran 10 s
+	// after the drain timeout had cancelled their contexts: Run returned
+	// without them, and the error names their messages. Each settles its
+	// message if it ever returns.
+	ErrHandlersAbandoned = errors.New("azdispatch: handlers ignored their cancelled context and were abandoned")
+
+	// ErrNotReady is wrapped by Listener.Ready's error, together with the cause.
+	ErrNotReady = errors.New("azdispatch: listener not ready")
 
 	// ErrLeaseLost is the cause of the context of a function run by Lease.Run
 	// when the lease could not be kept (another holder has it, or renewals
@@ -180,6 +197,9 @@ type StorageError struct {
 	Blob       string // for a blob request, "<container>/<blob>"; Queue is then empty
 	StatusCode int    // HTTP status; 0 when no response arrived
 	Code       string // service error code, e.g. "ServerBusy"; empty when none
+	// RetryAfter is the service's hint of when to try again (Retry-After
+	// on a 503 or 500), at most 5 minutes; zero when it gave none.
+	RetryAfter time.Duration
 	Err        error
 }
 
@@ -203,9 +223,16 @@ func (e *StorageError) Error() string {
 // Unwrap returns the cause.
 func (e *StorageError) Unwrap() error { return e.Err }
 
-// Is reports ErrOwnershipLost for a stale pop receipt on a delete or update.
+// Is reports ErrOwnershipLost for a stale pop receipt on a delete or
+// update, and ErrFatal for an error that retrying will not fix (see Fatal).
 func (e *StorageError) Is(target error) bool {
-	return target == ErrOwnershipLost && e.ownershipLost()
+	switch target {
+	case ErrOwnershipLost:
+		return e.ownershipLost()
+	case ErrFatal:
+		return e.Fatal()
+	}
+	return false
 }
 
 func (e *StorageError) ownershipLost() bool {
@@ -229,6 +256,7 @@ func storageError(o op, queue string, err error) error {
 	if errors.As(err, &re) {
 		se.StatusCode = re.StatusCode
 		se.Code = re.ErrorCode
+		se.RetryAfter = retryAfter(re)
 	}
 	return se
 }

@@ -29,8 +29,22 @@ func exampleQueue(prefix string) *azdispatch.Queue {
 	if err != nil {
 		panic(err)
 	}
-	queue, err := account.Queue(fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()))
+	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	queue, err := account.Queue(name)
 	if err != nil {
+		panic(err)
+	}
+	// A listener does not create the queue it reads from: create it here,
+	// through another client so that the examples' counts start at zero.
+	other, err := azdispatch.NewAccountFromConnectionString(connectionString(), nil)
+	if err != nil {
+		panic(err)
+	}
+	q, err := other.Queue(name)
+	if err != nil {
+		panic(err)
+	}
+	if err := q.Create(context.Background()); err != nil {
 		panic(err)
 	}
 	return queue

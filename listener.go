@@ -2,6 +2,8 @@ package azdispatch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,8 @@ type Listener[T any] struct {
 	// MaxDequeuers × Concurrency handlers at once.
 	handlers *syncx.Tokens
 	memo     *handledMemo // handled, not deleted
+	budget   *payloadBudget
+	health   health
 	stats    stats
 	tx       Counter
 	running  atomic.Bool
@@ -101,6 +105,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		asked:     make(chan struct{}, 1),
 		handlers:  syncx.NewTokens(o.MaxDequeuers * o.Concurrency),
 		memo:      newHandledMemo(),
+		budget:    newPayloadBudget(o.PayloadMemory),
 	}, nil
 }
 
@@ -108,6 +113,9 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 func (l *Listener[T]) State() State {
 	s := l.stats.snapshot()
 	s.Transactions = l.tx.Snapshot()
+	s.LastError, s.LastErrorAt = l.health.last()
+	s.Fatal, s.FatalSince = l.health.fatalState()
+	s.PayloadBytes = l.budget.held.Load()
 	return s
 }
 
@@ -135,16 +143,30 @@ func (l *Listener[T]) Notify() {
 // end, with a checkpoint of what they did), lets running handlers finish for
 // up to DrainTimeout, then cancels their contexts and waits for them. It
 // returns only when every goroutine it started has stopped: nil after a
-// shutdown, ErrAlreadyRunning if the listener is running already. Storage
+// shutdown, ErrAlreadyRunning if the listener is running already. The one
+// exception is a handler that ignores its cancelled context: 10 s after the
+// drain timeout Run returns without it, with an error matching
+// ErrHandlersAbandoned that names its message. Storage
 // errors do not end Run; they are logged, counted in State and retried
-// after a back-off.
+// after a back-off (at least as long as the service's Retry-After). A fatal
+// one (ErrFatal: a refused credential, a deleted queue) is also reported as
+// EventFatal, in State.Fatal and by Ready; with FatalTimeout set, Run shuts
+// down as above once one has stood that long, and returns it.
 func (l *Listener[T]) Run(ctx context.Context) error {
 	if !l.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer l.running.Store(false)
 
+	// Run's own cancellation, for a FatalTimeout to end what ctx would.
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	s := &session{run: CountTransactions(ctx, &l.tx), workers: workers{ch: make(chan work)}}
+	if l.opts.CreateQueue {
+		if err := l.createQueue(s.run); err != nil || s.run.Err() != nil {
+			return err
+		}
+	}
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(s.run))
 	defer stopWork(nil)
 	s.work = work
@@ -172,11 +194,22 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	// shutdown has begun to wait for them.
 	var dequeuers sync.WaitGroup
 	l.ask(max(l.floor, 1))
+	var fatalCheck <-chan time.Time
+	if l.opts.FatalTimeout > 0 {
+		t := time.NewTicker(l.fatalCheckEvery())
+		defer t.Stop()
+		fatalCheck = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			l.shutdown(s, &dequeuers, stopWork)
-			return nil
+			return l.shutdown(s, &dequeuers, stopWork)
+		case now := <-fatalCheck:
+			if err := l.fatalTooLong(now); err != nil {
+				l.log.Error("stopping: a fatal storage error stood for FatalTimeout", "err", err)
+				stopRun()
+				return errors.Join(err, l.shutdown(s, &dequeuers, stopWork))
+			}
 		case <-l.asked:
 			want := min(int(l.want.Swap(0)), l.opts.MaxDequeuers)
 			for int(l.stats.active.Load()) < want {
@@ -187,43 +220,63 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	}
 }
 
-// stuckWarnEvery is how often Run logs handlers that outlive the drain.
-const stuckWarnEvery = 10 * time.Second
+// abandonAfter is how long Run waits, past the drain timeout, for handlers
+// that ignore their cancelled context before it returns without them.
+const abandonAfter = 10 * time.Second
 
 // shutdown waits for the dequeuers, then for the handlers. The drain timeout
 // counts from the moment Run's context ended; when it expires the handlers'
-// contexts are cancelled, and shutdown goes on waiting for them.
-func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork context.CancelCauseFunc) {
-	timer := time.NewTimer(max(l.opts.DrainTimeout, 0))
-	defer timer.Stop()
-	tick := time.NewTicker(stuckWarnEvery)
-	defer tick.Stop()
-	expired := false
-	wait := func(wg *sync.WaitGroup) {
+// contexts are cancelled, and shutdown waits abandonAfter more for them.
+// Handlers still running then ignore their context: shutdown returns an
+// error naming their messages, and leaves them running (a goroutine cannot
+// be stopped from outside); each settles its message if it ever returns,
+// and its message reappears after its visibility timeout meanwhile.
+func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork context.CancelCauseFunc) error {
+	drain := time.NewTimer(max(l.opts.DrainTimeout, 0))
+	defer drain.Stop()
+	abandon := time.NewTimer(time.Hour)
+	abandon.Stop()
+	defer abandon.Stop()
+	// wait reports whether wg finished before abandonAfter past the drain
+	// timeout, or finished at all if it may not be abandoned.
+	wait := func(wg *sync.WaitGroup, mayAbandon bool) bool {
 		done := make(chan struct{})
-		go func() { // waited for: wait returns only once done is closed
+		go func() { // owned by wg's goroutines: it ends when the last of them does
 			wg.Wait()
 			close(done)
 		}()
+		var giveUp <-chan time.Time
+		if mayAbandon {
+			giveUp = abandon.C
+		}
 		for {
 			select {
 			case <-done:
-				return
-			case <-timer.C:
-				expired = true
+				return true
+			case <-drain.C:
 				stopWork(ErrDrainTimeout)
 				s.watch.drain(ErrDrainTimeout)
-			case <-tick.C:
-				if expired {
-					l.log.Warn("handlers still running after the drain timeout; Run waits for them",
-						"in_flight", l.stats.inFlight.Load())
-				}
+				abandon.Reset(abandonAfter)
+			case <-giveUp:
+				return false
 			}
 		}
 	}
-	wait(dequeuers)   // only dequeuers start handler goroutines: wait for them first
+	// Only dequeuers start handler goroutines: wait for them first, to the
+	// end (a receive is bounded by receiveTimeout).
+	wait(dequeuers, false)
 	s.workers.close() // nothing more is handed out: idle workers stop
-	wait(&s.handlers)
+	if wait(&s.handlers, true) {
+		return nil
+	}
+	stuck := s.watch.inHand()
+	ids := make([]string, 0, len(stuck))
+	for _, d := range stuck {
+		ids = append(ids, d.ID)
+		l.msgLog(d).Error("handler ignored its cancelled context; Run returns without it", "queue", d.Queue)
+	}
+	return fmt.Errorf("%w: %d handler(s) still running %v after the drain timeout, messages %v",
+		ErrHandlersAbandoned, len(ids), abandonAfter, ids)
 }
 
 // ask requests that n dequeuers run; Run starts the missing ones.

@@ -32,7 +32,13 @@ type batchRun[T any] struct {
 // is done, otherwise released for another try, with a checkpoint of what is
 // done.
 func (l *Listener[T]) runBatch(t *try, p *payload.Pointer) action {
-	f, err := l.opts.Payloads.fetch(t.ctx, p)
+	// The blob is held while the items run, and one item's text is
+	// inflated at a time; the items in their handlers are bounded by the
+	// handler tokens, not counted here.
+	if err := l.budget.take(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
+		return l.judge(t, t.ctx, err)
+	}
+	f, err := l.fetch(t, p)
 	if err == nil {
 		// The whole payload is checked before its first item runs.
 		err = payload.Scan(f.data, p.Items, l.limits)

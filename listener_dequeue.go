@@ -55,13 +55,22 @@ func (l *Listener[T]) dequeue(s *session) {
 		if err != nil {
 			failures++
 			l.stats.receiveErrors.Add(1)
-			l.log.Warn("receive failed", "err", err, "failures", failures)
-			if !syncx.Sleep(ctx, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()), nil) {
+			l.health.receiveFailures.Add(1)
+			l.storageFailed(err)
+			// The service's Retry-After, if longer, wins: it knows how
+			// long it will be busy.
+			wait := hintedWait(err, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()))
+			l.log.Warn("receive failed", "err", err, "failures", failures, "retry_in", wait)
+			if !syncx.Sleep(ctx, wait, nil) {
 				return
 			}
 			continue
 		}
-		failures = 0
+		if failures > 0 {
+			failures = 0
+			l.health.receiveFailures.Store(0)
+		}
+		l.storageSucceeded(opReceive)
 		l.stats.received.Add(int64(len(batch)))
 		if ctx.Err() != nil {
 			l.releaseUnstarted(s, slots, batch)
@@ -147,10 +156,12 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 	depth, err := l.src.Depth(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			l.storageFailed(err)
 			l.log.Warn("reading the depth to scale failed", "err", err)
 		}
 		return
 	}
+	l.storageSucceeded(opDepth)
 	l.stats.setDepth(depth, now)
 	active := int(l.stats.active.Load())
 	add := l.scale.target(now, l.opts.Scale(l.State(), depth), active)

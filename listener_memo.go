@@ -15,7 +15,9 @@ const handledMemoSize = 10_000
 // handledMemo remembers messages whose handler succeeded but whose delete
 // failed (under sustained throttling, say), so that when one comes back it
 // is deleted without running its handler again, and a message that keeps
-// failing only to be deleted is never poisoned for it. A message is known
+// failing only to be deleted is never poisoned for it. It remembers the
+// same way messages copied to the poison queue but not deleted, so that
+// they are deleted, not poisoned twice. A message is known
 // by its ID and a hash of its text, so that a message ID reused with other
 // text (a requeue from the poison queue makes a new ID anyway) is not
 // mistaken for it. It is bounded: the oldest is forgotten first.
@@ -25,7 +27,7 @@ type handledMemo struct {
 	size atomic.Int64 // len(keys), read without the lock
 
 	mu    sync.Mutex
-	keys  map[memoKey]struct{}
+	keys  map[memoKey]settledAs
 	order []memoKey // a ring, oldest at next
 	next  int
 }
@@ -35,20 +37,30 @@ type memoKey struct {
 	text uint64
 }
 
+// settledAs is what had become of a remembered message before its delete
+// failed.
+type settledAs uint8
+
+const (
+	settledHandled  settledAs = iota + 1 // its handler succeeded
+	settledPoisoned                      // it was copied to the poison queue
+)
+
 func newHandledMemo() *handledMemo {
-	return &handledMemo{seed: maphash.MakeSeed(), keys: map[memoKey]struct{}{}}
+	return &handledMemo{seed: maphash.MakeSeed(), keys: map[memoKey]settledAs{}}
 }
 
 func (m *handledMemo) key(d *Delivery) memoKey {
 	return memoKey{id: d.ID, text: maphash.String(m.seed, d.Text)}
 }
 
-// remember records d as handled.
-func (m *handledMemo) remember(d *Delivery) {
+// remember records what became of d.
+func (m *handledMemo) remember(d *Delivery, as settledAs) {
 	k := m.key(d)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.keys[k]; ok {
+		m.keys[k] = as
 		return
 	}
 	if len(m.order) < handledMemoSize {
@@ -58,21 +70,21 @@ func (m *handledMemo) remember(d *Delivery) {
 		m.order[m.next] = k
 		m.next = (m.next + 1) % handledMemoSize
 	}
-	m.keys[k] = struct{}{}
+	m.keys[k] = as
 	m.size.Store(int64(len(m.keys)))
 }
 
-// handled reports whether d was handled before. While nothing is
-// remembered, which is nearly always, it costs one atomic load.
-func (m *handledMemo) handled(d *Delivery) bool {
+// settled reports what became of d before, if it is remembered; 0 if not.
+// While nothing is remembered, which is nearly always, it costs one atomic
+// load.
+func (m *handledMemo) settled(d *Delivery) settledAs {
 	if m.size.Load() == 0 {
-		return false
+		return 0
 	}
 	k := m.key(d)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.keys[k]
-	return ok
+	return m.keys[k]
 }
 
 // forget drops d once it is deleted. Its slot in the ring stays until it

@@ -11,19 +11,21 @@ func TestHandledMemoIsBoundedAndKnowsTextFromID(t *testing.T) {
 	t.Parallel()
 	m := newHandledMemo()
 	first := &Delivery{ID: "m0", Text: "a"}
-	assert.False(t, m.handled(first))
-	m.remember(first)
-	assert.True(t, m.handled(first))
-	assert.False(t, m.handled(&Delivery{ID: "m0", Text: "b"}), "the same ID with other text is another message")
+	assert.Zero(t, m.settled(first))
+	m.remember(first, settledHandled)
+	assert.Equal(t, settledHandled, m.settled(first))
+	assert.Zero(t, m.settled(&Delivery{ID: "m0", Text: "b"}), "the same ID with other text is another message")
 
 	for i := 1; i <= handledMemoSize; i++ {
-		m.remember(&Delivery{ID: fmt.Sprint("m", i), Text: "a"})
+		m.remember(&Delivery{ID: fmt.Sprint("m", i), Text: "a"}, settledHandled)
 	}
-	assert.False(t, m.handled(first), "the oldest is forgotten past the bound")
-	assert.True(t, m.handled(&Delivery{ID: fmt.Sprint("m", handledMemoSize), Text: "a"}))
+	assert.Zero(t, m.settled(first), "the oldest is forgotten past the bound")
+	last := &Delivery{ID: fmt.Sprint("m", handledMemoSize), Text: "a"}
+	assert.Equal(t, settledHandled, m.settled(last))
 	assert.LessOrEqual(t, len(m.keys), handledMemoSize)
 
-	last := &Delivery{ID: fmt.Sprint("m", handledMemoSize), Text: "a"}
+	m.remember(last, settledPoisoned)
+	assert.Equal(t, settledPoisoned, m.settled(last), "the latest outcome is kept")
 	m.forget(last)
-	assert.False(t, m.handled(last))
+	assert.Zero(t, m.settled(last))
 }

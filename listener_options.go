@@ -136,6 +136,31 @@ type ListenerOptions struct {
 	// inflate and decode. Zero fields mean the defaults of PayloadLimits.
 	PayloadLimits PayloadLimits
 
+	// CreateQueue makes Run create the source's queue first if it is
+	// missing (one request), retrying until it can. The source must be able
+	// to (a *Queue or *ShardedQueue). Defaults to false: a listener never
+	// creates the queue it reads from, so that a queue deleted on purpose,
+	// or a name mistyped, is reported (a receive's 404 QueueNotFound is
+	// fatal, see ErrFatal) rather than replaced by a new, empty queue.
+	// Publishers create a missing queue on their first send.
+	CreateQueue bool
+
+	// FatalTimeout, if positive, makes Run shut down and return the error
+	// once a fatal storage error (see ErrFatal) has stood for this long:
+	// for a process whose supervisor should restart it, or page someone.
+	// Defaults to 0: Run keeps trying until its context ends, and the fatal
+	// state shows in State, Ready and EventFatal.
+	FatalTimeout time.Duration
+
+	// PayloadMemory bounds, in bytes, the offloaded payloads the listener
+	// holds in memory at once: a message reserves its blob's size plus
+	// PayloadLimits.MaxItemSize before downloading it (a batch holds that
+	// while its items run; a single message keeps only its text once
+	// inflated), and waits, hidden and renewed, while the budget is spent.
+	// Defaults to 256 MiB, sized for a small container; negative means no
+	// bound. Without it, 512 messages of 16 MiB each would take 8 GiB.
+	PayloadMemory int64
+
 	// CheckpointInterval is how often a batch in progress records its
 	// completed items on its blob (one request each time, only if items
 	// completed since the last), so that a process that dies mid-batch loses
@@ -167,6 +192,7 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 	setDefault(&cfg.MaxDequeueCount, 5)
 	setDefault(&cfg.DrainTimeout, 30*time.Second)
 	setDefault(&cfg.CheckpointInterval, 30*time.Second)
+	setDefault(&cfg.PayloadMemory, defaultPayloadMemory)
 	if cfg.Retry == nil {
 		cfg.Retry = ExponentialRetry(time.Second, 5*time.Minute)
 	}
@@ -215,6 +241,11 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 		return cfg, bad("MaxDequeueCount", "%d is less than 1", cfg.MaxDequeueCount)
 	case cfg.PoisonQueue == nil:
 		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
+	case cfg.FatalTimeout < 0:
+		return cfg, bad("FatalTimeout", "%v is negative", cfg.FatalTimeout)
+	}
+	if _, ok := src.(queueCreator); cfg.CreateQueue && !ok {
+		return cfg, bad("CreateQueue", "source %q cannot create its queue (it has no Create method)", src.Name())
 	}
 	return cfg, nil
 }

@@ -33,10 +33,11 @@ const (
 
 // action is the outcome of a try: what to do, and why.
 type action struct {
-	kind          actionKind
-	reason        string // actPoison: the poison envelope's reason
-	err           error  // actRetry: the failure, for the log
-	handledBefore bool   // actDone: handled on an earlier delivery whose delete failed
+	kind           actionKind
+	reason         string // actPoison: the poison envelope's reason
+	err            error  // actRetry: the failure, for the log
+	handledBefore  bool   // actDone: handled on an earlier delivery whose delete failed
+	poisonedBefore bool   // actDone: copied to the poison queue on an earlier delivery whose delete failed
 }
 
 func poison(reason string) action { return action{kind: actPoison, reason: reason} }
@@ -89,6 +90,7 @@ func (l *Listener[T]) interrupted(t *try) action {
 // like a failed handler, so that a payload that stays unreadable ends
 // poisoned too (dequeued too often).
 func (l *Listener[T]) payloadFailed(t *try, err error) action {
+	l.storageFailed(err)
 	switch {
 	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt), errors.Is(err, ErrPayloadTooLarge):
 		return poison(err.Error())
@@ -96,6 +98,15 @@ func (l *Listener[T]) payloadFailed(t *try, err error) action {
 		return l.interrupted(t)
 	}
 	return action{kind: actRetry, err: fmt.Errorf("cannot read the payload: %w", err)}
+}
+
+// fetch reads the payload blob p names for t, recording how storage answered.
+func (l *Listener[T]) fetch(t *try, p *payload.Pointer) (*fetched, error) {
+	f, err := l.opts.Payloads.fetch(t.ctx, p)
+	if err == nil {
+		l.storageSucceeded(opBlobRead)
+	}
+	return f, err
 }
 
 // failed counts a failed handler call, logging a panic with its stack.
@@ -126,18 +137,31 @@ func (l *Listener[T]) settle(t *try, a action) {
 	switch a.kind {
 	case actDone:
 		if err := l.src.Delete(ctx, d); err != nil {
+			l.storageFailed(err)
 			// Record what is done, so the next delivery only deletes.
 			t.save(ctx)
-			l.memo.remember(d)
+			as := settledHandled
+			if a.poisonedBefore {
+				as = settledPoisoned
+			}
+			l.memo.remember(d, as)
 			l.stats.lost.Add(1)
 			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again, and deleted without running the handler", "err", err)
 			return
 		}
-		l.stats.succeeded.Add(1)
-		if a.handledBefore {
+		l.storageSucceeded(opDelete)
+		switch {
+		case a.poisonedBefore:
+			l.memo.forget(d)
+			l.stats.poisoned.Add(1)
+			l.stats.handledBefore.Add(1)
+			l.msgLog(d).Info("deleted a message copied to the poison queue on an earlier delivery")
+			return
+		case a.handledBefore:
 			l.memo.forget(d)
 			l.stats.handledBefore.Add(1)
 		}
+		l.stats.succeeded.Add(1)
 		if t.blob != nil {
 			l.removePayload(ctx, d, t.blob)
 		}
@@ -166,9 +190,11 @@ func (t *try) save(ctx context.Context) {
 func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
 	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
 	if err := l.src.SetVisibility(ctx, d, after); err != nil {
+		l.storageFailed(err)
 		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
 		return false
 	}
+	l.storageSucceeded(opUpdate)
 	if after > 0 {
 		// The service counts whole seconds, rounded up.
 		l.due.Add(time.Now().Add(time.Duration(seconds(after)) * time.Second))
@@ -188,16 +214,25 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		err = l.sendPoison(ctx, t.origin, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
 	}
 	if err != nil {
+		l.storageFailed(err)
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
 		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount)), &l.stats.retried)
 		return
 	}
+	l.storageSucceeded(opSend)
+	if err := l.src.Delete(ctx, d); err != nil {
+		// Remembered, so that its next delivery here is deleted, not
+		// poisoned again; another listener would poison it again, and
+		// Requeue skips such a duplicate.
+		l.storageFailed(err)
+		l.memo.remember(d, settledPoisoned)
+		l.stats.lost.Add(1)
+		log.Warn("copied to the poison queue but not deleted; its next delivery is only deleted", "err", err)
+		return
+	}
 	l.stats.poisoned.Add(1)
 	log.Warn("message poisoned")
-	if err := l.src.Delete(ctx, d); err != nil {
-		log.Warn("copied to the poison queue but not deleted; it may be poisoned twice", "err", err)
-	}
 }
 
 // sendPoison writes env to the poison queue: beside the queue its message

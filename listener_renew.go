@@ -46,6 +46,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 		var next time.Duration
 		switch {
 		case err == nil:
+			l.storageSucceeded(opUpdate)
 			l.stats.renewed.Add(1)
 			hiddenUntil = start.Add(vis)
 			next = vis / 2
@@ -56,6 +57,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 			t.end(ErrOwnershipLost)
 			return
 		default:
+			l.storageFailed(err)
 			left := time.Until(hiddenUntil)
 			l.log.Warn("visibility renewal failed", "id", d.ID, "err", err, "hidden_for", left)
 			if left < time.Second {

@@ -23,6 +23,7 @@ func elsewhere(t testing.TB, q *Queue) *Queue {
 type events struct {
 	mu   sync.Mutex
 	seen map[EventKind]int
+	all  []Event
 }
 
 func (e *events) record(ev Event) {
@@ -32,6 +33,20 @@ func (e *events) record(ev Event) {
 		e.seen = map[EventKind]int{}
 	}
 	e.seen[ev.Kind]++
+	e.all = append(e.all, ev)
+}
+
+// of returns the events of kind k, in order.
+func (e *events) of(k EventKind) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Event
+	for _, ev := range e.all {
+		if ev.Kind == k {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func (e *events) count(k EventKind) int {

@@ -39,6 +39,8 @@ type try struct {
 	// saveProgress, set by a batch, records its completed items before the
 	// message is seen again (released, lost, or left by a failed delete).
 	saveProgress func(context.Context)
+	// payloadHeld is what the try holds of the listener's payload budget.
+	payloadHeld int64
 	// origin is d's receipt as received, read before renewals start: a
 	// renewal may replace d.Receipt while batch items are being poisoned,
 	// and the poison move routes by it (see besideSender).
@@ -65,6 +67,7 @@ func (l *Listener[T]) process(s *session, d *Delivery, received time.Time) {
 	t.ctx, t.end = context.WithCancelCause(s.detached)
 	s.watch.addTry(t)
 	l.settle(t, l.work(h))
+	l.budget.give(t)
 }
 
 // work does what the message asks and says what should become of it: a
@@ -73,7 +76,8 @@ func (l *Listener[T]) process(s *session, d *Delivery, received time.Time) {
 func (l *Listener[T]) work(h *inHand[T]) action {
 	t := &h.t
 	d := t.d
-	if l.memo.handled(d) {
+	switch l.memo.settled(d) {
+	case settledHandled:
 		// Handled before, but its delete failed: delete it now (and its
 		// payload blob, if any, after it), and do not count this delivery
 		// against it.
@@ -81,6 +85,10 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 			t.blob = p
 		}
 		return action{kind: actDone, handledBefore: true}
+	case settledPoisoned:
+		// Copied to the poison queue before, but not deleted: finish the
+		// move. Its payload blob stays, for the envelope.
+		return action{kind: actDone, poisonedBefore: true}
 	}
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
@@ -98,13 +106,20 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		case p.Kind == payload.KindBatch:
 			return l.runBatch(t, p)
 		}
-		f, err := l.opts.Payloads.fetch(t.ctx, p)
+		// Room for the blob and the text it inflates to; once the text is
+		// out, it alone is kept, until the message is settled.
+		if err := l.budget.take(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
+			return l.judge(t, t.ctx, err)
+		}
+		f, err := l.fetch(t, p)
 		if err == nil {
 			text, err = payload.SingleText(f.data, l.limits)
 		}
 		if err != nil {
 			return l.payloadFailed(t, err)
 		}
+		f = nil
+		l.budget.shrink(t, int64(len(text)))
 		t.blob = p
 	}
 	m := &h.m

@@ -76,6 +76,20 @@ func (w *watch) drain(cause error) {
 	}
 }
 
+// inHand returns the deliveries of the tries still in the watch: after the
+// drain, those whose handlers ignored their context.
+func (w *watch) inHand() []*Delivery {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*Delivery
+	for _, list := range []*watchList{&w.renewals, &w.renewing} {
+		for e := list.head; e != nil; e = e.next {
+			out = append(out, e.try.d)
+		}
+	}
+	return out
+}
+
 // startCall watches c, a call for t, for its HandlerTimeout, and sets its
 // deadline. When the timeout is longer than the wait for t's first renewal
 // (as by default: 10 minutes against 15 s), c only needs watching if t

@@ -140,12 +140,25 @@ func uniqueName(t testing.TB) string {
 	return "t" + hex.EncodeToString(b)
 }
 
-// testQueue returns a new, empty queue in an account of its own.
+// testQueue returns a new, empty queue in an account of its own. The queue
+// exists (a listener does not create its queue): it is created through
+// another client, so that the queue's and the account's counters start at
+// zero.
 func testQueue(t testing.TB) *Queue {
 	t.Helper()
-	q, err := testAccount(t, nil).Queue(uniqueName(t))
+	name := uniqueName(t)
+	q, err := testAccount(t, nil).Queue(name)
 	require.NoError(t, err)
+	createQueue(t, name)
 	return q
+}
+
+// createQueue creates the queue called name through a client of its own.
+func createQueue(t testing.TB, name string) {
+	t.Helper()
+	q, err := testAccount(t, nil).Queue(name)
+	require.NoError(t, err)
+	require.NoError(t, q.Create(context.Background()))
 }
 
 // faultTransport wraps the HTTP transport and fails the requests fail picks

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
@@ -34,6 +35,8 @@ const DefaultPayloadContainer = "azdispatch-payloads"
 type PayloadStore struct {
 	client *container.Client
 	name   string
+	retry  policy.RetryOptions // the account's, for downloads to adapt
+	stall  blobStall
 }
 
 // Payloads returns the account's default payload store, the container
@@ -54,7 +57,7 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName}, nil
+	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName, retry: a.retry, stall: defaultBlobStall}, nil
 }
 
 // Container is the store's container name.
@@ -152,8 +155,17 @@ type fetched struct {
 // ErrPayloadCorrupt, or are *StorageError for a request that failed (which
 // may succeed if tried again).
 func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched, error) {
+	// A download is bounded by its progress, not by the account's per-try
+	// timeout: a 64 MiB payload over a 1 MB/s link takes a minute, and a
+	// fixed 30 s limit would fail it on every try until it was poisoned.
+	ctx, done := s.stall.watch(ctx, p.Size)
+	defer done()
+	retry := s.retry
+	retry.TryTimeout = 0
+	ctx = policy.WithRetryOptions(ctx, retry)
 	resp, err := s.client.NewBlobClient(p.Blob).DownloadStream(tagBlob(ctx, opBlobRead), nil)
 	if err != nil {
+		err = s.stall.explain(ctx, err)
 		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			return nil, fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, p.Blob)
 		}
@@ -167,8 +179,8 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 	buf := bytes.NewBuffer(data)
 	// One byte more than the pointer allows tells a longer body from a
 	// correct one without reading the rest of it.
-	if _, err := io.Copy(buf, io.LimitReader(resp.Body, p.Size+1)); err != nil {
-		return nil, s.err(opBlobRead, p.Blob, err)
+	if _, err := io.Copy(buf, s.stall.count(ctx, io.LimitReader(resp.Body, p.Size+1))); err != nil {
+		return nil, s.err(opBlobRead, p.Blob, s.stall.explain(ctx, err))
 	}
 	if int64(buf.Len()) != p.Size {
 		return nil, fmt.Errorf("%w: %s read %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, buf.Len(), p.Size)

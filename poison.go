@@ -3,9 +3,12 @@ package azdispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -135,9 +138,10 @@ type RequeueOptions struct {
 
 // RequeueResult counts what a Requeue did.
 type RequeueResult struct {
-	Moved   int // sent back with their original text, and deleted from the poison queue
-	Skipped int // rejected by the filter; left in the poison queue
-	Invalid int // not poison envelopes; left in the poison queue
+	Moved      int // sent back with their original text, and deleted from the poison queue
+	Skipped    int // rejected by the filter; left in the poison queue
+	Invalid    int // not poison envelopes; left in the poison queue
+	Duplicates int // envelopes of a message already moved by this run: deleted, not sent again
 }
 
 // Requeue moves messages from a poison queue back to a target, restoring each
@@ -146,6 +150,13 @@ type RequeueResult struct {
 // failure between the two leaves a copy in both places rather than in none.
 // Messages left behind are hidden for 30 s; Requeue remembers the IDs it has
 // seen and stops at the first batch that holds nothing new.
+//
+// A message can be poisoned twice: when the delete after its copy to the
+// poison queue fails, and its next delivery reaches another listener.
+// Envelopes are keyed by the original message's ID (and batch item), so a
+// second envelope of a message this run has moved is deleted, not sent
+// again (RequeueResult.Duplicates). Run Requeue over the whole poison queue
+// (no Max) for this to catch them all.
 func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (RequeueResult, error) {
 	var res RequeueResult
 	var o RequeueOptions
@@ -153,6 +164,7 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 		o = *opts
 	}
 	seen := make(map[string]bool)
+	moved := make(map[envelopeKey]bool)
 	for o.Max == 0 || res.Moved < o.Max {
 		want := MaxBatch
 		if o.Max > 0 {
@@ -160,6 +172,9 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 		}
 		batch, err := poison.Receive(ctx, want, requeueVisibility)
 		if err != nil {
+			if isQueueNotFound(err) {
+				return res, nil // no poison queue: nothing was ever poisoned there
+			}
 			return res, err
 		}
 		fresh := 0
@@ -173,12 +188,18 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 			switch {
 			case err != nil:
 				res.Invalid++
+			case env.MessageID != "" && moved[env.key()]:
+				if err := poison.Delete(ctx, d); err != nil {
+					return res, fmt.Errorf("azdispatch: requeue: deleting duplicate envelope %s: %w", d.ID, err)
+				}
+				res.Duplicates++
 			case o.Filter != nil && !o.Filter(env):
 				res.Skipped++
 			default:
 				if err := requeueOne(ctx, poison, to, d, env); err != nil {
 					return res, err
 				}
+				moved[env.key()] = true
 				res.Moved++
 			}
 		}
@@ -187,6 +208,23 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 		}
 	}
 	return res, nil
+}
+
+// isQueueNotFound reports whether err says the queue does not exist.
+func isQueueNotFound(err error) bool {
+	var se *StorageError
+	return errors.As(err, &se) && queueerror.Code(se.Code) == queueerror.QueueNotFound
+}
+
+// envelopeKey names the message an envelope holds: the original message's
+// ID, and for a batch item its batch and index.
+type envelopeKey struct {
+	id, batch string
+	item      int
+}
+
+func (e *PoisonEnvelope) key() envelopeKey {
+	return envelopeKey{id: e.MessageID, batch: e.Batch, item: e.Item}
 }
 
 func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env *PoisonEnvelope) error {

@@ -15,8 +15,11 @@ import (
 )
 
 // Queue is one Azure storage queue. It is both a Source and a Target, counts
-// the requests made on it, and creates itself the first time a send or
-// receive finds it missing, so a healthy queue costs no extra request.
+// the requests made on it, and creates itself the first time a send finds
+// it missing, so a healthy queue costs no extra request. A receive from a
+// missing queue fails with a 404 QueueNotFound that matches ErrFatal: a
+// listener does not create the queue it reads from unless told to (see
+// ListenerOptions.CreateQueue).
 // It is safe for concurrent use.
 type Queue struct {
 	name    string
@@ -124,7 +127,8 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe(wake) }
 
 // Receive gets up to max (1 to MaxBatch) messages, hidden for visibility
-// (rounded up to whole seconds, at least one).
+// (rounded up to whole seconds, at least one). It does not create a missing
+// queue: that is a *StorageError matching ErrFatal.
 func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	if max < 1 || max > MaxBatch {
 		return nil, fmt.Errorf("azdispatch: receive of %d messages: must be 1 to %d", max, MaxBatch)
@@ -136,15 +140,13 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		NumberOfMessages:  to.Ptr(int32(max)),
 		VisibilityTimeout: to.Ptr(seconds(visibility)),
 	}
-	var msgs []*azqueue.DequeuedMessage
-	err := q.createIfMissing(ctx, opReceive, func(ctx context.Context) error {
-		resp, err := q.client.DequeueMessages(ctx, opts)
-		msgs = resp.Messages
-		return err
-	})
+	// Unlike Send, Receive never creates a missing queue: a listener whose
+	// queue was deleted must say so (ErrFatal), not bring it back empty.
+	resp, err := q.client.DequeueMessages(tagRequest(ctx, opReceive, q.tx), opts)
 	if err != nil {
-		return nil, err
+		return nil, storageError(opReceive, q.name, err)
 	}
+	msgs := resp.Messages
 	if len(msgs) == 0 {
 		q.countEmptyReceive(ctx)
 		return nil, nil

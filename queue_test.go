@@ -20,7 +20,8 @@ import (
 func TestQueueCreatesItselfOnFirstSendAndCountsEveryRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	q := testQueue(t)
+	q, err := testAccount(t, nil).Queue(uniqueName(t))
+	require.NoError(t, err)
 
 	depth, err := q.Depth(ctx)
 	require.NoError(t, err)

@@ -127,7 +127,14 @@ func (set *shardSet) record(ctx context.Context, i int, err error) {
 	if throttled(err) {
 		maxWait = max(set.opts.RetryMin, min(maxWait, throttledMax))
 	}
-	n, wait := b.Fail(set.now(), err, set.opts.RetryMin, maxWait)
+	now := set.now()
+	n, wait := b.Fail(now, err, set.opts.RetryMin, maxWait)
+	if hinted := hintedWait(err, wait); hinted > wait {
+		// The service said when it will take requests again: asking
+		// before then only earns another 503.
+		b.Hold(now.Add(hinted))
+		wait = hinted
+	}
 	set.log.Warn("shard backed off", "shard", set.shards[i].Name(), "whole_account", account && set.group[i] != nil,
 		"failures", n, "retry_in", wait, "err", err)
 }

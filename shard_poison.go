@@ -102,6 +102,7 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 		total.Moved += res.Moved
 		total.Skipped += res.Skipped
 		total.Invalid += res.Invalid
+		total.Duplicates += res.Duplicates
 		if err != nil {
 			errs = append(errs, fmt.Errorf("shard %q: %w", s.set.shards[i].Name(), err))
 		}

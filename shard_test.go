@@ -568,6 +568,7 @@ func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {
 	require.NoError(t, err)
 	sq, err := NewShardedQueue(name, shards, nil)
 	require.NoError(t, err)
+	require.NoError(t, sq.Create(context.Background()))
 	c := newTally()
 	cfg := quick()
 	// After a partial batch (one shard's share) the listener waits as after

@@ -32,10 +32,12 @@ type State struct {
 	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
 	Renewed   int64 // visibility renewals of long-running handlers
 
-	// HandledBefore counts, of Succeeded, the deliveries deleted without
-	// running the handler: it had succeeded on an earlier delivery of the
-	// same message, whose delete failed. Such a delivery never counts
-	// towards poisoning. The listener remembers up to 10,000 of them.
+	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
+	// deleted without running the handler: it had succeeded on an earlier
+	// delivery of the same message (or the message had been copied to the
+	// poison queue), and that delivery's delete failed. Such a delivery
+	// never counts towards poisoning, nor is poisoned twice. The listener
+	// remembers up to 10,000 of them.
 	HandledBefore int64
 
 	EmptyReceives int64 // receives that found nothing
@@ -45,6 +47,16 @@ type State struct {
 
 	ReceiveErrors int64 // failed receive calls (each retried after a back-off)
 	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue, released for a retry delay
+
+	// LastError is the listener's last failed storage request, at
+	// LastErrorAt; nil if none failed.
+	LastError   error
+	LastErrorAt time.Time
+	// Fatal is the oldest fatal storage error still standing (see
+	// ErrFatal), since FatalSince; nil when there is none. It stands until
+	// a request of the same kind succeeds.
+	Fatal      error
+	FatalSince time.Time
 
 	// Transactions counts the storage requests this listener made.
 	Transactions Transactions
@@ -57,6 +69,9 @@ type State struct {
 	ItemsPoisoned  int64 // items moved to the poison queue on their own
 	ItemsSkipped   int64 // items not run because a checkpoint says they were done
 	Checkpoints    int64 // checkpoints written to batch blobs
+
+	// PayloadBytes is what messages hold now of ListenerOptions.PayloadMemory.
+	PayloadBytes int64
 }
 
 // stats holds a listener's counters.

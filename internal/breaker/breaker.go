@@ -52,6 +52,16 @@ func (b *Breaker) Fail(now time.Time, err error, minWait, maxWait time.Duration)
 	return b.failures, wait
 }
 
+// Hold keeps an open breaker open until at least until: the service said,
+// with a Retry-After, when it will take requests again.
+func (b *Breaker) Hold(until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures > 0 && until.After(b.openUntil) {
+		b.openUntil = until
+	}
+}
+
 // Succeed closes the breaker; it reports whether it had been failing. It is
 // meant to be called after every successful request, so a breaker that is
 // not failing answers without taking its lock.

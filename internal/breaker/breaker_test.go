@@ -113,3 +113,23 @@ func TestBreakerIsSafeForConcurrentUse(t *testing.T) {
 	failures, _, _ := b.State()
 	assert.Zero(t, failures, "closed after the last Succeed")
 }
+
+func TestBreakerHoldExtendsAnOpenBreakerOnly(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	var closed Breaker
+	closed.Hold(t0.Add(time.Hour))
+	open, _ := closed.Open(t0)
+	assert.False(t, open, "a closed breaker is not opened by a hint alone")
+
+	var b Breaker
+	_, wait := b.Fail(t0, errors.New("503"), time.Second, time.Second)
+	require.LessOrEqual(t, wait, time.Second)
+	b.Hold(t0.Add(10 * time.Second))
+	open, until := b.Open(t0.Add(5 * time.Second))
+	assert.True(t, open, "held past its own back-off")
+	assert.Equal(t, t0.Add(10*time.Second), until)
+	b.Hold(t0.Add(2 * time.Second))
+	_, until = b.Open(t0)
+	assert.Equal(t, t0.Add(10*time.Second), until, "a shorter hint does not shorten it")
+}

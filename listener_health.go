@@ -1,0 +1,158 @@
+package azdispatch
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// readyReceiveFailures is how many failed receives in a row make a listener
+// not ready: with the receive back-off (250 ms, 500 ms, 1 s, …) that is
+// about two seconds of a storage account that does not answer.
+const readyReceiveFailures = 3
+
+// health is what a listener has learnt from storage's answers: its last
+// failure, failed receives in a row, and the fatal errors still standing,
+// one per kind of request (receive, delete, send to the poison queue, blob
+// read, …), each cleared by the next success of its kind. A fatal error
+// is one retrying will not fix (see StorageError.Fatal).
+type health struct {
+	standing        atomic.Int32 // len(fatal), read without the lock after every success
+	receiveFailures atomic.Int64
+
+	mu      sync.Mutex
+	lastErr error
+	lastAt  time.Time
+	fatal   map[string]standingFault
+}
+
+// standingFault is a fatal error and when its kind of request began to fail.
+type standingFault struct {
+	err   error
+	since time.Time
+}
+
+// fail records err, a failed request of the listener's; it reports whether
+// err is fatal and no fatal error of its kind was standing.
+func (h *health) fail(err error, now time.Time) (began bool) {
+	var se *StorageError
+	fatal := errors.As(err, &se) && se.Fatal()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastErr, h.lastAt = err, now
+	if !fatal {
+		return false
+	}
+	if _, ok := h.fatal[se.Op]; ok {
+		return false
+	}
+	if h.fatal == nil {
+		h.fatal = make(map[string]standingFault)
+	}
+	h.fatal[se.Op] = standingFault{err: err, since: now}
+	h.standing.Store(int32(len(h.fatal)))
+	return true
+}
+
+// succeed records a successful request of kind o; it returns the fatal error
+// it clears, if one was standing.
+func (h *health) succeed(o op) (cleared error) {
+	if h.standing.Load() == 0 {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.fatal[o.String()]
+	if !ok {
+		return nil
+	}
+	delete(h.fatal, o.String())
+	h.standing.Store(int32(len(h.fatal)))
+	return f.err
+}
+
+// fatalState is the oldest fatal error still standing and since when; nil
+// when there is none.
+func (h *health) fatalState() (error, time.Time) {
+	if h.standing.Load() == 0 {
+		return nil, time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var oldest standingFault
+	for _, f := range h.fatal {
+		if oldest.err == nil || f.since.Before(oldest.since) {
+			oldest = f
+		}
+	}
+	return oldest.err, oldest.since
+}
+
+// last is the last failure and when it happened.
+func (h *health) last() (error, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lastErr, h.lastAt
+}
+
+// storageFailed records a failed storage request of the listener. The first
+// fatal error of a kind is logged as an error and reported as EventFatal;
+// the listener goes on trying, and Run returns it after FatalTimeout if set.
+func (l *Listener[T]) storageFailed(err error) {
+	if err == nil || !l.health.fail(err, time.Now()) {
+		return
+	}
+	l.log.Error("storage refuses the listener in a way that will not pass without a change (credential, permissions, the queue); it keeps trying", "err", err)
+	l.event(Event{Kind: EventFatal, Err: err})
+}
+
+// storageSucceeded records a successful request of kind o, which ends a
+// fatal state of that kind.
+func (l *Listener[T]) storageSucceeded(o op) {
+	if err := l.health.succeed(o); err != nil {
+		l.log.Info("storage accepts the listener again", "op", o.String(), "was", err)
+		l.event(Event{Kind: EventRecovered, Err: err})
+	}
+}
+
+// Ready reports whether the listener is doing its work: nil while Run is
+// running and storage answers; otherwise an error matching ErrNotReady that
+// says why: not running, a fatal error standing (a refused credential, a
+// deleted or disabled queue, a poison queue that cannot be written), or
+// receives failing several times in a row. It makes no request: serve it
+// from a readiness probe as often as you like.
+func (l *Listener[T]) Ready() error {
+	if !l.running.Load() {
+		return fmt.Errorf("%w: not running", ErrNotReady)
+	}
+	if err, since := l.health.fatalState(); err != nil {
+		return fmt.Errorf("%w: fatal storage error since %s: %w", ErrNotReady, since.UTC().Format(time.RFC3339), err)
+	}
+	if n := l.health.receiveFailures.Load(); n >= readyReceiveFailures {
+		err, _ := l.health.last()
+		return fmt.Errorf("%w: %d receives failed in a row; the last: %w", ErrNotReady, n, err)
+	}
+	return nil
+}
+
+// fatalTooLong returns the error Run ends with when a fatal error has stood
+// for FatalTimeout; nil otherwise, or when FatalTimeout is not set.
+func (l *Listener[T]) fatalTooLong(now time.Time) error {
+	if l.opts.FatalTimeout <= 0 {
+		return nil
+	}
+	err, since := l.health.fatalState()
+	if err == nil || now.Sub(since) < l.opts.FatalTimeout {
+		return nil
+	}
+	return fmt.Errorf("azdispatch: listener on %q stopped after a fatal storage error stood for %v: %w",
+		l.src.Name(), now.Sub(since).Round(time.Second), err)
+}
+
+// fatalCheckEvery is how often Run looks for a fatal error that has stood
+// for FatalTimeout: a tenth of it, between 100 ms and 5 s.
+func (l *Listener[T]) fatalCheckEvery() time.Duration {
+	return min(max(l.opts.FatalTimeout/10, 100*time.Millisecond), 5*time.Second)
+}

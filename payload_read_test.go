@@ -1,0 +1,107 @@
+package azdispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// slowBlobTransport serves payload blob downloads through a slow link: 32 KiB
+// every 25 ms (about 1.3 MB/s). While stall is set, a download sends 10 KiB
+// and then nothing more.
+type slowBlobTransport struct {
+	next  policy.Transporter
+	stall atomic.Bool
+}
+
+func (s *slowBlobTransport) Do(req *http.Request) (*http.Response, error) {
+	resp, err := s.next.Do(req)
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, DefaultPayloadContainer) || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	resp.Body = &slowBody{ctx: req.Context(), body: resp.Body, stall: s.stall.Load()}
+	return resp, nil
+}
+
+type slowBody struct {
+	ctx   context.Context
+	body  io.ReadCloser
+	stall bool
+	sent  int
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.stall && b.sent >= 10<<10 {
+		<-b.ctx.Done()
+		return 0, b.ctx.Err()
+	}
+	select {
+	case <-time.After(25 * time.Millisecond):
+	case <-b.ctx.Done():
+		return 0, b.ctx.Err()
+	}
+	n, err := b.body.Read(p[:min(len(p), 32<<10)])
+	b.sent += n
+	return n, err
+}
+
+func (b *slowBody) Close() error { return b.body.Close() }
+
+// A payload that takes longer to download than the account's per-try
+// timeout is read all the same: a blob read is bounded by its progress. A
+// download that stops making progress is given up after a window and the
+// message retried; once the link recovers it is handled.
+func TestBlobReadIsBoundedByProgressNotByTheTryTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	raw := make([]byte, 1536<<10)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	body := base64.StdEncoding.EncodeToString(raw) // 2 MiB that gzip cannot shrink much
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
+	require.NoError(t, err)
+	_, err = p.Send(ctx, body)
+	require.NoError(t, err)
+
+	slow := &slowBlobTransport{next: newHTTPClient()}
+	slow.stall.Store(true)
+	slowAccount := testAccount(t, &AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: slow,
+		Retry:     policy.RetryOptions{TryTimeout: 500 * time.Millisecond, MaxRetries: 1, RetryDelay: time.Millisecond},
+	}}})
+	lq, err := slowAccount.Queue(q.Name())
+	require.NoError(t, err)
+	store, err := slowAccount.Payloads()
+	require.NoError(t, err)
+	store.stall = blobStall{window: 500 * time.Millisecond, minBytes: 64 << 10}
+	var got atomic.Pointer[string]
+	cfg := quick()
+	cfg.Payloads = store
+	cfg.Codec = Raw()
+	l, err := NewListener(lq, func(_ context.Context, m *Message[string]) error {
+		got.Store(&m.Body)
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+
+	waitFor(t, "a stalled download retried", func() bool { return l.State().Retried >= 1 })
+	assert.ErrorIs(t, l.State().LastError, errBlobStalled)
+	slow.stall.Store(false)
+	waitFor(t, "handled over the slow link", func() bool { return l.State().Succeeded == 1 })
+	require.NoError(t, stop())
+	require.NotNil(t, got.Load())
+	assert.Equal(t, body, *got.Load(), "byte for byte, though each download took longer than the 500 ms try timeout")
+}
