@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -225,4 +226,42 @@ func TestStorageErrorClassification(t *testing.T) {
 		assert.Equal(t, tc.fatal, se.Fatal(), "%s %d %s", tc.op, tc.status, tc.code)
 		assert.Equal(t, tc.fatal, errors.Is(error(se), ErrFatal))
 	}
+}
+
+// A poison queue that is missing and cannot be created (the credential may
+// not create queues) is fatal too; the message stays in its queue.
+func TestPoisonQueueThatCannotBeCreatedIsFatal(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	poisonName := q.Name() + "-poison"
+	a := answeringAccount(t, func(req *http.Request) *http.Response {
+		if !strings.Contains(req.URL.Path, poisonName) {
+			return nil
+		}
+		if req.Method == http.MethodPut {
+			return serviceError(req, http.StatusForbidden, "AuthorizationPermissionMismatch", nil)
+		}
+		return serviceError(req, http.StatusNotFound, "QueueNotFound", nil)
+	})
+	lq, err := a.Queue(q.Name())
+	require.NoError(t, err)
+	var seen events
+	cfg := quick()
+	cfg.OnEvent = seen.record
+	l, err := NewListener(lq, newTally().handler(func(context.Context, *Message[job]) error {
+		return Permanent(assert.AnError)
+	}), cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	sendJobs(t, q, 1)
+	waitFor(t, "the fatal event", func() bool { return len(seen.of(EventFatal)) > 0 })
+	require.NoError(t, stop())
+	s := l.State()
+	var se *StorageError
+	require.ErrorAs(t, s.Fatal, &se)
+	assert.Equal(t, "create", se.Op)
+	assert.Equal(t, http.StatusForbidden, se.StatusCode)
+	assert.Positive(t, s.PoisonErrors)
+	assert.Zero(t, s.Poisoned)
+	assert.Equal(t, 1, depth(t, q), "the message stays in its queue")
 }

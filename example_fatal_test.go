@@ -1,0 +1,49 @@
+package azdispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// A fatal storage error (here a revoked key: every receive answers 403)
+// shows in Ready, which a daemon serves as its readiness probe, and in
+// State; with FatalTimeout, Run returns it.
+func ExampleListener_Ready() {
+	queue := memqueue.New("orders", nil)
+	queue.FailNext(memqueue.OpReceive, 100, &azdispatch.StorageError{
+		Op: "receive", Queue: "orders", StatusCode: http.StatusForbidden, Code: "AuthenticationFailed",
+	})
+	listener, err := azdispatch.NewListener(queue, func(context.Context, *azdispatch.Message[Order]) error { return nil },
+		&azdispatch.ListenerOptions{FatalTimeout: 200 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	// What a daemon's readiness endpoint serves: 503 while not ready.
+	probes := http.NewServeMux()
+	probes.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if err := listener.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+	_ = probes // served with http.ListenAndServe(":8080", probes)
+
+	done := make(chan error)
+	go func() { done <- listener.Run(context.Background()) }()
+	for listener.State().Fatal == nil {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("ready:", errors.Is(listener.Ready(), azdispatch.ErrNotReady))
+	fmt.Println("state:", listener.State().Fatal)
+	err = <-done
+	fmt.Println("run returned a fatal error:", azdispatch.IsFatal(err))
+	// Output:
+	// ready: true
+	// state: azdispatch: receive on queue "orders": 403 AuthenticationFailed
+	// run returned a fatal error: true
+}
