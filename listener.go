@@ -114,7 +114,7 @@ func (l *Listener[T]) State() State {
 	s := l.stats.snapshot()
 	s.Transactions = l.tx.Snapshot()
 	s.LastError, s.LastErrorAt = l.health.last()
-	s.Fatal, s.FatalSince = l.health.fatalState()
+	s.Fatal, s.FatalSince = l.health.fatalState(time.Now())
 	s.PayloadBytes = l.budget.held.Load()
 	return s
 }

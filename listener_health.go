@@ -13,6 +13,13 @@ import (
 // about two seconds of a storage account that does not answer.
 const readyReceiveFailures = 3
 
+// fatalStale is how long a fatal error stands without failing again. A
+// receive that fails fatally fails again within its 30 s back-off; a delete,
+// a poison move or a blob read fails again when its message comes back. If
+// the message never does (it expired, another listener took it), nothing
+// would clear the error: it lapses after this long instead.
+const fatalStale = 10 * time.Minute
+
 // health is what a listener has learnt from storage's answers: its last
 // failure, failed receives in a row, and the fatal errors still standing,
 // one per kind of request (receive, delete, send to the poison queue, blob
@@ -28,10 +35,11 @@ type health struct {
 	fatal   map[string]standingFault
 }
 
-// standingFault is a fatal error and when its kind of request began to fail.
+// standingFault is a fatal error, when its kind of request began to fail,
+// and when it last failed.
 type standingFault struct {
-	err   error
-	since time.Time
+	err         error
+	since, last time.Time
 }
 
 // fail records err, a failed request of the listener's; it reports whether
@@ -45,13 +53,15 @@ func (h *health) fail(err error, now time.Time) (began bool) {
 	if !fatal {
 		return false
 	}
-	if _, ok := h.fatal[se.Op]; ok {
+	if f, ok := h.fatal[se.Op]; ok && now.Sub(f.last) < fatalStale {
+		f.err, f.last = err, now
+		h.fatal[se.Op] = f
 		return false
 	}
 	if h.fatal == nil {
 		h.fatal = make(map[string]standingFault)
 	}
-	h.fatal[se.Op] = standingFault{err: err, since: now}
+	h.fatal[se.Op] = standingFault{err: err, since: now, last: now}
 	h.standing.Store(int32(len(h.fatal)))
 	return true
 }
@@ -73,20 +83,25 @@ func (h *health) succeed(o op) (cleared error) {
 	return f.err
 }
 
-// fatalState is the oldest fatal error still standing and since when; nil
-// when there is none.
-func (h *health) fatalState() (error, time.Time) {
+// fatalState is the oldest fatal error still standing at now and since
+// when; nil when there is none.
+func (h *health) fatalState(now time.Time) (error, time.Time) {
 	if h.standing.Load() == 0 {
 		return nil, time.Time{}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var oldest standingFault
-	for _, f := range h.fatal {
+	for op, f := range h.fatal {
+		if now.Sub(f.last) >= fatalStale {
+			delete(h.fatal, op)
+			continue
+		}
 		if oldest.err == nil || f.since.Before(oldest.since) {
 			oldest = f
 		}
 	}
+	h.standing.Store(int32(len(h.fatal)))
 	return oldest.err, oldest.since
 }
 
@@ -127,7 +142,7 @@ func (l *Listener[T]) Ready() error {
 	if !l.running.Load() {
 		return fmt.Errorf("%w: not running", ErrNotReady)
 	}
-	if err, since := l.health.fatalState(); err != nil {
+	if err, since := l.health.fatalState(time.Now()); err != nil {
 		return fmt.Errorf("%w: fatal storage error since %s: %w", ErrNotReady, since.UTC().Format(time.RFC3339), err)
 	}
 	if n := l.health.receiveFailures.Load(); n >= readyReceiveFailures {
@@ -143,7 +158,7 @@ func (l *Listener[T]) fatalTooLong(now time.Time) error {
 	if l.opts.FatalTimeout <= 0 {
 		return nil
 	}
-	err, since := l.health.fatalState()
+	err, since := l.health.fatalState(now)
 	if err == nil || now.Sub(since) < l.opts.FatalTimeout {
 		return nil
 	}

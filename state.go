@@ -54,7 +54,8 @@ type State struct {
 	LastErrorAt time.Time
 	// Fatal is the oldest fatal storage error still standing (see
 	// ErrFatal), since FatalSince; nil when there is none. It stands until
-	// a request of the same kind succeeds.
+	// a request of the same kind succeeds, or for 10 minutes after that kind
+	// last failed (a delete that failed for a message that never came back).
 	Fatal      error
 	FatalSince time.Time
 
