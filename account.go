@@ -154,9 +154,12 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 
 // NewAccountWithSAS opens an account through a service URL that carries an
 // account SAS token in its query (https://<account>.queue.core.windows.net/?sv=…&sig=…).
-// The token must allow what the queues will do: read and process for
-// listeners, add for publishers and poison queues, create if queues may be
-// missing. For a SAS scoped to one queue, use NewQueueWithSAS.
+// The token must allow what the queues will do: for a listener, process,
+// update and read (the depth), add and create for its poison queue; for a
+// publisher, add, and create if its queue may be missing. Offloaded
+// payloads need the blob service too: a token for both (ss=bq), or the blob
+// service's own in AccountOptions.BlobServiceURL. The README's Permissions section lists each permission and what fails without
+// it. For a SAS scoped to one queue, use NewQueueWithSAS.
 func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account, error) {
 	co, tx := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)

@@ -204,7 +204,7 @@ type StorageError struct {
 }
 
 // Error names the operation, the queue and the status and error code (or
-// the redacted transport error).
+// the redacted transport error); a 403 for want of a permission also says what the operation needs.
 func (e *StorageError) Error() string {
 	on := fmt.Sprintf("queue %q", e.Queue)
 	if e.Blob != "" {
@@ -215,7 +215,7 @@ func (e *StorageError) Error() string {
 		if code == "" {
 			code = http.StatusText(e.StatusCode)
 		}
-		return fmt.Sprintf("azdispatch: %s on %s: %d %s", e.Op, on, e.StatusCode, code)
+		return fmt.Sprintf("azdispatch: %s on %s: %d %s%s", e.Op, on, e.StatusCode, code, e.permissionHint())
 	}
 	return fmt.Sprintf("azdispatch: %s on %s: %v", e.Op, on, e.Err)
 }

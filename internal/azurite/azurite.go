@@ -16,6 +16,7 @@ package azurite
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,7 @@ const (
 
 // listenRE matches Azurite's startup lines, which are the only race-free way
 // to learn the ports it bound when started with port 0.
-var listenRE = regexp.MustCompile(`Azurite (Blob|Queue|Table) service is successfully listening at (http://\S+)`)
+var listenRE = regexp.MustCompile(`Azurite (Blob|Queue|Table) service is successfully listening at (https?://\S+)`)
 
 // Options configures Start. A nil *Options means the zero value.
 type Options struct {
@@ -72,6 +73,15 @@ type Options struct {
 	Fresh bool
 	// Log, if non-nil, receives the emulator's output lines (default: discarded).
 	Log io.Writer
+	// HTTPS serves every endpoint over HTTPS, with a self-signed certificate
+	// made for the instance (for 127.0.0.1, ::1 and localhost); clients
+	// trust it through Instance.TLSConfig. It implies Fresh.
+	HTTPS bool
+	// OAuth makes the emulator accept bearer tokens (Azurite's
+	// "--oauth basic"; see Token for what it checks) besides the account
+	// key and SAS. Azurite takes bearer tokens only over HTTPS, and the
+	// Azure SDK sends them only there, so it implies HTTPS.
+	OAuth bool
 }
 
 // Instance is a running private Azurite, or an external account described by
@@ -83,6 +93,7 @@ type Instance struct {
 	key      string
 	queueURL string
 	blobURL  string
+	roots    *x509.CertPool // trusts the emulator's certificate; nil over HTTP
 
 	// Private process only.
 	cmd     *exec.Cmd
@@ -101,14 +112,15 @@ type Instance struct {
 }
 
 // Start returns an emulator to talk to: the account in EnvConnectionString if
-// set (and not opts.Fresh), otherwise a new private Azurite on free ports,
-// installed first if needed. ctx bounds installation and startup; the
-// instance itself lives until Stop or Kill.
+// set (and none of opts.Fresh, HTTPS and OAuth is), otherwise a new private
+// Azurite on free ports, installed first if needed. ctx bounds installation
+// and startup; the instance itself lives until Stop or Kill.
 func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	if cs := os.Getenv(EnvConnectionString); cs != "" && !opts.Fresh {
+	https := opts.HTTPS || opts.OAuth
+	if cs := os.Getenv(EnvConnectionString); cs != "" && !opts.Fresh && !https {
 		return external(cs)
 	}
 	dir, err := Install(ctx)
@@ -122,6 +134,22 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azurite: %w", err)
 	}
+	args := []string{filepath.Join(dir, entryPoint),
+		"--blobPort", "0", "--queuePort", "0", "--tablePort", "0",
+		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent"}
+	var roots *x509.CertPool
+	if https {
+		certFile, keyFile, pool, err := writeSelfSigned(work)
+		if err != nil {
+			_ = os.RemoveAll(work)
+			return nil, err
+		}
+		roots = pool
+		args = append(args, "--cert", certFile, "--key", keyFile)
+	}
+	if opts.OAuth {
+		args = append(args, "--oauth", "basic")
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		_ = os.RemoveAll(work)
@@ -129,9 +157,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	}
 	// Not CommandContext: ctx only bounds startup, not the instance's life.
 	// "node" resolves to node.exe on Windows (LookPath honours PATHEXT).
-	cmd := exec.Command("node", filepath.Join(dir, entryPoint),
-		"--blobPort", "0", "--queuePort", "0", "--tablePort", "0",
-		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent")
+	cmd := exec.Command("node", args...)
 	cmd.Dir = work
 	cmd.Env = childEnv()
 	// One pipe as *os.File for both streams: exec then starts no copying
@@ -157,7 +183,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	}
 
 	i := &Instance{
-		account: devAccount, key: devKey,
+		account: devAccount, key: devKey, roots: roots,
 		cmd: cmd, group: group, workDir: work, out: pr,
 		exited: make(chan struct{}), outDone: make(chan struct{}), ready: make(chan struct{}),
 		ports: map[string]string{},
@@ -172,7 +198,11 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 		_ = i.halt(false)
 		return nil, fmt.Errorf("azurite: start (pid %d): %w\nlast output:\n%s", cmd.Process.Pid, err, i.lastOutput())
 	}
-	i.connStr = "DefaultEndpointsProtocol=http;AccountName=" + devAccount + ";AccountKey=" + devKey +
+	protocol := "http"
+	if https {
+		protocol = "https"
+	}
+	i.connStr = "DefaultEndpointsProtocol=" + protocol + ";AccountName=" + devAccount + ";AccountKey=" + devKey +
 		";BlobEndpoint=" + i.blobURL + ";QueueEndpoint=" + i.queueURL + ";"
 	return i, nil
 }
@@ -231,7 +261,7 @@ func (i *Instance) awaitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for listening ports: %w", ctx.Err())
 	}
-	tr := &http.Transport{Proxy: nil} // never send loopback traffic to a proxy
+	tr := &http.Transport{Proxy: nil, TLSClientConfig: i.TLSConfig()} // never send loopback traffic to a proxy
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
 	for {

@@ -1,0 +1,117 @@
+package azdispatch
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+)
+
+// access is what one storage operation asks of its credential, as "Create an
+// account SAS" and "Create a service SAS" in the Azure Storage REST reference
+// list it: a SAS permission on a resource, which for an account SAS also
+// takes a resource type (srt) and a service (ss).
+type access struct {
+	permission   string // the least SAS permission that allows it: "Process", "Create", …
+	on           string // what the permission applies to: "the queue", "the blob", …
+	resourceType string // the account SAS resource type the service documents: "Object" or "Container"
+	// azuriteType is the resource type Azurite (3.37) asks for where it
+	// differs from the service's documentation: it checks Delete Message
+	// and Update Message against Container, the service against Object.
+	azuriteType string
+	service     string // "Queue" or "Blob"
+}
+
+// accessFor returns what the operation named o (a StorageError's Op) needs.
+// One op may stand for several REST operations ("blob write" is Put Blob,
+// Create Container or Set Blob Metadata); req, the failed request if known,
+// tells them apart. ok is false for an operation of no known kind.
+func accessFor(o string, req *http.Request) (a access, ok bool) {
+	queue := func(permission, resourceType string) access {
+		return access{permission: permission, on: "the queue", resourceType: resourceType, service: "Queue"}
+	}
+	blob := func(permission, on, resourceType string) access {
+		return access{permission: permission, on: on, resourceType: resourceType, service: "Blob"}
+	}
+	switch o {
+	case opSend.String(): // Put Message
+		return queue("Add", "Object"), true
+	case opReceive.String(): // Get Messages
+		return queue("Process", "Object"), true
+	case opDelete.String(): // Delete Message
+		a = queue("Process", "Object")
+		a.azuriteType = "Container"
+		return a, true
+	case opUpdate.String(): // Update Message: releases and renewals
+		a = queue("Update", "Object")
+		a.azuriteType = "Container"
+		return a, true
+	case opDepth.String(): // Get Queue Metadata (the approximate message count)
+		return queue("Read", "Container"), true
+	case opCreate.String(): // Create Queue; a queue SAS cannot grant it
+		return queue("Create", "Container"), true
+	case opBlobRead.String(): // Get Blob, Get Blob Properties
+		return blob("Read", "the blob", "Object"), true
+	case opBlobDelete.String(): // Delete Blob
+		return blob("Delete", "the blob", "Object"), true
+	case opBlobLease.String(): // Lease Blob
+		return blob("Write", "the blob", "Object"), true
+	case opBlobList.String(): // List Blobs
+		return blob("List", "the container", "Container"), true
+	case opBlobWrite.String():
+		var q url.Values
+		if req != nil && req.URL != nil {
+			q = req.URL.Query()
+		}
+		switch {
+		case q.Get("restype") == "container" && q.Get("comp") == "": // Create Container
+			return blob("Create", "the container", "Container"), true
+		case q.Get("comp") == "metadata": // Set Blob Metadata: checkpoints, marking poisoned
+			return blob("Write", "the blob", "Object"), true
+		case req != nil: // Put Blob of a new blob (Write would also overwrite one)
+			return blob("Create", "the blob", "Object"), true
+		}
+		return blob("Create or Write", "the blob", "Object"), true
+	}
+	return access{}, false
+}
+
+// permissionHint says, for a request refused for want of a permission, what
+// the operation needs, so that the error names the missing piece rather than
+// only the service's code. It is "" for any other error. The codes are the
+// service's; Azurite (3.37) answers the same ones for an account SAS, and
+// AuthorizationFailure (which the service gives for a credential or network
+// rule that refuses the request as a whole) also where a SAS has expired or
+// its signature does not match, for which the service answers
+// AuthenticationFailed.
+func (e *StorageError) permissionHint() string {
+	if e.StatusCode != http.StatusForbidden {
+		return ""
+	}
+	var req *http.Request
+	var re *azcore.ResponseError
+	if errors.As(e.Err, &re) && re.RawResponse != nil {
+		req = re.RawResponse.Request
+	}
+	a, ok := accessFor(e.Op, req)
+	if !ok {
+		return ""
+	}
+	needs := "the credential needs the " + a.permission + " permission on " + a.on
+	switch e.Code {
+	case "AuthorizationPermissionMismatch":
+		return " (" + needs + ")"
+	case "AuthorizationResourceTypeMismatch":
+		s := " (an account SAS needs the " + a.resourceType + " resource type for this"
+		if a.azuriteType != "" {
+			s += "; Azurite asks for the " + a.azuriteType + " resource type"
+		}
+		return s + ")"
+	case "AuthorizationServiceMismatch":
+		return " (an account SAS needs the " + a.service + " service for this)"
+	case "AuthorizationFailure":
+		return " (" + needs + "; or the credential has expired, or the account's network rules refuse this client)"
+	}
+	return ""
+}

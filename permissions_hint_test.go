@@ -1,0 +1,72 @@
+package azdispatch
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/stretchr/testify/assert"
+)
+
+// refused is the error a storage call gets when the service answers status
+// and code to method on rawURL.
+func refused(o op, queue string, status int, code, method, rawURL string) error {
+	u, _ := url.Parse(rawURL)
+	resp := &http.Response{
+		StatusCode: status,
+		Status:     http.StatusText(status),
+		Header:     http.Header{"X-Ms-Error-Code": {code}},
+		Request:    &http.Request{Method: method, URL: u},
+		Body:       http.NoBody,
+	}
+	return storageError(o, queue, runtime.NewResponseError(resp))
+}
+
+func TestPermissionHintNamesWhatTheOperationNeeds(t *testing.T) {
+	t.Parallel()
+	const q, b = "https://a.queue.core.windows.net/orders", "https://a.blob.core.windows.net/azdispatch-payloads"
+	blobErr := func(id string, err error) error {
+		se := err.(*StorageError)
+		se.Queue, se.Blob = "", "azdispatch-payloads/"+id
+		return se
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{refused(opDelete, "orders", 403, "AuthorizationPermissionMismatch", "DELETE", q+"/messages/1?popreceipt=x"),
+			`azdispatch: delete on queue "orders": 403 AuthorizationPermissionMismatch (the credential needs the Process permission on the queue)`},
+		{refused(opSend, "orders", 403, "AuthorizationPermissionMismatch", "POST", q+"/messages"),
+			`azdispatch: send on queue "orders": 403 AuthorizationPermissionMismatch (the credential needs the Add permission on the queue)`},
+		{refused(opUpdate, "orders", 403, "AuthorizationPermissionMismatch", "PUT", q+"/messages/1?popreceipt=x"),
+			`azdispatch: update on queue "orders": 403 AuthorizationPermissionMismatch (the credential needs the Update permission on the queue)`},
+		{refused(opDepth, "orders", 403, "AuthorizationResourceTypeMismatch", "GET", q+"?comp=metadata"),
+			`azdispatch: depth on queue "orders": 403 AuthorizationResourceTypeMismatch (an account SAS needs the Container resource type for this)`},
+		{refused(opUpdate, "orders", 403, "AuthorizationResourceTypeMismatch", "PUT", q+"/messages/1?popreceipt=x"),
+			`azdispatch: update on queue "orders": 403 AuthorizationResourceTypeMismatch (an account SAS needs the Object resource type for this; Azurite asks for the Container resource type)`},
+		{refused(opReceive, "orders", 403, "AuthorizationServiceMismatch", "GET", q+"/messages"),
+			`azdispatch: receive on queue "orders": 403 AuthorizationServiceMismatch (an account SAS needs the Queue service for this)`},
+		{refused(opCreate, "orders", 403, "AuthorizationFailure", "PUT", q),
+			`azdispatch: create on queue "orders": 403 AuthorizationFailure (the credential needs the Create permission on the queue; or the credential has expired, or the account's network rules refuse this client)`},
+		{blobErr("", refused(opBlobWrite, "", 403, "AuthorizationPermissionMismatch", "PUT", b+"?restype=container")),
+			`azdispatch: blob write on blob "azdispatch-payloads/": 403 AuthorizationPermissionMismatch (the credential needs the Create permission on the container)`},
+		{blobErr("x", refused(opBlobWrite, "", 403, "AuthorizationPermissionMismatch", "PUT", b+"/x?comp=metadata")),
+			`azdispatch: blob write on blob "azdispatch-payloads/x": 403 AuthorizationPermissionMismatch (the credential needs the Write permission on the blob)`},
+		{blobErr("x", refused(opBlobWrite, "", 403, "AuthorizationPermissionMismatch", "PUT", b+"/x")),
+			`azdispatch: blob write on blob "azdispatch-payloads/x": 403 AuthorizationPermissionMismatch (the credential needs the Create permission on the blob)`},
+		{blobErr("x", refused(opBlobRead, "", 403, "AuthorizationServiceMismatch", "GET", b+"/x")),
+			`azdispatch: blob read on blob "azdispatch-payloads/x": 403 AuthorizationServiceMismatch (an account SAS needs the Blob service for this)`},
+		{blobErr("", refused(opBlobList, "", 403, "AuthorizationPermissionMismatch", "GET", b+"?restype=container&comp=list")),
+			`azdispatch: blob list on blob "azdispatch-payloads/": 403 AuthorizationPermissionMismatch (the credential needs the List permission on the container)`},
+		// Not a refusal for want of a permission: no hint.
+		{refused(opSend, "orders", 403, "AuthenticationFailed", "POST", q+"/messages"),
+			`azdispatch: send on queue "orders": 403 AuthenticationFailed`},
+		{refused(opSend, "orders", 404, "QueueNotFound", "POST", q+"/messages"),
+			`azdispatch: send on queue "orders": 404 QueueNotFound`},
+		{refused(opOther, "orders", 403, "AuthorizationPermissionMismatch", "GET", q),
+			`azdispatch: other on queue "orders": 403 AuthorizationPermissionMismatch`},
+	} {
+		assert.EqualError(t, c.err, c.want)
+	}
+}
