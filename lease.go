@@ -58,6 +58,12 @@ type LeaseOptions struct {
 // renewal was sent, so that it stops before the service can give the lease
 // to anyone else. A holder that exits cleanly releases the lease, and a
 // waiting contender takes it at its next try.
+//
+// None of that stops a holder that is paused (not running at all) past its
+// lease from resuming and writing after its successor started: give every
+// such write the holder's fence, which LeaseFence reads from the function's
+// context, and have the storage refuse a write with an older fence than the
+// data's.
 type Lease struct {
 	name      string
 	opts      LeaseOptions
@@ -109,25 +115,31 @@ func NewLease(a *Account, name string, opts *LeaseOptions) (*Lease, error) {
 	return &Lease{name: name, opts: c, container: cc, blob: bb, client: lc, log: c.Logger.With("lease", c.Container+"/"+name)}, nil
 }
 
-// Transactions counts the requests this contender made: lease requests, and
-// the blob writes that create the container and blob the first time.
+// Transactions counts the requests this contender made: lease requests; for
+// each acquisition, the read and the metadata write that advance the fence;
+// and the blob writes that create the container and blob the first time.
+// The function's own requests are not counted here.
 func (l *Lease) Transactions() Transactions { return l.tx.Snapshot() }
 
 // Run waits until it holds the lease, then runs fn with a context that ends
 // when ctx does or when the lease is lost (cause ErrLeaseLost), renewing
-// the lease meanwhile. When fn returns, Run releases the lease and returns
-// fn's error. If the lease is lost it waits for fn to return and returns an
+// the lease meanwhile. The context carries this holder's fence (see
+// LeaseFence). When fn returns, Run releases the lease and returns fn's
+// error. If the lease is lost it waits for fn to return and returns an
 // error wrapping ErrLeaseLost. If ctx ends before the lease is held, it
 // returns ctx's cause. To keep contending after a loss, call Run again.
 func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	// fn's context derives from the caller's, not from the counted one, so
+	// that fn's requests are not counted as the lease's.
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	ctx = CountTransactions(ctx, &l.tx)
-	sent, err := l.acquire(ctx)
+	sent, fence, err := l.acquire(ctx)
 	if err != nil {
 		return err
 	}
-	l.log.Info("lease acquired")
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	l.log.Info("lease acquired", "fence", fence)
+	fnCtx = context.WithValue(fnCtx, leaseFenceKey{}, fence)
 	done := make(chan error, 1)
 	go func() { done <- fn(fnCtx) }()
 
@@ -182,10 +194,11 @@ func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error
 	}
 }
 
-// acquire tries to take the lease every AcquireEvery until it does or ctx
-// ends. It returns when the successful request was sent: the lease runs
-// from no earlier than that.
-func (l *Lease) acquire(ctx context.Context) (time.Time, error) {
+// acquire tries to take the lease every AcquireEvery until it does and has
+// advanced its fence, or until ctx ends. It returns when the successful
+// acquire request was sent (the lease runs from no earlier than that) and
+// the fence.
+func (l *Lease) acquire(ctx context.Context) (time.Time, int64, error) {
 	for {
 		at := time.Now()
 		_, err := l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.opts.Duration), nil)
@@ -193,17 +206,31 @@ func (l *Lease) acquire(ctx context.Context) (time.Time, error) {
 			at = time.Now()
 			_, err = l.client.AcquireLease(tagBlob(ctx, opBlobLease), seconds(l.opts.Duration), nil)
 		}
-		switch {
-		case err == nil:
-			return at, nil
-		case ctx.Err() != nil:
-			return time.Time{}, context.Cause(ctx)
-		case !held(err):
-			l.log.Warn("lease acquire failed; retrying", "err", storageError(opBlobLease, l.name, err))
+		if err == nil {
+			fence, ferr := l.advance(ctx)
+			if ferr == nil {
+				return at, fence, nil
+			}
+			// Held without a fence, which is no use to fn: let the others
+			// have it rather than make them wait for it to expire.
+			l.release(ctx)
+			switch {
+			case errors.Is(ferr, errBadFence):
+				return time.Time{}, 0, ferr
+			case ctx.Err() == nil:
+				l.log.Warn("lease fence not advanced; retrying", "err", ferr)
+			}
+		} else {
+			switch {
+			case ctx.Err() != nil:
+				return time.Time{}, 0, context.Cause(ctx)
+			case !held(err):
+				l.log.Warn("lease acquire failed; retrying", "err", storageError(opBlobLease, l.name, err))
+			}
 		}
 		wait := time.Duration(float64(l.opts.AcquireEvery) * (0.8 + 0.4*rand.Float64()))
 		if !syncx.Sleep(ctx, wait, nil) {
-			return time.Time{}, context.Cause(ctx)
+			return time.Time{}, 0, context.Cause(ctx)
 		}
 	}
 }

@@ -81,8 +81,10 @@ func TestLeaseRunsOneHolderAndHandsOverOnRelease(t *testing.T) {
 	require.NoError(t, ignoreCanceled(<-h2.result))
 	assert.Positive(t, first.Transactions().BlobLease)
 	assert.Positive(t, second.Transactions().BlobLease)
-	assert.Equal(t, first.Transactions().Total(), first.Transactions().BlobLease+first.Transactions().BlobWrite,
-		"a lease makes lease requests, and blob writes to create its blob")
+	tx := first.Transactions()
+	assert.Equal(t, tx.Total(), tx.BlobLease+tx.BlobRead+tx.BlobWrite,
+		"a lease makes lease requests, reads and writes of its fence, and blob writes to create its blob")
+	assert.Equal(t, int64(1), tx.BlobRead, "one read of the fence per acquisition")
 }
 
 func ignoreCanceled(err error) error {

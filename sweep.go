@@ -19,8 +19,9 @@ const defaultSweepGrace = time.Hour
 type SweepOptions struct {
 	// Grace is how long after its message's expiry a payload is kept. It
 	// covers the time between writing a blob and its pointer's send
-	// completing (a send may be retried for minutes) and the clock skew
-	// between the publisher's machine and the sweeper's. Defaults to an hour.
+	// completing (a send may be retried for minutes). Clock skew between
+	// machines needs none: a payload's age is measured on the service's
+	// clock alone (see Sweep). Defaults to an hour.
 	Grace time.Duration
 	// Queue, if set, limits the sweep to payloads sent to that queue.
 	Queue string
@@ -40,15 +41,25 @@ type SweepResult struct {
 // its blob, and by a send that failed after its blob was written.
 //
 // The rule needs no look at any queue (a queue cannot be searched by
-// content): every payload blob records, in its metadata, when the message
-// that points at it expires, which the service enforces; after that moment,
-// plus Grace, no live message points at it. Payloads of messages that never
-// expire (a negative PublisherOptions.TTL) are never swept. Payloads held by
-// a poison envelope are marked when they are poisoned and never swept,
-// since an envelope does not expire and Requeue may send the pointer again;
-// they are deleted when their requeued message completes. Each delete is
-// conditional on the blob being unchanged since the listing, so a blob
-// marked poisoned meanwhile is kept.
+// content): every payload blob records, in its metadata, the time to live of
+// the message that points at it, which the service enforces; once the blob
+// is older than that, plus Grace, no live message points at it.
+//
+// No machine's clock enters that decision, so clock skew between publisher
+// and sweeper cannot delete a live payload. The time to live is the
+// difference of the two times the publisher recorded (when it wrote the
+// blob and when the message expires), both read on its clock, so its skew
+// cancels out. The blob's age is read on the service's clock: its creation
+// time in the listing (or its Last-Modified, which a metadata update only
+// moves later, the safe direction) against the Date of the listing's
+// response. A payload whose times are missing from the listing is kept.
+//
+// Payloads of messages that never expire (a negative PublisherOptions.TTL)
+// are never swept. Payloads held by a poison envelope are marked when they
+// are poisoned and never swept, since an envelope does not expire and
+// Requeue may send the pointer again; they are deleted when their requeued
+// message completes. Each delete is conditional on the blob being unchanged
+// since the listing, so a blob marked poisoned meanwhile is kept.
 //
 // Sweep costs one List Blobs request per 5,000 blobs and one Delete Blob per
 // blob removed. It is safe to run from several processes at once.
@@ -76,7 +87,6 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 		if page.Segment == nil {
 			continue
 		}
-		now := time.Now()
 		for _, item := range page.Segment.BlobItems {
 			if item == nil || item.Name == nil {
 				continue
@@ -92,7 +102,7 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 			case !meta.Poisoned.IsZero():
 				res.Poisoned++
 				continue
-			case meta.Expires.IsZero() || now.Before(meta.Expires.Add(o.Grace)):
+			case !sweepDue(meta, item.Properties, page.Date, o.Grace):
 				res.Live++
 				continue
 			}
@@ -114,4 +124,23 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 		}
 	}
 	return res, nil
+}
+
+// sweepDue reports whether the message that could point at a payload has
+// expired, plus grace, by the service's clock: now is the listing's Date,
+// props the blob's properties in that listing. Anything missing, or a time
+// to live that does not make sense, keeps the payload.
+func sweepDue(meta payload.Meta, props *container.BlobProperties, now *time.Time, grace time.Duration) bool {
+	if meta.Expires.IsZero() || props == nil || now == nil {
+		return false
+	}
+	written := props.CreationTime
+	if written == nil {
+		written = props.LastModified
+	}
+	ttl := meta.Expires.Sub(meta.Created) // both on the publisher's clock: its skew cancels
+	if written == nil || ttl < 0 {
+		return false
+	}
+	return !now.Before(written.Add(ttl).Add(grace))
 }
