@@ -122,7 +122,11 @@
 //
 // Lease runs a function in one process of several at a time, over a blob
 // lease: a single distributor that feeds many queues, with standbys that
-// take over within a lease period and one try when it dies.
+// take over within a lease period and one try when it dies. A holder paused
+// past its lease (a long GC, a frozen VM) can still write after its
+// successor started; LeaseFence gives the function a number that grows with
+// every holder, which writes carry so that storage refuses an older
+// holder's.
 //
 // # Sources of your own
 //
