@@ -41,7 +41,20 @@ func (jsonCodec) Encode(v any) (string, error) {
 	if err := enc.Encode(v); err != nil {
 		return "", err
 	}
-	return string(bytes.TrimSuffix(b.Bytes(), []byte{'\n'})), nil
+	return string(escapeNoncharacters(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))), nil
+}
+
+// escapeNoncharacters writes U+FFFE and U+FFFF, which encoding/json leaves
+// as they are but XML cannot carry, as JSON escapes: JSON text holds them
+// only inside strings, where an escape means the same, so a string holding
+// them is sent rather than refused (see ErrInvalidText).
+func escapeNoncharacters(b []byte) []byte {
+	fffe, ffff := []byte("\uFFFE"), []byte("\uFFFF")
+	if !bytes.Contains(b, fffe) && !bytes.Contains(b, ffff) {
+		return b
+	}
+	b = bytes.ReplaceAll(b, fffe, []byte(`\ufffe`))
+	return bytes.ReplaceAll(b, ffff, []byte(`\uffff`))
 }
 
 func (jsonCodec) Decode(text string, v any) error { return json.Unmarshal([]byte(text), v) }

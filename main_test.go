@@ -25,9 +25,10 @@ import (
 
 // TestMain runs the package's tests and examples. Azurite is started by the
 // first test or example that touches storage (each uses queues of its own)
-// and stopped at the end. With -short, tests that touch storage skip and
-// examples are left out, so the run needs no Node; without it, a missing
-// Azurite fails the run with advice on how to get it, and never skips.
+// and stopped at the end, after which no goroutine may be left running.
+// With -short, tests that touch storage skip and examples are left out, so
+// the run needs no Node; without it, a missing Azurite fails the run with
+// advice on how to get it, and never skips.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	left, err := azurite.ShortRunError()
@@ -40,9 +41,19 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopSpareEmulators()
+	external := false
 	if emulator.inst != nil {
+		external = emulator.inst.External()
 		if err := emulator.inst.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
+		}
+	}
+	// Only a run that passed is checked: a failed test may have left its
+	// goroutines behind, and would only add noise to its failure.
+	if code == 0 {
+		if err := goroutinesLeft(external); err != nil {
+			fmt.Fprintln(os.Stderr, "azdispatch tests passed but left goroutines running:", err)
+			code = 1
 		}
 	}
 	os.Exit(code)

@@ -5,16 +5,19 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // TestMain lets the test binary play the worker, which run starts as a copy
-// of the running executable.
+// of the running executable. As the test, it fails a run whose tests pass
+// but leave a goroutine running.
 func TestMain(m *testing.M) {
 	if os.Getenv(roleEnv) == "worker" {
 		os.Exit(worker())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // The example, smaller: the worker handles every order and scales back down.

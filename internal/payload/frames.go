@@ -188,10 +188,17 @@ func SingleText(data []byte, lim Limits) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := fr.Next(true); err != io.EOF {
-		return "", fmt.Errorf("%w: more than one item in a single payload", ErrCorrupt)
+	// Whatever fails after the item is reported as it is: the reader may
+	// read one byte past MaxExpandedSize into the item, and the error that
+	// follows then says the payload is too large, not that it holds a
+	// second item.
+	switch _, err := fr.Next(true); {
+	case err == io.EOF:
+		return text, nil
+	case err != nil:
+		return "", err
 	}
-	return text, nil
+	return "", fmt.Errorf("%w: more than one item in a single payload", ErrCorrupt)
 }
 
 // errExpandedTooLarge is boundedReader's error once its bound is passed.

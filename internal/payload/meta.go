@@ -92,8 +92,12 @@ func ParseMeta(mp map[string]*string) (Meta, bool) {
 	m.Done, _ = get(metaDone)
 	if p, ok := get(metaPoisoned); ok {
 		// A marker that does not parse still marks: keeping is the safe side.
-		if m.Poisoned, err = time.Parse(time.RFC3339, p); err != nil {
+		// So does one that reads as the zero time, which would mean none.
+		if m.Poisoned, err = time.Parse(time.RFC3339, p); err != nil || m.Poisoned.IsZero() {
 			m.Poisoned = m.Created
+		}
+		if m.Poisoned.IsZero() {
+			m.Poisoned = time.Unix(0, 0).UTC()
 		}
 	}
 	return m, true
