@@ -7,6 +7,7 @@
 //	go run ./examples/loadtest                      # all scenarios, a table
 //	go run ./examples/loadtest -scenario drain -latency 10ms
 //	go run ./examples/loadtest -json                # one JSON object per line
+//	go run ./examples/loadtest -scenario chaos -duration 10m -seed 42
 package main
 
 import (
@@ -34,6 +35,9 @@ type options struct {
 	real     bool
 	sim      simTiming  // zero: the simulated scenario's defaults
 	idle     idleTiming // zero: the idle-sharded scenario's defaults
+	duration time.Duration
+	seed     int64
+	chaos    *chaosConfig // nil: the chaos scenario's defaults for duration
 }
 
 // record is one line of -json output.
@@ -65,6 +69,10 @@ type record struct {
 	ShardMaxOverMin float64   `json:"shard_max_over_min,omitempty"` // busiest shard's messages ÷ idlest's
 	ServerBusy      *int64    `json:"server_busy,omitempty"`        // simulated: 503 answers per run, 0 included
 	Requests        int64     `json:"requests,omitempty"`           // idle scenarios: requests made in the window
+
+	// Own, when set, is printed instead: the record of a scenario with a
+	// shape of its own (chaos).
+	Own any `json:"-"`
 }
 
 // scenario runs one comparison and returns its records and a few lines of
@@ -81,20 +89,28 @@ var scenarios = map[string]scenario{
 	"idle-sharded": runIdleSharded,
 	"batch":        runBatch,
 	"overhead":     runOverhead,
+	"chaos":        runChaos,
 }
 
 func main() {
+	if cfg := os.Getenv(chaosWorkerEnv); cfg != "" {
+		os.Exit(chaosWorkerMain(cfg)) // the chaos scenario's worker role
+	}
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all, "+strings.Join(names(), ", "))
+	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but chaos), "+strings.Join(names(), ", "))
 	flag.BoolVar(&o.json, "json", false, "print one JSON object per line instead of a table")
 	flag.DurationVar(&o.latency, "latency", 0, "add this to every request, a stand-in for the round trip to a real account")
 	flag.IntVar(&o.messages, "messages", 1000, "messages per run (Azurite slows past about 1,000 held)")
 	flag.IntVar(&o.rounds, "rounds", 5, "runs per variant; the median is reported")
 	flag.DurationVar(&o.limit, "limit", 15*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
+	flag.DurationVar(&o.duration, "duration", 0, "chaos: how long to inject faults (default 3m)")
+	flag.Int64Var(&o.seed, "seed", 0, "chaos: the seed of the faults' random draws, to replay a run's schedule (default random, printed)")
 	flag.Parse()
 
-	run := names()
+	// All is every benchmark: the chaos soak judges rather than measures,
+	// and runs only when named.
+	run := slices.DeleteFunc(names(), func(n string) bool { return n == "chaos" })
 	if o.scenario != "all" {
 		if _, ok := scenarios[o.scenario]; !ok {
 			fmt.Fprintf(os.Stderr, "unknown scenario %q (have %s)\n", o.scenario, strings.Join(names(), ", "))
@@ -105,20 +121,34 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	progress := io.Writer(os.Stderr)
+	failed := false
 	for _, name := range run {
 		recs, lines, err := scenarios[name](ctx, o, progress)
-		if err != nil {
+		if err != nil && len(recs) == 0 {
 			fmt.Fprintf(os.Stderr, "scenario %s: %v\n", name, err)
 			os.Exit(1)
 		}
+		// A scenario that judges (chaos) returns its records with the
+		// error of a failed check: print them, then fail.
 		if o.json {
 			enc := json.NewEncoder(os.Stdout)
 			for _, r := range recs {
+				if r.Own != nil {
+					_ = enc.Encode(r.Own)
+					continue
+				}
 				_ = enc.Encode(r)
 			}
-			continue
+		} else {
+			printTable(os.Stdout, name, o, recs, lines)
 		}
-		printTable(os.Stdout, name, o, recs, lines)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scenario %s: %v\n", name, err)
+			failed = true
+		}
+	}
+	if failed {
+		os.Exit(1)
 	}
 }
 

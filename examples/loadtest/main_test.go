@@ -3,11 +3,24 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
+
+// TestMain lets the chaos test run this test binary again as a worker
+// process, as the program runs itself, and fails a run whose tests pass but
+// leave a goroutine running.
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(chaosWorkerEnv); cfg != "" {
+		os.Exit(chaosWorkerMain(cfg))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // A small drain run checks the program end to end; the ratios it prints are
 // measured by running the program, not asserted here (the machine is shared).
