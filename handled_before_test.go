@@ -33,22 +33,7 @@ func TestHandledMessageWhoseDeleteFailsIsDeletedNotRunAgain(t *testing.T) {
 		return nil
 	}, &azdispatch.ListenerOptions{MaxDequeueCount: 2, VisibilityTimeout: time.Second})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	var run sync.WaitGroup
-	run.Go(func() { _ = l.Run(runCtx) })
-
-	lost := int64(0)
-	require.Eventually(t, func() bool {
-		s := l.State()
-		if s.Lost > lost {
-			// A delete failed: let the message's visibility timeout pass.
-			lost = s.Lost
-			clock.Advance(2 * time.Second)
-		}
-		return s.Succeeded == 1
-	}, 10*time.Second, time.Millisecond)
-	stop()
-	run.Wait()
+	runPastFailedDeletes(t, l, clock, func(s azdispatch.State) bool { return s.Succeeded == 1 })
 
 	s := l.State()
 	assert.EqualValues(t, 1, calls.Load(), "handled once, on its first delivery")
@@ -59,4 +44,25 @@ func TestHandledMessageWhoseDeleteFailsIsDeletedNotRunAgain(t *testing.T) {
 	depth, err := q.Depth(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, depth)
+}
+
+// runPastFailedDeletes runs l until done says so, moving clock past the
+// visibility timeout (1 s) after each failed delete, so that the message
+// comes back at once.
+func runPastFailedDeletes[T any](t *testing.T, l *azdispatch.Listener[T], clock *memqueue.ManualClock, done func(azdispatch.State) bool) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	var run sync.WaitGroup
+	run.Go(func() { _ = l.Run(ctx) })
+	lost := int64(0)
+	require.Eventually(t, func() bool {
+		s := l.State()
+		if s.Lost > lost {
+			lost = s.Lost
+			clock.Advance(2 * time.Second)
+		}
+		return done(s)
+	}, 10*time.Second, time.Millisecond)
+	stop()
+	run.Wait()
 }

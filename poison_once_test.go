@@ -3,7 +3,6 @@ package azdispatch_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,18 +31,7 @@ func TestPoisonMoveWhoseDeleteFailsIsNotRepeated(t *testing.T) {
 		return azdispatch.Permanent(assert.AnError)
 	}, &azdispatch.ListenerOptions{VisibilityTimeout: time.Second})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	var run sync.WaitGroup
-	run.Go(func() { _ = l.Run(runCtx) })
-	require.Eventually(t, func() bool {
-		s := l.State()
-		if s.Lost == 1 && s.Poisoned == 0 {
-			clock.Advance(2 * time.Second) // let it reappear
-		}
-		return s.Poisoned == 1
-	}, 10*time.Second, time.Millisecond)
-	stop()
-	run.Wait()
+	runPastFailedDeletes(t, l, clock, func(s azdispatch.State) bool { return s.Poisoned == 1 })
 
 	s := l.State()
 	assert.EqualValues(t, 1, calls.Load(), "the handler ran once")
