@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -185,10 +186,24 @@ func (a *Account) Name() string { return a.name }
 // Transactions counts every request made through this account's client.
 func (a *Account) Transactions() Transactions { return a.tx.Snapshot() }
 
+// Queues returns the queues opened through this account so far (by Queue,
+// as poison queues or as shards), sorted by name: for metrics that report
+// each queue's Transactions.
+func (a *Account) Queues() []*Queue {
+	a.mu.Lock()
+	qs := make([]*Queue, 0, len(a.queues))
+	for _, q := range a.queues {
+		qs = append(qs, q)
+	}
+	a.mu.Unlock()
+	slices.SortFunc(qs, func(x, y *Queue) int { return strings.Compare(x.name, y.name) })
+	return qs
+}
+
 // Queue returns the queue called name in this account: 3 to 56 lowercase
 // letters, digits and single inner hyphens (the service allows 63; the rest
 // is kept for the "-poison" suffix of its poison queue). It makes no request:
-// the queue is created when a send or receive first finds it missing. The
+// the queue is created when a send first finds it missing. The
 // same *Queue is returned for the same name, so that listeners and
 // publishers in one process share it.
 func (a *Account) Queue(name string) (*Queue, error) {

@@ -45,8 +45,15 @@ type Listener[T any] struct {
 	budget   *payloadBudget
 	health   health
 	stats    stats
-	tx       Counter
-	running  atomic.Bool
+	// mw is the handler middleware, outermost first; storage are those of
+	// them that wrap storage requests too. invoke and doStorage are the
+	// ends of their chains, made once rather than per call.
+	mw        []Middleware
+	storage   []StorageMiddleware
+	invoke    func(ctx context.Context, c *Call) error
+	doStorage func(ctx context.Context, op *StorageOp) error
+	tx        Counter
+	running   atomic.Bool
 }
 
 // session is what one call of Run shares with everything it starts.
@@ -95,7 +102,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	if o.PushOnly {
 		floor = 0
 	}
-	return &Listener[T]{
+	l := &Listener[T]{
 		src: source, handler: handler, opts: o, limits: payload.Limits(o.PayloadLimits),
 		log:       o.Logger.With("source", source.Name()),
 		floor:     floor,
@@ -106,7 +113,18 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		handlers:  syncx.NewTokens(o.MaxDequeuers * o.Concurrency),
 		memo:      newHandledMemo(),
 		budget:    newPayloadBudget(o.PayloadMemory),
-	}, nil
+	}
+	if len(o.Middleware) > 0 {
+		l.mw = o.Middleware
+		l.invoke = l.invokeHandler
+		for _, m := range o.Middleware {
+			if sm, ok := m.(StorageMiddleware); ok {
+				l.storage = append(l.storage, sm)
+			}
+		}
+		l.doStorage = l.storageRequest
+	}
+	return l, nil
 }
 
 // State returns the listener's counters now.

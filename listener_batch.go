@@ -114,7 +114,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 		return
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.BatchID, m.Item = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, b.p.Blob, i
-	switch a := l.runHandler(b.t, &item.call, m); a.kind {
+	switch a := l.runHandler(b.t, &item.call, m, len(text)); a.kind {
 	case actDone:
 		b.done.Add(i)
 		l.stats.itemsSucceeded.Add(1)
@@ -137,8 +137,14 @@ func (b *batchRun[T]) poisonItem(i int, text, reason string) {
 	ctx := b.t.s.settle.get()
 	env := newPoisonEnvelope(l.src.Name(), d, reason, time.Now())
 	env.Batch, env.Item, env.Body = b.p.Blob, i, text
+	// The batch's metadata goes with the item, so that a requeued item
+	// carries its trace context as a single message would. Metadata that
+	// was read from the queue encodes again.
+	if line, err := b.t.meta.line(); err == nil {
+		env.Body = line + text
+	}
 	log := l.msgLog(d).With("item", i, "reason", reason)
-	if err := l.sendPoison(ctx, b.t.origin, env); err != nil {
+	if err := l.sendPoison(ctx, d, b.t.origin, env); err != nil {
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the item to the poison queue; the batch will try it again", "err", err)
 		return

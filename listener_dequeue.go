@@ -129,7 +129,7 @@ func (l *Listener[T]) dequeue(s *session) {
 func (l *Listener[T]) receive(ctx context.Context, n int) ([]*Delivery, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
 	defer cancel()
-	return l.src.Receive(rctx, n, l.opts.VisibilityTimeout)
+	return l.srcReceive(rctx, n)
 }
 
 // releaseUnstarted makes messages received during shutdown visible again at

@@ -161,6 +161,12 @@ type ListenerOptions struct {
 	// bound. Without it, 512 messages of 16 MiB each would take 8 GiB.
 	PayloadMemory int64
 
+	// Middleware wraps every handler call, outermost first (see
+	// Middleware); those that implement StorageMiddleware wrap the
+	// listener's receives, deletes, releases and poison moves too. Defaults
+	// to none, which costs nothing per message.
+	Middleware []Middleware
+
 	// CheckpointInterval is how often a batch in progress records its
 	// completed items on its blob (one request each time, only if items
 	// completed since the last), so that a process that dies mid-batch loses
@@ -243,6 +249,11 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
 	case cfg.FatalTimeout < 0:
 		return cfg, bad("FatalTimeout", "%v is negative", cfg.FatalTimeout)
+	}
+	for i, m := range cfg.Middleware {
+		if m == nil {
+			return cfg, bad("Middleware", "[%d] is nil", i)
+		}
 	}
 	if _, ok := src.(queueCreator); cfg.CreateQueue && !ok {
 		return cfg, bad("CreateQueue", "source %q cannot create its queue (it has no Create method)", src.Name())

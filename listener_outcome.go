@@ -136,7 +136,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 	}
 	switch a.kind {
 	case actDone:
-		if err := l.src.Delete(ctx, d); err != nil {
+		if err := l.srcDelete(ctx, d); err != nil {
 			l.storageFailed(err)
 			// Record what is done, so the next delivery only deletes.
 			t.save(ctx)
@@ -189,7 +189,7 @@ func (t *try) save(ctx context.Context) {
 // visibility timeout ends.
 func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
 	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
-	if err := l.src.SetVisibility(ctx, d, after); err != nil {
+	if err := l.srcRelease(ctx, d, after); err != nil {
 		l.storageFailed(err)
 		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
 		return false
@@ -211,7 +211,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	log := l.msgLog(d).With("reason", reason)
 	err := l.keepPayload(ctx, d)
 	if err == nil {
-		err = l.sendPoison(ctx, t.origin, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
+		err = l.sendPoison(ctx, d, t.origin, newPoisonEnvelope(l.src.Name(), d, reason, time.Now()))
 	}
 	if err != nil {
 		l.storageFailed(err)
@@ -221,7 +221,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		return
 	}
 	l.storageSucceeded(opSend)
-	if err := l.src.Delete(ctx, d); err != nil {
+	if err := l.srcDelete(ctx, d); err != nil {
 		// Remembered, so that its next delivery here is deleted, not
 		// poisoned again; another listener would poison it again, and
 		// Requeue skips such a duplicate.
@@ -235,16 +235,23 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	log.Warn("message poisoned")
 }
 
-// sendPoison writes env to the poison queue: beside the queue its message
-// came from when the poison queue is a sharded queue's (see
-// ShardedQueue.PoisonQueue), which origin, the delivery's receipt as
-// received, tells. A body too large for an envelope is offloaded.
-func (l *Listener[T]) sendPoison(ctx context.Context, origin any, env *PoisonEnvelope) error {
+// sendPoison writes env, for d, to the poison queue. A body too large for
+// an envelope is offloaded.
+func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, origin any, env *PoisonEnvelope) error {
 	text, err := envelopeText(ctx, env, l.opts.Payloads, l.limits)
 	if err != nil {
 		return err
 	}
+	return l.poisonSend(ctx, d, env, text, origin)
+}
+
+// sendEnvelope puts an envelope's text on the poison queue: beside the
+// queue its message came from when the poison queue is a sharded queue's
+// (see ShardedQueue.PoisonQueue), which origin, the delivery's receipt as
+// received, tells.
+func (l *Listener[T]) sendEnvelope(ctx context.Context, origin any, text string) error {
 	opts := &SendOptions{TTL: -1}
+	var err error
 	if r, ok := l.opts.PoisonQueue.(besideSender); ok {
 		_, err = r.sendBeside(ctx, origin, text, opts)
 	} else {
@@ -274,12 +281,13 @@ func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload
 // not ours has nothing to keep; any other failure is returned, and the
 // message stays in its queue.
 func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
-	if !payload.IsPointer(d.Text) || l.opts.Payloads == nil {
+	_, text, err := ParseMetadata(d.Text)
+	if err != nil || !payload.IsPointer(text) || l.opts.Payloads == nil {
 		return nil
 	}
 	// The format alone decides: a pointer beyond this listener's limits may
 	// still be requeued to one with larger limits.
-	p, err := payload.ParsePointer(d.Text, payload.Unlimited())
+	p, err := payload.ParsePointer(text, payload.Unlimited())
 	if err != nil {
 		return nil
 	}

@@ -45,6 +45,8 @@ type try struct {
 	// renewal may replace d.Receipt while batch items are being poisoned,
 	// and the poison move routes by it (see besideSender).
 	origin any
+	// meta is the metadata the message carried, nil if none.
+	meta Metadata
 }
 
 // inHand is everything one message needs on its way, in one allocation:
@@ -81,8 +83,10 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		// Handled before, but its delete failed: delete it now (and its
 		// payload blob, if any, after it), and do not count this delivery
 		// against it.
-		if p, err := payload.ParsePointer(d.Text, l.limits); err == nil {
-			t.blob = p
+		if _, text, err := ParseMetadata(d.Text); err == nil {
+			if p, err := payload.ParsePointer(text, l.limits); err == nil {
+				t.blob = p
+			}
 		}
 		return action{kind: actDone, handledBefore: true}
 	case settledPoisoned:
@@ -95,7 +99,11 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		// poison it without trying again.
 		return poison(fmt.Sprintf("dequeued %d times, more than MaxDequeueCount %d", d.DequeueCount, l.opts.MaxDequeueCount))
 	}
-	text := d.Text
+	meta, text, err := ParseMetadata(d.Text)
+	if err != nil {
+		return poison(err.Error())
+	}
+	t.meta = meta
 	if payload.IsPointer(text) {
 		p, err := payload.ParsePointer(text, l.limits)
 		switch {
@@ -133,7 +141,7 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		return l.judge(t, t.ctx, err)
 	}
 	defer l.giveHandler()
-	return l.runHandler(t, &h.call, m)
+	return l.runHandler(t, &h.call, m, len(text))
 }
 
 // decode runs the codec, which may run user code (a type's UnmarshalJSON)
@@ -174,11 +182,12 @@ func (l *Listener[T]) takeHandler(t *try) error {
 // giveHandler gives back a token takeHandler took.
 func (l *Listener[T]) giveHandler() { l.handlers.Give() }
 
-// runHandler calls the handler for m, a message or a batch item, with c as
-// its context, watched for HandlerTimeout, and judges its result.
-func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T]) action {
+// runHandler calls the handler for m, a message or a batch item decoded
+// from size bytes of text, through the middleware if any, with c as its
+// context, watched for HandlerTimeout, and judges its result.
+func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T], size int) action {
 	t.s.watch.startCall(t, c)
-	err := l.call(c, m)
+	err := l.handle(c, t, m, size)
 	t.s.watch.endCall(t, c)
 	return l.judge(t, c, err)
 }

@@ -34,6 +34,9 @@ type PublisherOptions struct {
 	// that a listener with the same limits would poison. Zero fields mean
 	// the defaults, which are also the listener's.
 	PayloadLimits PayloadLimits
+	// Middleware wraps every send, outermost first (see SendMiddleware).
+	// Defaults to none.
+	Middleware []SendMiddleware
 }
 
 // Publisher sends typed messages to a Target. It is safe for concurrent use.
@@ -52,6 +55,10 @@ type Publisher[T any] struct {
 	onSent func(ctx context.Context, id string)
 	store  *PayloadStore // nil: nothing can be offloaded
 	limits payload.Limits
+	// mw is the send middleware, outermost first; sendOut, the end of its
+	// chain, is made once rather than per send.
+	mw      []SendMiddleware
+	sendOut func(ctx context.Context, s *Outgoing) error
 }
 
 // NewPublisher returns a publisher of T values to target.
@@ -76,9 +83,18 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	if o.Payloads == nil {
 		o.Payloads = defaultPayloadStore(target)
 	}
+	for i, m := range o.Middleware {
+		if m == nil {
+			return nil, &ConfigError{Field: "PublisherOptions.Middleware", Reason: fmt.Sprintf("[%d] is nil", i)}
+		}
+	}
 	keyed, _ := target.(KeyedTarget)
-	return &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
-		store: o.Payloads, limits: payload.Limits(limits)}, nil
+	p := &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
+		store: o.Payloads, limits: payload.Limits(limits)}
+	if len(o.Middleware) > 0 {
+		p.mw, p.sendOut = o.Middleware, p.sendOutgoing
+	}
+	return p, nil
 }
 
 // Send encodes body and puts it on the queue, visible at once. It returns
@@ -119,6 +135,8 @@ type SentBatch struct {
 	BatchID   string // the payload blob's name; each item's Message.BatchID
 	Items     int
 	Size      int64 // bytes stored in the blob (gzip)
+
+	text int // length of the pointer message's text, for middleware
 }
 
 // SendBatch sends items as one batch: their encoded texts, compressed
@@ -142,6 +160,24 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, err
 	if p.store == nil {
 		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", ErrNoBlobService)
 	}
+	if p.mw == nil {
+		return p.sendBatch(ctx, items, nil)
+	}
+	s := p.outgoing(&items, route{})
+	s.Items = len(items)
+	err := s.Next(ctx)
+	if err != nil {
+		return SentBatch{}, err
+	}
+	return s.batch, nil
+}
+
+// sendBatch is SendBatch past the middleware, with the metadata to carry.
+func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata) (SentBatch, error) {
+	line, err := meta.line()
+	if err != nil {
+		return SentBatch{}, err
+	}
 	w := payload.NewWriter(p.limits)
 	for i, item := range items {
 		text, err := p.codec.Encode(item)
@@ -156,11 +192,12 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, err
 	if err != nil {
 		return SentBatch{}, err
 	}
-	id, err := p.deliver(ctx, ptr.Encode(), route{})
+	text := line + ptr.Encode()
+	id, err := p.deliver(ctx, text, route{})
 	if err != nil {
 		return SentBatch{}, err
 	}
-	return SentBatch{MessageID: id, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size}, nil
+	return SentBatch{MessageID: id, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size, text: len(text)}, nil
 }
 
 // route is how a message goes on the queue: visible at once or after a
@@ -171,22 +208,68 @@ type route struct {
 	keyed bool
 }
 
-// publish is the path of every single message: encode, offload when the
-// text cannot go on the queue as it is, and deliver.
+// publish is the path of every single message: through the middleware, if
+// any, to send.
 func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (string, error) {
+	if p.mw == nil {
+		id, _, err := p.send(ctx, body, r, nil)
+		return id, err
+	}
+	s := p.outgoing(&body, r)
+	if err := s.Next(ctx); err != nil {
+		return "", err
+	}
+	return s.ID, nil
+}
+
+// send encodes body, offloads it when the text cannot go on the queue as
+// it is, and delivers it with meta's line before it. It returns the ID and
+// the text sent.
+func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata) (id, sent string, err error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
-		return "", fmt.Errorf("azdispatch: encode: %w", err)
+		return "", "", fmt.Errorf("azdispatch: encode: %w", err)
+	}
+	line, err := meta.line()
+	if err != nil {
+		return "", "", err
 	}
 	// The target checks the text itself; the publisher's limit is tighter.
-	// A body that looks like a pointer is offloaded too, so that a listener
-	// never mistakes it for one.
-	if len(text) > MaxMessageSize || payload.IsPointer(text) {
-		if text, err = p.claimCheck(ctx, text); err != nil {
-			return "", err
+	// A body that looks like a pointer or a metadata line is offloaded too,
+	// so that a listener never mistakes it for one.
+	if size := len(line) + len(text); size > MaxMessageSize || payload.IsPointer(text) || hasMetadata(text) {
+		if text, err = p.claimCheck(ctx, text, size); err != nil {
+			return "", "", err
 		}
 	}
-	return p.deliver(ctx, text, r)
+	text = line + text
+	id, err = p.deliver(ctx, text, r)
+	return id, text, err
+}
+
+// outgoing describes a send to the middleware; body is a *T or a *[]T.
+func (p *Publisher[T]) outgoing(body any, r route) *Outgoing {
+	return &Outgoing{Queue: p.target.Name(), Body: body, Key: r.key, Delay: r.delay,
+		keyed: r.keyed, chain: p.mw, send: p.sendOut}
+}
+
+// sendOutgoing is the end of every send middleware chain: the send.
+func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
+	if items, ok := s.Body.(*[]T); ok && s.Items > 0 {
+		b, err := p.sendBatch(ctx, *items, s.Metadata)
+		if err != nil {
+			return err
+		}
+		s.batch, s.ID, s.Size, s.Offloaded = b, b.MessageID, b.text, true
+		return nil
+	}
+	id, text, err := p.send(ctx, *s.Body.(*T), route{delay: s.Delay, key: s.Key, keyed: s.keyed}, s.Metadata)
+	if err != nil {
+		return err
+	}
+	_, rest, _ := ParseMetadata(text)
+	s.ID, s.Size, s.Offloaded = id, len(text), payload.IsPointer(rest)
+	return nil
 }
 
 // deliver sends text as r says, and tells OnSent of a message visible at once.
@@ -212,11 +295,13 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (strin
 // to a payload blob, and returns the pointer text to send in its place. The
 // listener resolves the pointer before decoding, so the handler sees the
 // same body either way.
-func (p *Publisher[T]) claimCheck(ctx context.Context, text string) (string, error) {
+//
+// size is what the message would take on the queue, metadata included.
+func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int) (string, error) {
 	if p.store == nil {
-		var why error = &MessageTooLargeError{Size: len(text), Limit: MaxMessageSize}
-		if len(text) <= MaxMessageSize {
-			why = fmt.Errorf("azdispatch: message text starts with the reserved %q", payload.Magic)
+		var why error = &MessageTooLargeError{Size: size, Limit: MaxMessageSize}
+		if size <= MaxMessageSize {
+			why = fmt.Errorf("azdispatch: message text starts with a reserved prefix (%q or %q)", payload.Magic, metadataMagic)
 		}
 		return "", fmt.Errorf("%w; offloading it needs a payload store: %w", why, ErrNoBlobService)
 	}

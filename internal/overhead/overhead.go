@@ -58,12 +58,15 @@ func handle(_ context.Context, o *Order) error {
 // Variants.
 const (
 	Listener = "listener" // an azdispatch.Listener with its defaults
-	Raw      = "raw"      // receive 32, a goroutine per message under a 64-wide semaphore, decode, delete
-	RawPool  = "raw-pool" // the same on 64 goroutines that live for the whole drain
+	// ListenerMiddleware is Listener with one middleware that only calls
+	// on: what the middleware seam costs when it is used.
+	ListenerMiddleware = "listener-mw"
+	Raw                = "raw"      // receive 32, a goroutine per message under a 64-wide semaphore, decode, delete
+	RawPool            = "raw-pool" // the same on 64 goroutines that live for the whole drain
 )
 
 // Variants are the variants in the order they are reported.
-var Variants = []string{Listener, Raw, RawPool}
+var Variants = []string{Listener, ListenerMiddleware, Raw, RawPool}
 
 // Result is one drain.
 type Result struct {
@@ -93,7 +96,11 @@ func Fill(ctx context.Context, n int) (*memqueue.Queue, error) {
 // Drain drains q, which holds n messages, with variant and measures it.
 func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Result, error) {
 	drain := map[string]func(context.Context, *memqueue.Queue, int) error{
-		Listener: drainListener, Raw: drainRaw, RawPool: drainRawPool,
+		Listener: func(ctx context.Context, q *memqueue.Queue, n int) error { return drainListener(ctx, q, n, nil) },
+		ListenerMiddleware: func(ctx context.Context, q *memqueue.Queue, n int) error {
+			return drainListener(ctx, q, n, &azdispatch.ListenerOptions{Middleware: []azdispatch.Middleware{azdispatch.MiddlewareFunc(passThrough)}})
+		},
+		Raw: drainRaw, RawPool: drainRawPool,
 	}[variant]
 	if drain == nil {
 		return Result{}, fmt.Errorf("overhead: unknown variant %q", variant)
@@ -126,9 +133,12 @@ func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Resul
 	return r, nil
 }
 
-// drainListener runs a Listener with its defaults until n messages are
-// handled and deleted, then stops it.
-func drainListener(ctx context.Context, q *memqueue.Queue, n int) error {
+// passThrough is a middleware that does nothing but call on.
+func passThrough(ctx context.Context, c *azdispatch.Call) error { return c.Next(ctx) }
+
+// drainListener runs a Listener with opts until n messages are handled and
+// deleted, then stops it.
+func drainListener(ctx context.Context, q *memqueue.Queue, n int, opts *azdispatch.ListenerOptions) error {
 	var handled atomic.Int64
 	done := make(chan struct{})
 	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[Order]) error {
@@ -137,7 +147,7 @@ func drainListener(ctx context.Context, q *memqueue.Queue, n int) error {
 			close(done)
 		}
 		return err
-	}, nil)
+	}, opts)
 	if err != nil {
 		return err
 	}

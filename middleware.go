@@ -1,0 +1,236 @@
+package azdispatch
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+)
+
+// Middleware wraps every handler call of a listener: single messages and
+// batch items alike. It is not generic, so that one middleware (tracing,
+// metrics, a rate limit, logging) serves every Listener[T]. Set it in
+// ListenerOptions.Middleware.
+//
+// HandleCall runs the rest of the chain, and at its end the handler, by
+// calling c.Next, with the context the handler should get (one it derived
+// from ctx, or ctx itself); it may do work before and after, and returns
+// what becomes the call's result: the handler's error (a panic arrives as a
+// *PanicError), one of its own, or nil. The listener judges that result as
+// it would the handler's: nil deletes, an error retries, Permanent poisons.
+// A middleware that does not call Next skips the handler. A panic in a
+// middleware is recovered and counted like a handler's.
+//
+// A Middleware that also implements StorageMiddleware wraps the listener's
+// storage requests for messages as well.
+type Middleware interface {
+	HandleCall(ctx context.Context, c *Call) error
+}
+
+// MiddlewareFunc is a function that is a Middleware.
+type MiddlewareFunc func(ctx context.Context, c *Call) error
+
+// HandleCall calls f.
+func (f MiddlewareFunc) HandleCall(ctx context.Context, c *Call) error { return f(ctx, c) }
+
+// Call is one handler call as middleware sees it. Its fields describe the
+// message; they are the listener's, valid until HandleCall returns, and not
+// to be changed (except through Body, which the handler then sees).
+type Call struct {
+	ID           string
+	Queue        string // the queue the message came from: for a ShardedQueue, the shard's name
+	DequeueCount int64  // 1 on the first delivery
+	InsertedAt   time.Time
+	// BatchID and Item name the batch item the call is for; BatchID is
+	// empty for a message sent on its own.
+	BatchID string
+	Item    int
+	// Size is the length in bytes of the text the body was decoded from:
+	// for a claim-checked message the text from its blob, for a batch item
+	// the item's own, metadata not included.
+	Size int
+	// Body points at the decoded body: a *T for a Listener[T].
+	Body any
+	// Metadata is what the publisher carried with the message (for a batch
+	// item, with its batch): nil when it carried none.
+	Metadata Metadata
+
+	chain   []Middleware
+	pos     int
+	handler func(ctx context.Context, c *Call) error
+	msg     any // the *Message[T] the handler gets
+}
+
+// Next runs the rest of the chain and then the handler with ctx, and
+// returns their result. Call it at most once at a time (calling it again
+// after it returned runs the rest again: a retry within the call).
+func (c *Call) Next(ctx context.Context) error {
+	i := c.pos
+	if i == len(c.chain) {
+		return c.handler(ctx, c)
+	}
+	c.pos = i + 1
+	defer func() { c.pos = i }()
+	return c.chain[i].HandleCall(ctx, c)
+}
+
+// runChain runs c through its chain and the handler, turning a panic in a
+// middleware into a *PanicError as the handler's own is.
+func (c *Call) runChain(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	c.pos = 0
+	return c.Next(ctx)
+}
+
+// StorageMiddleware wraps the storage requests a listener makes for
+// messages: each receive, delete, release (a retry delay, or visible at
+// once at shutdown) and copy to the poison queue, so that tracing can give
+// each a span and metrics a duration. Visibility renewals, payload reads and
+// checkpoints are not wrapped: the Azure SDK's own HTTP tracing sees them.
+// A Middleware in ListenerOptions.Middleware that implements it is called
+// for these too.
+//
+// HandleStorage makes the request by calling op.Next with the context the
+// request should carry, and returns its error (or one of its own).
+type StorageMiddleware interface {
+	HandleStorage(ctx context.Context, op *StorageOp) error
+}
+
+// StorageOpKind says what a StorageOp does.
+type StorageOpKind int
+
+// The storage requests a StorageMiddleware sees.
+const (
+	// OpReceive gets messages: StorageOp.Max asked for, StorageOp.Received
+	// what came back.
+	OpReceive StorageOpKind = iota + 1
+	// OpDelete deletes StorageOp.Message: handled, or moved to the poison queue.
+	OpDelete
+	// OpRelease hides StorageOp.Message for StorageOp.After for a retry,
+	// or makes it visible at once (After 0) when it was not handled.
+	OpRelease
+	// OpPoison copies StorageOp.Message (or one item of its batch) to the
+	// poison queue, for StorageOp.Reason; an OpDelete follows if it succeeds.
+	OpPoison
+)
+
+// String is the operation's name, as a span would be named: receive,
+// delete, release or poison.
+func (k StorageOpKind) String() string {
+	switch k {
+	case OpReceive:
+		return "receive"
+	case OpDelete:
+		return "delete"
+	case OpRelease:
+		return "release"
+	case OpPoison:
+		return "poison"
+	}
+	return "unknown"
+}
+
+// StorageOp is one storage request a listener makes for messages, as a
+// StorageMiddleware sees it.
+type StorageOp struct {
+	Kind  StorageOpKind
+	Queue string // the listener's source
+	// Message is the message settled (nil for OpReceive): read it, do not
+	// change it.
+	Message *Delivery
+	// Max is how many messages an OpReceive asks for; Received is what it
+	// got, set once Next returns.
+	Max      int
+	Received []*Delivery
+	// After is how long an OpRelease hides the message for.
+	After time.Duration
+	// Reason is why an OpPoison gives up on the message; Item is the batch
+	// item it moves alone, or -1 for the whole message.
+	Reason string
+	Item   int
+
+	chain []StorageMiddleware
+	pos   int
+	do    func(ctx context.Context, op *StorageOp) error
+	// text and origin are an OpPoison's envelope and the route to its
+	// poison queue.
+	text   string
+	origin any
+}
+
+// Next runs the rest of the chain and then makes the request with ctx.
+func (op *StorageOp) Next(ctx context.Context) error {
+	i := op.pos
+	if i == len(op.chain) {
+		return op.do(ctx, op)
+	}
+	op.pos = i + 1
+	defer func() { op.pos = i }()
+	return op.chain[i].HandleStorage(ctx, op)
+}
+
+// SendMiddleware wraps every send of a Publisher: Send, SendAfter,
+// SendKeyed and SendBatch. Set it in PublisherOptions.Middleware.
+//
+// HandleSend sends by calling s.Next with the context the send should
+// carry, and returns its error (or one of its own); before Next it may add
+// Metadata to carry with the message, after it s.ID and s.Size are set.
+type SendMiddleware interface {
+	HandleSend(ctx context.Context, s *Outgoing) error
+}
+
+// SendMiddlewareFunc is a function that is a SendMiddleware.
+type SendMiddlewareFunc func(ctx context.Context, s *Outgoing) error
+
+// HandleSend calls f.
+func (f SendMiddlewareFunc) HandleSend(ctx context.Context, s *Outgoing) error { return f(ctx, s) }
+
+// Outgoing is one send of a Publisher, as a SendMiddleware sees it.
+type Outgoing struct {
+	Queue string // the target's name
+	// Body points at what is sent: a *T for a Publisher[T]'s Send, a *[]T
+	// for its SendBatch.
+	Body any
+	// Items is the number of items of a SendBatch; 0 for a single message.
+	Items int
+	Key   string        // SendKeyed's key; "" otherwise
+	Delay time.Duration // SendAfter's delay; 0 otherwise
+	// Metadata goes with the message (see Metadata): set entries before
+	// calling Next. Nil until something is set.
+	Metadata Metadata
+
+	// Set when Next returns nil: the message's ID, the length in bytes of
+	// the text put on the queue (the pointer, for an offloaded body), and
+	// whether the body went to a payload blob.
+	ID        string
+	Size      int
+	Offloaded bool
+
+	chain []SendMiddleware
+	pos   int
+	send  func(ctx context.Context, s *Outgoing) error
+	keyed bool      // sent with SendKeyed
+	batch SentBatch // what SendBatch returns
+}
+
+// Set adds one entry of metadata.
+func (s *Outgoing) Set(key, value string) {
+	if s.Metadata == nil {
+		s.Metadata = make(Metadata, 2)
+	}
+	s.Metadata[key] = value
+}
+
+// Next runs the rest of the chain and then the send with ctx.
+func (s *Outgoing) Next(ctx context.Context) error {
+	i := s.pos
+	if i == len(s.chain) {
+		return s.send(ctx, s)
+	}
+	s.pos = i + 1
+	defer func() { s.pos = i }()
+	return s.chain[i].HandleSend(ctx, s)
+}
