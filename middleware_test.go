@@ -47,7 +47,7 @@ func quickOptions(mw ...azdispatch.Middleware) *azdispatch.ListenerOptions {
 // recorder is a middleware that records what it sees.
 type recorder struct {
 	name  string
-	item *[]string
+	item  *[]string
 	mu    *sync.Mutex
 	calls []azdispatch.Call
 	errs  []error
