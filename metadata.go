@@ -79,11 +79,16 @@ func (m Metadata) line() (string, error) {
 			return "", fmt.Errorf("%w: key %q: %w", ErrBadMetadata, k, err)
 		}
 	}
-	b, err := json.Marshal(map[string]string(m)) // keys sorted: the same metadata, the same bytes
-	if err != nil {
+	// Keys sorted: the same metadata, the same bytes. No HTML escaping:
+	// "<" in a tracestate would otherwise take six bytes of the message.
+	var b strings.Builder
+	b.WriteString(metadataMagic)
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]string(m)); err != nil { // ends the line
 		return "", fmt.Errorf("%w: %w", ErrBadMetadata, err)
 	}
-	line := metadataMagic + string(b) + "\n"
+	line := b.String()
 	if len(line) > maxMetadataLine {
 		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadMetadata, len(line), maxMetadataLine)
 	}

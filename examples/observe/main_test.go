@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
+
+// TestMain fails a run whose tests pass but leave a goroutine running.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The example's -json record: every handler call, batch items and the
+// claim-checked message included, has a process span linked to its send,
+// and the transactions metric has the requests by kind.
+func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
+	azurite.SkipIfShort(t)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out, 3, true))
+	var s summary
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), "output: %s", out.String())
+	t.Logf("%s", out.String())
+	assert.Equal(t, 3+1+batchItems, s.Messages)
+	assert.Equal(t, s.Messages, s.ProcessSpans)
+	assert.Equal(t, s.Messages, s.LinkedToProducer)
+	assert.Equal(t, 2, s.ClaimChecked, "the large message and the batch went to blobs")
+	for _, name := range []string{"messaging.client.sent.messages", "messaging.client.consumed.messages",
+		"messaging.process.duration", "messaging.client.operation.duration", "azdispatch.storage.transactions",
+		"azdispatch.listener.dequeuers", "azdispatch.listener.in_flight"} {
+		assert.Contains(t, s.Metrics, name)
+	}
+	for _, kind := range []string{"send", "receive", "delete", "blob_write", "blob_read", "blob_delete"} {
+		assert.Positive(t, s.Transactions[kind], "transactions of kind %s", kind)
+	}
+}
+
+// The trees print without error.
+func TestObservePrintsTrees(t *testing.T) {
+	azurite.SkipIfShort(t)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out, 1, false))
+	assert.Contains(t, out.String(), "└─ ")
+	assert.Contains(t, out.String(), "azdispatch.storage.transactions")
+}

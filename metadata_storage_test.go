@@ -1,0 +1,94 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Metadata sent with a claim-checked message and with a batch reaches
+// every handler call; a batch item poisoned alone keeps its batch's
+// metadata in its envelope, and carries it again once requeued.
+func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
+	type note struct {
+		N   int    `json:"n"`
+		Pad string `json:"pad,omitempty"`
+	}
+	ctx := context.Background()
+	q := testQueue(t)
+	meta := Metadata{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "vendor=1"}
+	tag := SendMiddlewareFunc(func(ctx context.Context, s *Outgoing) error {
+		s.Metadata = meta
+		err := s.Next(ctx)
+		if err == nil {
+			assert.True(t, s.Offloaded, "both sends go to blobs")
+		}
+		return err
+	})
+	pub, err := NewPublisher[note](q, &PublisherOptions{Middleware: []SendMiddleware{tag}})
+	require.NoError(t, err)
+	// Small enough for a queue message alone; with the metadata line, not.
+	_, err = pub.Send(ctx, note{N: 0, Pad: strings.Repeat("y", MaxMessageSize-100)})
+	require.NoError(t, err)
+	_, err = pub.SendBatch(ctx, []note{{N: 1}, {N: 2}, {N: 3}})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	seen := map[int][]Metadata{}
+	watch := MiddlewareFunc(func(ctx context.Context, c *Call) error {
+		mu.Lock()
+		seen[c.Body.(*note).N] = append(seen[c.Body.(*note).N], c.Metadata)
+		mu.Unlock()
+		return c.Next(ctx)
+	})
+	var refuse atomic.Bool
+	refuse.Store(true)
+	l, err := NewListener(q, func(_ context.Context, m *Message[note]) error {
+		if m.Body.N == 2 && refuse.Load() {
+			return Permanent(errors.New("item 2 refused"))
+		}
+		return nil
+	}, &ListenerOptions{Middleware: []Middleware{watch}, Idle: quick().Idle})
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "both messages settled", func() bool { s := l.State(); return s.Succeeded == 2 && s.ItemsPoisoned == 1 })
+	require.NoError(t, stop())
+
+	batch, err := q.PoisonQueue().Receive(ctx, MaxBatch, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, batch, 1)
+	env, err := ParsePoison(batch[0].Text)
+	require.NoError(t, err)
+	assert.NotEmpty(t, env.Batch)
+	assert.Equal(t, 1, env.Item)
+	got, rest, err := ParseMetadata(env.Body)
+	require.NoError(t, err)
+	assert.Equal(t, meta, got, "the item's envelope keeps its batch's metadata")
+	assert.Equal(t, `{"n":2}`, rest)
+	require.NoError(t, q.PoisonQueue().SetVisibility(ctx, batch[0], 0))
+
+	res, err := Requeue(ctx, q.PoisonQueue(), q, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	refuse.Store(false)
+	stop = started(t, l)
+	waitFor(t, "the requeued item handled", func() bool { return l.State().Succeeded == 3 })
+	require.NoError(t, stop())
+
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range 4 {
+		require.NotEmpty(t, seen[n], "item %d ran", n)
+		for _, m := range seen[n] {
+			assert.Equal(t, meta, m, "call for %d", n)
+		}
+	}
+	assert.Len(t, seen[2], 2, "item 2 ran in its batch, then requeued on its own")
+}
