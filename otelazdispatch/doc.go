@@ -73,15 +73,17 @@
 //
 // # With the Azure SDK's own tracing
 //
-// The Azure SDK for Go traces each HTTP attempt when its client options
-// carry a tracing provider (azotel.NewTracingProvider). The two do not
-// count the same thing twice: this package's spans are one per messaging
-// operation (a receive, a delete, a send), and the SDK's are one per HTTP
-// attempt, retries included, made as children of the span in the request's
-// context, so that they nest under this package's receive, settle and send
-// spans. Payload reads, checkpoints and visibility renewals have no span of
-// this package; the SDK's spans show them, under the process span of the
-// message whose handler is running when they are made. Neither makes
-// metrics of the other's: the transaction counter counts HTTP attempts
-// because the service bills each one.
+// The Azure SDK for Go traces HTTP attempts when its client options carry
+// a tracing provider (azotel.NewTracingProvider), but only for requests
+// made inside a span that the SDK's client started itself; the storage
+// modules azdispatch is built on (azqueue v1.0.1, azblob v1.8.3) start none,
+// so today they add no spans at all. Should a later version add them, they
+// would nest under this package's: every request made for a receive, a
+// settle or a send carries that operation's span in its context, so an
+// HTTP span per attempt, retries included, would be its child, and nothing
+// would be counted twice. This package makes no HTTP spans of its own, and
+// neither makes metrics of the other's. Payload reads, checkpoints and
+// visibility renewals have no span of this package; the transaction
+// counter counts them, with every other HTTP attempt, because the service
+// bills each one.
 package otelazdispatch
