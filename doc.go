@@ -138,6 +138,20 @@
 // listeners and sharded queues over it then use that poison queue by
 // default.
 //
+// # Middleware and metadata
+//
+// ListenerOptions.Middleware wraps every handler call, single messages and
+// batch items alike, without knowing T: tracing, metrics, logging, or a
+// quota for a downstream API (RateLimit). A Middleware that is also a
+// StorageMiddleware sees the listener's receives, deletes, releases and
+// poison moves; PublisherOptions.Middleware (SendMiddleware) sees every
+// send. A send middleware may attach Metadata, string pairs that travel in
+// the message's text (queue messages have no headers) and reach the
+// listener's middleware in Call.Metadata; a message sent without any is
+// byte for byte what the codec wrote. The otelazdispatch package is built
+// on these seams: OpenTelemetry spans across the queue, the trace context
+// in Metadata, and metrics, the billable transactions among them.
+//
 // # Testing without storage
 //
 // The memqueue package is an in-memory Shard with the service's semantics:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -31,6 +32,7 @@ const (
 	BatchIDKey         = attribute.Key("azdispatch.batch.id")
 	BatchItemKey       = attribute.Key("azdispatch.batch.item")
 	OffloadedKey       = attribute.Key("azdispatch.message.offloaded") // the body went to a payload blob
+	PoisonReasonKey    = attribute.Key("azdispatch.poison.reason")
 	TransactionKindKey = attribute.Key("azdispatch.transaction.kind")
 	AccountKey         = attribute.Key("azdispatch.account")
 	DequeuerStateKey   = attribute.Key("azdispatch.dequeuer.state")
@@ -78,6 +80,22 @@ type Instrumentation struct {
 	opTime    metric.Float64Histogram
 	procTime  metric.Float64Histogram
 	observers observers
+	// ops caches the attributes of each operation on each queue: building
+	// an attribute set per message would cost more than the rest of the
+	// instrumentation together.
+	ops sync.Map // opKey → *opAttrs
+}
+
+// opKey is an operation on a queue.
+type opKey struct{ op, queue string }
+
+// opAttrs are an operation's attributes, as a slice for spans and as a
+// set for metrics of a successful operation.
+type opAttrs struct {
+	span  string // the span name: "{operation type} {queue}"
+	attrs []attribute.KeyValue
+	start []trace.SpanStartOption // the span's kind and attrs
+	ok    metric.MeasurementOption
 }
 
 // New returns an Instrumentation. It fails only if an instrument cannot be
@@ -137,36 +155,55 @@ func (i *Instrumentation) creationContext(meta azdispatch.Metadata) trace.SpanCo
 	return trace.SpanContextFromContext(ctx)
 }
 
-// linkTo is a link to sc, or nothing when sc is invalid.
-func linkTo(sc trace.SpanContext) []trace.Link {
-	if !sc.IsValid() {
-		return nil
+// startSpan starts the operation's span, linked to the message's creation
+// context when it has one, with the attributes every span of the operation
+// shares, which a sampler sees; the others are set only on a span that
+// records, so that tracing that is off (or sampled out) costs little.
+func (i *Instrumentation) startSpan(ctx context.Context, a *opAttrs, created trace.SpanContext) (context.Context, trace.Span) {
+	if !created.IsValid() {
+		return i.tracer.Start(ctx, a.span, a.start...)
 	}
-	return []trace.Link{{SpanContext: sc}}
+	return i.tracer.Start(ctx, a.span, append(a.start[:len(a.start):len(a.start)], trace.WithLinks(trace.Link{SpanContext: created}))...)
 }
 
-// common are the attributes every span and metric of an operation has.
-func common(opName string, opType attribute.KeyValue, queue string) []attribute.KeyValue {
-	return []attribute.KeyValue{
+// common returns the attributes every span and metric of an operation on
+// queue has; the slice is shared and must not be appended to in place.
+func (i *Instrumentation) common(opName string, opType attribute.KeyValue, kind trace.SpanKind, queue string) *opAttrs {
+	k := opKey{opName, queue}
+	if a, ok := i.ops.Load(k); ok {
+		return a.(*opAttrs)
+	}
+	attrs := []attribute.KeyValue{
 		semconv.MessagingSystemKey.String(System),
 		semconv.MessagingOperationName(opName),
 		opType,
 		semconv.MessagingDestinationName(queue),
 	}
+	attrs = attrs[:len(attrs):len(attrs)]
+	a, _ := i.ops.LoadOrStore(k, &opAttrs{span: opType.Value.AsString() + " " + queue, attrs: attrs,
+		start: []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...)},
+		ok:    metric.WithAttributeSet(attribute.NewSet(attrs...))})
+	return a.(*opAttrs)
 }
 
-// end records err on span and ends it; it returns the metric attributes,
-// with error.type when err is not nil.
-func end(span trace.Span, err error, attrs []attribute.KeyValue) []attribute.KeyValue {
-	if err != nil {
-		kind := errorType(err)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, kind)
-		span.SetAttributes(semconv.ErrorTypeKey.String(kind))
-		attrs = append(attrs, semconv.ErrorTypeKey.String(kind))
+// with returns the operation's attributes and extra ones, in a new slice.
+func (a *opAttrs) with(extra ...attribute.KeyValue) []attribute.KeyValue {
+	return append(a.attrs[:len(a.attrs):len(a.attrs)], extra...)
+}
+
+// end records err on span and ends it; it returns the option that gives a
+// metric the operation's attributes, with error.type when err is not nil.
+func end(span trace.Span, err error, a *opAttrs) metric.MeasurementOption {
+	if err == nil {
+		span.End()
+		return a.ok
 	}
+	kind := errorType(err)
+	span.RecordError(err)
+	span.SetStatus(codes.Error, kind)
+	span.SetAttributes(semconv.ErrorTypeKey.String(kind))
 	span.End()
-	return attrs
+	return metric.WithAttributes(a.with(semconv.ErrorTypeKey.String(kind))...)
 }
 
 // errorType is a low-cardinality name for err, for error.type: the storage

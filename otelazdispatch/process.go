@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -16,26 +15,19 @@ import (
 func (i *Instrumentation) HandleCall(ctx context.Context, c *azdispatch.Call) error {
 	start := time.Now()
 	created := i.creationContext(c.Metadata)
-	attrs := common("process", semconv.MessagingOperationTypeProcess, c.Queue)
+	a := i.common("process", semconv.MessagingOperationTypeProcess, trace.SpanKindConsumer, c.Queue)
 	spanCtx := ctx
 	if i.parent && c.BatchID == "" && created.IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
 		spanCtx = trace.ContextWithRemoteSpanContext(ctx, created)
 	}
-	spanAttrs := append(attrs[:len(attrs):len(attrs)],
-		semconv.MessagingMessageID(c.ID),
-		semconv.MessagingMessageBodySize(c.Size),
-		DequeueCountKey.Int64(c.DequeueCount),
-	)
-	if c.BatchID != "" {
-		spanAttrs = append(spanAttrs, BatchIDKey.String(c.BatchID), BatchItemKey.Int(c.Item))
+	spanCtx, span := i.startSpan(spanCtx, a, created)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingMessageID(c.ID), semconv.MessagingMessageBodySize(c.Size), DequeueCountKey.Int64(c.DequeueCount))
+		if c.BatchID != "" {
+			span.SetAttributes(BatchIDKey.String(c.BatchID), BatchItemKey.Int(c.Item))
+		}
 	}
-	spanCtx, span := i.tracer.Start(spanCtx, "process "+c.Queue,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(start),
-		trace.WithLinks(linkTo(created)...),
-		trace.WithAttributes(spanAttrs...))
 	err := c.Next(spanCtx)
-	attrs = end(span, err, attrs)
-	i.procTime.Record(ctx, seconds(start), metric.WithAttributes(attrs...))
+	i.procTime.Record(ctx, seconds(start), end(span, err, a))
 	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -17,15 +16,11 @@ import (
 // counts and times the send. It implements azdispatch.SendMiddleware.
 func (i *Instrumentation) HandleSend(ctx context.Context, s *azdispatch.Outgoing) error {
 	start := time.Now()
-	attrs := common("send", semconv.MessagingOperationTypeSend, s.Queue)
-	spanAttrs := attrs[:len(attrs):len(attrs)]
-	if s.Items > 0 {
-		spanAttrs = append(spanAttrs, semconv.MessagingBatchMessageCount(s.Items))
+	a := i.common("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer, s.Queue)
+	spanCtx, span := i.startSpan(ctx, a, trace.SpanContext{})
+	if s.Items > 0 && span.IsRecording() {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(s.Items))
 	}
-	spanCtx, span := i.tracer.Start(ctx, "send "+s.Queue,
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithTimestamp(start),
-		trace.WithAttributes(spanAttrs...))
 	if i.propagate {
 		carrier := propagation.MapCarrier{}
 		i.propagator.Inject(spanCtx, carrier)
@@ -34,15 +29,14 @@ func (i *Instrumentation) HandleSend(ctx context.Context, s *azdispatch.Outgoing
 		}
 	}
 	err := s.Next(spanCtx)
-	if err == nil {
+	if err == nil && span.IsRecording() {
 		span.SetAttributes(
 			semconv.MessagingMessageID(s.ID),
 			semconv.MessagingMessageBodySize(s.Size),
 			OffloadedKey.Bool(s.Offloaded),
 		)
 	}
-	attrs = end(span, err, attrs)
-	set := metric.WithAttributes(attrs...)
+	set := end(span, err, a)
 	i.opTime.Record(ctx, seconds(start), set)
 	i.sent.Add(ctx, 1, set)
 	return err

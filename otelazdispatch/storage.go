@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -26,24 +25,22 @@ func (i *Instrumentation) HandleStorage(ctx context.Context, op *azdispatch.Stor
 // of each message it brought.
 func (i *Instrumentation) receive(ctx context.Context, op *azdispatch.StorageOp) error {
 	start := time.Now()
-	attrs := common("receive", semconv.MessagingOperationTypeReceive, op.Queue)
-	spanCtx, span := i.tracer.Start(ctx, "receive "+op.Queue,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(start),
-		trace.WithAttributes(attrs...))
+	a := i.common("receive", semconv.MessagingOperationTypeReceive, trace.SpanKindClient, op.Queue)
+	spanCtx, span := i.startSpan(ctx, a, trace.SpanContext{})
 	err := op.Next(spanCtx)
-	span.SetAttributes(semconv.MessagingBatchMessageCount(len(op.Received)))
-	for _, d := range op.Received {
-		meta, _, perr := azdispatch.ParseMetadata(d.Text)
-		if perr != nil {
-			continue // the listener poisons it; nothing to link to
-		}
-		if sc := i.creationContext(meta); sc.IsValid() {
-			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(d.ID)}})
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(len(op.Received)))
+		for _, d := range op.Received {
+			meta, _, perr := azdispatch.ParseMetadata(d.Text)
+			if perr != nil {
+				continue // the listener poisons it; nothing to link to
+			}
+			if sc := i.creationContext(meta); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(d.ID)}})
+			}
 		}
 	}
-	attrs = end(span, err, attrs)
-	set := metric.WithAttributes(attrs...)
+	set := end(span, err, a)
 	i.opTime.Record(ctx, seconds(start), set)
 	if n := len(op.Received); n > 0 {
 		i.consumed.Add(ctx, int64(n), set)
@@ -55,28 +52,22 @@ func (i *Instrumentation) receive(ctx context.Context, op *azdispatch.StorageOp)
 func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) error {
 	start := time.Now()
 	d := op.Message
-	attrs := common(op.Kind.String(), semconv.MessagingOperationTypeSettle, op.Queue)
-	spanAttrs := append(attrs[:len(attrs):len(attrs)],
-		semconv.MessagingMessageID(d.ID),
-		DequeueCountKey.Int64(d.DequeueCount),
-	)
-	if op.Item >= 0 {
-		spanAttrs = append(spanAttrs, BatchItemKey.Int(op.Item))
-	}
-	var links []trace.Link
+	a := i.common(op.Kind.String(), semconv.MessagingOperationTypeSettle, trace.SpanKindClient, op.Queue)
+	var created trace.SpanContext
 	if meta, _, err := azdispatch.ParseMetadata(d.Text); err == nil {
-		links = linkTo(i.creationContext(meta))
+		created = i.creationContext(meta)
 	}
-	spanCtx, span := i.tracer.Start(ctx, "settle "+op.Queue,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(start),
-		trace.WithLinks(links...),
-		trace.WithAttributes(spanAttrs...))
-	if op.Kind == azdispatch.OpPoison {
-		span.SetAttributes(attribute.String("azdispatch.poison.reason", op.Reason))
+	spanCtx, span := i.startSpan(ctx, a, created)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingMessageID(d.ID), DequeueCountKey.Int64(d.DequeueCount))
+		if op.Kind == azdispatch.OpPoison {
+			span.SetAttributes(PoisonReasonKey.String(op.Reason))
+		}
+		if op.Item >= 0 {
+			span.SetAttributes(BatchItemKey.Int(op.Item))
+		}
 	}
 	err := op.Next(spanCtx)
-	attrs = end(span, err, attrs)
-	i.opTime.Record(ctx, seconds(start), metric.WithAttributes(attrs...))
+	i.opTime.Record(ctx, seconds(start), end(span, err, a))
 	return err
 }

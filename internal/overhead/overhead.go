@@ -93,6 +93,15 @@ func Fill(ctx context.Context, n int) (*memqueue.Queue, error) {
 	return q, nil
 }
 
+// DrainListener drains q, which holds n messages, with a Listener made with
+// opts, and measures it: for a benchmark of a listener's options (a
+// middleware, say) against the defaults.
+func DrainListener(ctx context.Context, q *memqueue.Queue, n int, opts *azdispatch.ListenerOptions) (Result, error) {
+	return measure(ctx, Listener, q, n, func(ctx context.Context, q *memqueue.Queue, n int) error {
+		return drainListener(ctx, q, n, opts)
+	})
+}
+
 // Drain drains q, which holds n messages, with variant and measures it.
 func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Result, error) {
 	drain := map[string]func(context.Context, *memqueue.Queue, int) error{
@@ -105,6 +114,11 @@ func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Resul
 	if drain == nil {
 		return Result{}, fmt.Errorf("overhead: unknown variant %q", variant)
 	}
+	return measure(ctx, variant, q, n, drain)
+}
+
+// measure runs drain over q and measures its time, CPU and allocations.
+func measure(ctx context.Context, variant string, q *memqueue.Queue, n int, drain func(context.Context, *memqueue.Queue, int) error) (Result, error) {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
