@@ -177,7 +177,9 @@ func (op *StorageOp) Next(ctx context.Context) error {
 //
 // HandleSend sends by calling s.Next with the context the send should
 // carry, and returns its error (or one of its own); before Next it may add
-// Metadata to carry with the message, after it s.ID and s.Size are set.
+// Metadata to carry with the message, after it s.ID and s.Size are set. A
+// middleware that does not call Next sends nothing: the send returns what
+// the middleware returned, and an empty ID.
 type SendMiddleware interface {
 	HandleSend(ctx context.Context, s *Outgoing) error
 }
