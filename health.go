@@ -338,15 +338,18 @@ var (
 // StorageError); this covers errors of other origins too.
 func redactedError(err error) string {
 	s := urlPattern.ReplaceAllStringFunc(err.Error(), func(raw string) string {
-		u, perr := url.Parse(raw)
+		// Punctuation that ends a sentence after a URL is not part of it.
+		trimmed := strings.TrimRight(raw, ".,;:)]")
+		tail := raw[len(trimmed):]
+		u, perr := url.Parse(trimmed)
 		if perr != nil {
-			if i := strings.IndexAny(raw, "?#"); i >= 0 {
-				return raw[:i]
+			if i := strings.IndexAny(trimmed, "?#@"); i >= 0 {
+				return trimmed[:i] + tail
 			}
-			return raw
+			return trimmed + tail
 		}
 		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
-		return u.String()
+		return u.String() + tail
 	})
 	s = secretPattern.ReplaceAllString(s, "$1=REDACTED")
 	if len(s) > maxReason {
