@@ -186,10 +186,13 @@ func (h *DepthHandler) reading(ctx context.Context) (*depthCall, error) {
 	h.last = c
 	h.mu.Unlock()
 
+	// Closed even if a Source's Depth panics, so that waiters are not
+	// left hanging; they then get a 503.
+	c.code, c.body = http.StatusServiceUnavailable, depthReport{Queue: h.name, Error: "the reading did not finish"}
+	defer close(c.done)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.Timeout)
 	defer cancel()
 	c.code, c.body = h.read(rctx)
-	close(c.done)
 	return c, nil
 }
 
