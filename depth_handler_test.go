@@ -56,7 +56,7 @@ func gjsonNumber(body []byte, path string) (float64, bool) {
 	return f, err == nil
 }
 
-func TestGJSONNumberReadsDottedPaths(t *testing.T) {
+func TestDepthGJSONLookupReadsDottedPaths(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"foo":{"bar":42},"list":[{"x":1},{"x":2.5}],"s":"7","nil":null}`)
 	tests := []struct {

@@ -45,7 +45,7 @@ func check(t testing.TB, rep healthReport, name string) checkReport {
 	return checkReport{}
 }
 
-func TestReadinessNamesEachCheckAndItsReason(t *testing.T) {
+func TestHealthReadinessNamesEachCheckAndItsReason(t *testing.T) {
 	t.Parallel()
 	h := NewHealth(nil)
 	code, rep := probe(t, h.Readiness())
@@ -104,7 +104,7 @@ func TestReadinessNamesEachCheckAndItsReason(t *testing.T) {
 	assert.Panics(t, func() { h.Add("", CheckerFunc(func() error { return nil })) })
 }
 
-func TestRedactedErrorRemovesCredentials(t *testing.T) {
+func TestHealthReasonsCarryNoCredentials(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, in, want string
@@ -132,7 +132,7 @@ func TestRedactedErrorRemovesCredentials(t *testing.T) {
 // Liveness fails only when a component run through Health.Run gave up while
 // its context was live; a shutdown's error does not count, and running it
 // again heals it.
-func TestLivenessFailsOnlyWhenARunGivesUp(t *testing.T) {
+func TestHealthLivenessFailsOnlyWhenARunGivesUp(t *testing.T) {
 	t.Parallel()
 	h := NewHealth(nil)
 	code, rep := probe(t, h.Liveness())
@@ -198,7 +198,7 @@ func readinessLatency(t testing.TB, h *Health, want int) (time.Duration, healthR
 // error (403) or of a run of failed receives (503 ServerBusy), and 200 again
 // with the first receive after storage recovers, the wait for which is the
 // receive back-off reached meanwhile; liveness stays 200 throughout.
-func TestReadinessFollowsStorageFaultsAndRecovers(t *testing.T) {
+func TestHealthReadinessFollowsStorageFaultsAndRecovers(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -278,7 +278,7 @@ func TestReadinessFollowsStorageFaultsAndRecovers(t *testing.T) {
 
 // A listener that gives up (FatalTimeout) fails liveness through Health.Run;
 // readiness says it is not running. Running it again heals both.
-func TestLivenessFailsWhenAListenerGivesUpAfterFatalTimeout(t *testing.T) {
+func TestHealthLivenessFailsWhenAListenerGivesUpAfterFatalTimeout(t *testing.T) {
 	t.Parallel()
 	var revoked atomic.Bool
 	revoked.Store(true)
