@@ -48,7 +48,9 @@ type DepthOptions struct {
 // over every shard of the view it was given (give it the whole set, not a
 // Subset, to count everything), read from each shard directly: unlike
 // ShardedQueue.Depth, which leaves out shards backed off after failures,
-// it never reports a sum that skipped a shard.
+// it never reports a sum that skipped a shard. A queue that does not exist
+// counts as empty, as Queue.Depth has it, so a mistyped name reads as 0;
+// the listeners' readiness is what reports a missing queue.
 //
 // If any shard cannot be read, the answer is 503 with no "depth" at all, an
 // "error", and each shard's own error in its entry. A partial sum would be
