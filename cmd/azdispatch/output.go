@@ -109,3 +109,14 @@ func preview(s string, max int) string {
 	}
 	return q
 }
+
+// oneLine returns s as it is if it fits on a table's line, and quoted if it
+// holds a tab, a line break or another control character.
+func oneLine(s string) string {
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

@@ -20,8 +20,8 @@ const (
 	kindNotEnvelope    = "not-envelope"    // in a poison queue, but not an envelope
 )
 
-// envelopeView is a poison envelope with its body, for output.
-type envelopeView struct {
+// EnvelopeView is a poison envelope with its body, for output.
+type EnvelopeView struct {
 	Queue        string    `json:"queue"` // the source the message was poisoned from
 	MessageID    string    `json:"id"`
 	DequeueCount int64     `json:"dequeue_count"`
@@ -47,12 +47,12 @@ type messageView struct {
 	Kind         string           `json:"kind"`
 	Text         string           `json:"text"`
 	Pointer      *payload.Pointer `json:"pointer,omitempty"`
-	Poison       *envelopeView    `json:"poison,omitempty"`
+	Poison       *EnvelopeView    `json:"poison,omitempty"`
 }
 
 // textKind decodes what a message text is: a poison envelope, a pointer to
 // an offloaded payload, or plain text.
-func textKind(text string) (kind string, ptr *payload.Pointer, env *envelopeView) {
+func textKind(text string) (kind string, ptr *payload.Pointer, env *EnvelopeView) {
 	if e, err := azdispatch.ParsePoison(text); err == nil {
 		return kindPoison, nil, newEnvelopeView(e)
 	}
@@ -67,8 +67,8 @@ func textKind(text string) (kind string, ptr *payload.Pointer, env *envelopeView
 	return kindPlain, nil, nil
 }
 
-func newEnvelopeView(e *azdispatch.PoisonEnvelope) *envelopeView {
-	v := &envelopeView{
+func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
+	v := &EnvelopeView{
 		Queue: e.Queue, MessageID: e.MessageID, DequeueCount: e.DequeueCount, Reason: e.Reason,
 		InsertedAt: e.InsertedAt, PoisonedAt: e.PoisonedAt, Batch: e.Batch, Item: e.Item, Body: e.Body,
 	}
@@ -86,7 +86,7 @@ func newMessageView(m *azdispatch.PeekedMessage) messageView {
 }
 
 // summary is a table cell's short account of a message text.
-func summary(kind string, text string, p *payload.Pointer, e *envelopeView) string {
+func summary(kind string, text string, p *payload.Pointer, e *EnvelopeView) string {
 	switch {
 	case p != nil:
 		return fmt.Sprintf("%s payload, %d item(s), %d bytes in blob %s", p.Kind, p.Items, p.Size, p.Blob)

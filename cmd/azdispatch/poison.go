@@ -48,7 +48,7 @@ type poisonEntry struct {
 	PoisonQueue string `json:"poison_queue"`
 	PoisonID    string `json:"poison_id"` // the envelope's own ID in the poison queue
 	Kind        string `json:"kind"`      // "poison", or "not-envelope" with Text
-	*envelopeView
+	*EnvelopeView
 	Text string `json:"text,omitempty"`
 }
 
@@ -81,7 +81,7 @@ func listPoison(ctx context.Context, t *target) (poisonListDoc, error) {
 	for _, m := range msgs {
 		e := poisonEntry{PoisonQueue: m.Queue, PoisonID: m.ID, Kind: kindPoison}
 		if env, err := azdispatch.ParsePoison(m.Text); err == nil {
-			e.envelopeView = newEnvelopeView(env)
+			e.EnvelopeView = newEnvelopeView(env)
 		} else {
 			e.Kind, e.Text = kindNotEnvelope, m.Text
 		}
@@ -124,7 +124,7 @@ Exits 3 when the poison queues hold anything, so that a script can alert on it.`
 	if err := c.emit(o.json, doc, func(tw *tabwriter.Writer) {
 		row(tw, "ID", "POISON QUEUE", "REASON", "DEQUEUES", "INSERTED", "POISONED", "ITEM", "BODY")
 		for _, e := range doc.Envelopes {
-			if e.envelopeView == nil {
+			if e.EnvelopeView == nil {
 				row(tw, e.PoisonID, e.PoisonQueue, "(not an envelope)", "-", "-", "-", "-", preview(e.Text, 40))
 				continue
 			}
@@ -173,20 +173,20 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 	defer cancel()
 	doc, lerr := listPoison(ctx, t)
 	for _, e := range doc.Envelopes {
-		if e.PoisonID != pos[0] && (e.envelopeView == nil || e.MessageID != pos[0]) {
+		if e.PoisonID != pos[0] && (e.EnvelopeView == nil || e.MessageID != pos[0]) {
 			continue
 		}
 		return c.emit(o.json, e, func(tw *tabwriter.Writer) {
 			row(tw, "poison queue:", e.PoisonQueue)
 			row(tw, "poison id:", e.PoisonID)
-			if e.envelopeView == nil {
+			if e.EnvelopeView == nil {
 				tw.Flush()
-				fmt.Fprintf(tw, "not an envelope; text:\n%s\n", e.Text)
+				fmt.Fprintf(c.stdout, "not an envelope; text:\n%s\n", e.Text)
 				return
 			}
 			row(tw, "id:", e.MessageID)
 			row(tw, "queue:", e.Queue)
-			row(tw, "reason:", e.Reason)
+			row(tw, "reason:", oneLine(e.Reason))
 			row(tw, "dequeue count:", e.DequeueCount)
 			row(tw, "inserted:", stamp(e.InsertedAt))
 			row(tw, "poisoned:", stamp(e.PoisonedAt))
@@ -199,7 +199,9 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 			}
 			row(tw, "body bytes:", len(e.Body))
 			tw.Flush()
-			fmt.Fprintf(tw, "body:\n%s\n", e.Body)
+			// The body goes out as it is, past the tabwriter, which would
+			// turn its tabs into padding.
+			fmt.Fprintf(c.stdout, "body:\n%s\n", e.Body)
 		})
 	}
 	if lerr != nil {
