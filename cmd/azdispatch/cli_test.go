@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,8 +115,9 @@ func TestCommandsOnOneQueue(t *testing.T) {
 	// A large text is claim-checked: peek shows the pointer. One that
 	// expires at once leaves an orphaned payload for sweep.
 	large := strings.Repeat("x", azdispatch.MaxMessageSize+1)
-	runJSON(t, env, exitOK, &sent, append([]string{"send", large}, target...)...)
-	assert.True(t, sent.ClaimCheck)
+	r = run(t, env, large, append([]string{"send", "-json"}, target...)...) // stdin: a command line cannot hold 64 kB on Windows
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"claim_check": true`)
 	runJSON(t, env, exitOK, &peeked, append([]string{"peek"}, target...)...)
 	require.Len(t, peeked.Messages, 1)
 	assert.Equal(t, kindPointer, peeked.Messages[0].Kind)
@@ -160,16 +162,16 @@ func TestCommandsOnAShardedSetOverTwoAccounts(t *testing.T) {
 	base, container := uniqueName(t), uniqueName(t)
 	const shards = 4
 	target := []string{"-base", base, "-shards", "4", "-account-env", "AZ_ACCOUNT_A", "-account-env", "AZ_ACCOUNT_B", "-payload-container", container}
-	const keepText, purgeText, keyedText, key = "keep this one", "purge this one", "keyed this one", "customer-7"
+	const keepText, purgeText, keyedText = "keep this one", "purge this one", "keyed this one"
+	// Shard i is in account i mod 2: a key for each account.
+	key, purgeKey := keyOnShard(shards, 0), keyOnShard(shards, 1)
 
 	var sent sendDoc
 	runJSON(t, env, exitOK, &sent, append([]string{"send", keepText}, target...)...)
-	runJSON(t, env, exitOK, &sent, append([]string{"send", purgeText}, target...)...)
+	runJSON(t, env, exitOK, &sent, append([]string{"send", "-key", purgeKey, purgeText}, target...)...)
 	runJSON(t, env, exitOK, &sent, append([]string{"send", "-key", key, keyedText}, target...)...)
 	assert.Equal(t, key, sent.Key)
 
-	// Two round-robin sends land on consecutive shards, which alternate
-	// between the accounts: both accounts hold messages.
 	var depth depthDoc
 	runJSON(t, env, exitOK, &depth, append([]string{"depth"}, target...)...)
 	require.Len(t, depth.Queues, shards)
@@ -255,10 +257,23 @@ func TestCommandsOnAShardedSetOverTwoAccounts(t *testing.T) {
 	assert.Zero(t, list.Depth)
 
 	large := strings.Repeat("y", azdispatch.MaxMessageSize+10)
-	runJSON(t, env, exitOK, &sent, append([]string{"send", large}, target...)...)
-	assert.True(t, sent.ClaimCheck)
-	runJSON(t, env, exitOK, &sent, append([]string{"send", "-ttl", "1s", large}, target...)...)
+	for _, ttl := range []string{"0s", "1s"} {
+		r = run(t, env, large, append([]string{"send", "-json", "-ttl", ttl}, target...)...)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, `"claim_check": true`)
+	}
 	sweep(t, env, target)
+}
+
+// keyOnShard returns a key that KeyShard puts on a shard of the given
+// parity, that is (see AccountShards) in account parity of two.
+func keyOnShard(shards, parity int) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("customer-%d", i)
+		if azdispatch.KeyShard(k, shards)%2 == parity {
+			return k
+		}
+	}
 }
 
 // Mistakes on the command line exit 2, help exits 0; neither needs storage.

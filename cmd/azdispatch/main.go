@@ -85,7 +85,8 @@ func (c *cli) finish(err error) int {
 	if err == nil || errors.Is(err, errAttention) {
 		return code
 	}
-	msg := c.red.redact(err.Error())
+	// The library's errors already start with the package's name.
+	msg := strings.TrimPrefix(c.red.redact(err.Error()), "azdispatch: ")
 	fmt.Fprintln(c.stderr, "azdispatch:", msg)
 	if c.json && !c.emitted {
 		_ = writeJSON(c.stdout, errorDoc{Error: msg, ExitCode: code})

@@ -121,6 +121,9 @@ Exits 3 when the poison queues hold anything, so that a script can alert on it.`
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
 	doc, lerr := listPoison(ctx, t)
+	if lerr != nil && len(doc.Envelopes) == 0 {
+		return lerr // nothing to show: an empty table would read as "no poison"
+	}
 	if err := c.emit(o.json, doc, func(tw *tabwriter.Writer) {
 		row(tw, "ID", "POISON QUEUE", "REASON", "DEQUEUES", "INSERTED", "POISONED", "ITEM", "BODY")
 		for _, e := range doc.Envelopes {
