@@ -114,7 +114,7 @@ AZURE_STORAGE_CONNECTION_STRING) names variables holding connection strings; or
 -account-url URL (repeatable) signs in with DefaultAzureCredential. Nothing printed
 ever shows a key or a SAS signature.
 
-Output: a table, or one JSON document with -json (on failure: {"error": "..."}).
+Output: a table, or one JSON document with -json (on failure: {"error", "exit_code"}).
 Exit codes: 0 ok; 1 a storage request or the operation failed; 2 usage error (or a
 purge not confirmed); 3 done, and found something to look at (poison list: poisoned
 messages; sweep dry run: payloads to delete).
