@@ -25,12 +25,16 @@ type SweepOptions struct {
 	Grace time.Duration
 	// Queue, if set, limits the sweep to payloads sent to that queue.
 	Queue string
+	// DryRun lists and judges the payloads but deletes none: Deleted then
+	// counts the payloads a sweep would remove now. It costs only the
+	// listing.
+	DryRun bool
 }
 
 // SweepResult counts what a Sweep found.
 type SweepResult struct {
 	Scanned  int // blobs listed
-	Deleted  int // payloads no message can point at any more, removed
+	Deleted  int // payloads no message can point at any more, removed (with DryRun, to be removed)
 	Live     int // payloads a live message may point at: kept
 	Poisoned int // payloads a poison envelope points at: kept
 	Foreign  int // blobs this package did not write (no payload metadata): never touched
@@ -104,6 +108,9 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 				continue
 			case !sweepDue(meta, item.Properties, page.Date, o.Grace):
 				res.Live++
+				continue
+			case o.DryRun:
+				res.Deleted++
 				continue
 			}
 			var cond *blob.AccessConditions

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/payload"
+)
+
+// Kinds of message text, as peek and poison show them.
+const (
+	kindPlain          = "plain"           // the text as a publisher sent it
+	kindPointer        = "pointer"         // a claim check: the body is in a payload blob
+	kindInvalidPointer = "invalid-pointer" // claims to be a pointer but is not a valid one
+	kindPoison         = "poison"          // a poison envelope
+	kindNotEnvelope    = "not-envelope"    // in a poison queue, but not an envelope
+)
+
+// EnvelopeView is a poison envelope with its body, for output.
+type EnvelopeView struct {
+	Queue        string    `json:"queue"` // the source the message was poisoned from
+	MessageID    string    `json:"id"`
+	DequeueCount int64     `json:"dequeue_count"`
+	Reason       string    `json:"reason"`
+	InsertedAt   time.Time `json:"inserted_at"`
+	PoisonedAt   time.Time `json:"poisoned_at"`
+	Batch        string    `json:"batch,omitempty"`
+	Item         int       `json:"item,omitempty"`
+	Body         string    `json:"body"`
+	// BodyKind says whether the body is the text itself or a pointer to a
+	// payload blob (a body too large for a poison message, or a claim check).
+	BodyKind    string           `json:"body_kind"`
+	BodyPointer *payload.Pointer `json:"body_pointer,omitempty"`
+}
+
+// messageView is one peeked message with its decoded view.
+type messageView struct {
+	Queue        string           `json:"queue"`
+	ID           string           `json:"id"`
+	DequeueCount int64            `json:"dequeue_count"`
+	InsertedAt   time.Time        `json:"inserted_at"`
+	ExpiresAt    time.Time        `json:"expires_at"`
+	Kind         string           `json:"kind"`
+	Text         string           `json:"text"`
+	Pointer      *payload.Pointer `json:"pointer,omitempty"`
+	Poison       *EnvelopeView    `json:"poison,omitempty"`
+}
+
+// textKind decodes what a message text is: a poison envelope, a pointer to
+// an offloaded payload, or plain text.
+func textKind(text string) (kind string, ptr *payload.Pointer, env *EnvelopeView) {
+	if e, err := azdispatch.ParsePoison(text); err == nil {
+		return kindPoison, nil, newEnvelopeView(e)
+	}
+	if payload.IsPointer(text) {
+		// By its format alone: a pointer beyond one listener's limits is
+		// still a pointer to an operator.
+		if p, err := payload.ParsePointer(text, payload.Unlimited()); err == nil {
+			return kindPointer, p, nil
+		}
+		return kindInvalidPointer, nil, nil
+	}
+	return kindPlain, nil, nil
+}
+
+func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
+	v := &EnvelopeView{
+		Queue: e.Queue, MessageID: e.MessageID, DequeueCount: e.DequeueCount, Reason: e.Reason,
+		InsertedAt: e.InsertedAt, PoisonedAt: e.PoisonedAt, Batch: e.Batch, Item: e.Item, Body: e.Body,
+	}
+	v.BodyKind, v.BodyPointer, _ = textKind(e.Body)
+	if v.BodyKind == kindPoison {
+		v.BodyKind = kindPlain // an envelope's body is never read as another envelope
+	}
+	return v
+}
+
+func newMessageView(m *azdispatch.PeekedMessage) messageView {
+	v := messageView{Queue: m.Queue, ID: m.ID, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, ExpiresAt: m.ExpiresAt, Text: m.Text}
+	v.Kind, v.Pointer, v.Poison = textKind(m.Text)
+	return v
+}
+
+// summary is a table cell's short account of a message text.
+func summary(kind string, text string, p *payload.Pointer, e *EnvelopeView) string {
+	switch {
+	case p != nil:
+		return fmt.Sprintf("%s payload, %d item(s), %d bytes in blob %s", p.Kind, p.Items, p.Size, p.Blob)
+	case e != nil:
+		return "reason " + preview(e.Reason, 40) + ", body " + preview(e.Body, 30)
+	case kind == kindInvalidPointer:
+		return "invalid pointer " + preview(text, 40)
+	}
+	return preview(text, 60)
+}
+
+// peekDoc is the peek command's result.
+type peekDoc struct {
+	Target   string        `json:"target"`
+	Limit    int           `json:"limit_per_queue"`
+	Messages []messageView `json:"messages"`
+	// Full lists the queues that returned as many messages as asked for:
+	// they may hold more than a peek can show.
+	Full []string `json:"full_queues"`
+}
+
+func runPeek(ctx context.Context, c *cli, args []string) error {
+	var o common
+	var n int
+	fs := c.flagSet("peek", "peek (-queue NAME | -base NAME -shards N) [-n N] [flags]",
+		`Shows the messages at the front of a queue, or of each shard, without receiving them:
+they stay visible and their dequeue counts do not change (the service's Peek Messages).
+A peek sees at most 32 messages per queue, and only visible ones: messages being handled
+or sent with a delay are not shown. Each text is decoded: a pointer to an offloaded
+payload (claim check), a poison envelope, or plain text. One request per queue.`)
+	o.register(fs)
+	fs.IntVar(&n, "n", azdispatch.MaxBatch, "messages to show per queue, 1 to 32")
+	pos, err := c.parse(fs, args)
+	if err == nil {
+		err = noArgs(fs, pos)
+	}
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > azdispatch.MaxBatch {
+		return usageErrorf("-n must be 1 to %d", azdispatch.MaxBatch)
+	}
+	t, err := o.target.open(c, needQueue)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+
+	var src peekable = t.queue
+	if t.sharded != nil {
+		src = t.sharded
+	}
+	msgs, perr := src.Peek(ctx, n)
+	doc := peekDoc{Target: t.name(), Limit: n, Messages: make([]messageView, 0, len(msgs)), Full: fullQueues(msgs, n)}
+	for _, m := range msgs {
+		doc.Messages = append(doc.Messages, newMessageView(m))
+	}
+	if perr != nil && len(msgs) == 0 {
+		return perr
+	}
+	if err := c.emit(o.json, doc, func(tw *tabwriter.Writer) {
+		row(tw, "QUEUE", "ID", "DEQUEUES", "INSERTED", "EXPIRES", "KIND", "TEXT")
+		for _, m := range doc.Messages {
+			row(tw, m.Queue, m.ID, m.DequeueCount, stamp(m.InsertedAt), stamp(m.ExpiresAt), m.Kind, summary(m.Kind, m.Text, m.Pointer, m.Poison))
+		}
+		tw.Flush()
+		fmt.Fprintf(tw, "%d message(s) shown; a peek sees at most %d visible messages per queue.\n", len(doc.Messages), n)
+		for _, q := range doc.Full {
+			fmt.Fprintf(tw, "%s may hold more than shown.\n", q)
+		}
+	}); err != nil {
+		return errors.Join(err, perr)
+	}
+	return perr
+}
+
+// fullQueues lists the queues from which a peek of n got n messages.
+func fullQueues(msgs []*azdispatch.PeekedMessage, n int) []string {
+	count := map[string]int{}
+	var order []string
+	for _, m := range msgs {
+		if count[m.Queue] == 0 {
+			order = append(order, m.Queue)
+		}
+		count[m.Queue]++
+	}
+	full := []string{}
+	for _, q := range order {
+		if count[q] >= n {
+			full = append(full, q)
+		}
+	}
+	return full
+}
