@@ -152,6 +152,16 @@
 // on these seams: OpenTelemetry spans across the queue, the trace context
 // in Metadata, and metrics, the billable transactions among them.
 //
+// # Operating it
+//
+// Health serves a process's readiness (every listener's Ready) and
+// liveness (a Run that gave up) as http.Handlers for Kubernetes probes;
+// DepthHandler serves the approximate depth of a queue, or the sum over a
+// sharded queue's shards in every account, as JSON for KEDA's metrics-api
+// scaler. The azdispatch command (cmd/azdispatch) shows depths, peeks at
+// messages, sends, lists, requeues and purges poison queues, and sweeps
+// orphaned payloads, on one queue or a sharded set, from a shell.
+//
 // # Testing without storage
 //
 // The memqueue package is an in-memory Shard with the service's semantics:

@@ -16,6 +16,7 @@ const (
 	kindPlain          = "plain"           // the text as a publisher sent it
 	kindPointer        = "pointer"         // a claim check: the body is in a payload blob
 	kindInvalidPointer = "invalid-pointer" // claims to be a pointer but is not a valid one
+	kindBadMetadata    = "bad-metadata"    // starts with a metadata line that a listener would refuse
 	kindPoison         = "poison"          // a poison envelope
 	kindNotEnvelope    = "not-envelope"    // in a poison queue, but not an envelope
 )
@@ -35,6 +36,9 @@ type EnvelopeView struct {
 	// payload blob (a body too large for a poison message, or a claim check).
 	BodyKind    string           `json:"body_kind"`
 	BodyPointer *payload.Pointer `json:"body_pointer,omitempty"`
+	// BodyMetadata is what the body carries besides the message (a trace
+	// context, say): see azdispatch.Metadata.
+	BodyMetadata azdispatch.Metadata `json:"body_metadata,omitempty"`
 }
 
 // messageView is one peeked message with its decoded view.
@@ -48,23 +52,31 @@ type messageView struct {
 	Text         string           `json:"text"`
 	Pointer      *payload.Pointer `json:"pointer,omitempty"`
 	Poison       *EnvelopeView    `json:"poison,omitempty"`
+	// Metadata is what the text carries besides the message (a trace
+	// context, say): see azdispatch.Metadata.
+	Metadata azdispatch.Metadata `json:"metadata,omitempty"`
 }
 
 // textKind decodes what a message text is: a poison envelope, a pointer to
-// an offloaded payload, or plain text.
-func textKind(text string) (kind string, ptr *payload.Pointer, env *EnvelopeView) {
+// an offloaded payload, or plain text, after the metadata line it may
+// start with.
+func textKind(text string) (kind string, ptr *payload.Pointer, env *EnvelopeView, meta azdispatch.Metadata) {
 	if e, err := azdispatch.ParsePoison(text); err == nil {
-		return kindPoison, nil, newEnvelopeView(e)
+		return kindPoison, nil, newEnvelopeView(e), nil
+	}
+	meta, text, err := azdispatch.ParseMetadata(text)
+	if err != nil {
+		return kindBadMetadata, nil, nil, nil
 	}
 	if payload.IsPointer(text) {
 		// By its format alone: a pointer beyond one listener's limits is
 		// still a pointer to an operator.
 		if p, err := payload.ParsePointer(text, payload.Unlimited()); err == nil {
-			return kindPointer, p, nil
+			return kindPointer, p, nil, meta
 		}
-		return kindInvalidPointer, nil, nil
+		return kindInvalidPointer, nil, nil, meta
 	}
-	return kindPlain, nil, nil
+	return kindPlain, nil, nil, meta
 }
 
 func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
@@ -72,7 +84,7 @@ func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 		Queue: e.Queue, MessageID: e.MessageID, DequeueCount: e.DequeueCount, Reason: e.Reason,
 		InsertedAt: e.InsertedAt, PoisonedAt: e.PoisonedAt, Batch: e.Batch, Item: e.Item, Body: e.Body,
 	}
-	v.BodyKind, v.BodyPointer, _ = textKind(e.Body)
+	v.BodyKind, v.BodyPointer, _, v.BodyMetadata = textKind(e.Body)
 	if v.BodyKind == kindPoison {
 		v.BodyKind = kindPlain // an envelope's body is never read as another envelope
 	}
@@ -81,7 +93,7 @@ func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 
 func newMessageView(m *azdispatch.PeekedMessage) messageView {
 	v := messageView{Queue: m.Queue, ID: m.ID, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, ExpiresAt: m.ExpiresAt, Text: m.Text}
-	v.Kind, v.Pointer, v.Poison = textKind(m.Text)
+	v.Kind, v.Pointer, v.Poison, v.Metadata = textKind(m.Text)
 	return v
 }
 
@@ -94,6 +106,8 @@ func summary(kind string, text string, p *payload.Pointer, e *EnvelopeView) stri
 		return "reason " + preview(e.Reason, 40) + ", body " + preview(e.Body, 30)
 	case kind == kindInvalidPointer:
 		return "invalid pointer " + preview(text, 40)
+	case kind == kindBadMetadata:
+		return "malformed metadata line " + preview(text, 40)
 	}
 	return preview(text, 60)
 }
