@@ -194,7 +194,8 @@ func (f SendMiddlewareFunc) HandleSend(ctx context.Context, s *Outgoing) error {
 type Outgoing struct {
 	Queue string // the target's name
 	// Body points at what is sent: a *T for a Publisher[T]'s Send, a *[]T
-	// for its SendBatch.
+	// for its SendBatch. A middleware may change what it points at, not
+	// the pointer.
 	Body any
 	// Items is the number of items of a SendBatch; 0 for a single message.
 	Items int
@@ -211,11 +212,12 @@ type Outgoing struct {
 	Size      int
 	Offloaded bool
 
-	chain []SendMiddleware
-	pos   int
-	send  func(ctx context.Context, s *Outgoing) error
-	keyed bool      // sent with SendKeyed
-	batch SentBatch // what SendBatch returns
+	chain   []SendMiddleware
+	pos     int
+	send    func(ctx context.Context, s *Outgoing) error
+	keyed   bool      // sent with SendKeyed
+	isBatch bool      // sent with SendBatch
+	batch   SentBatch // what SendBatch returns
 }
 
 // Set adds one entry of metadata.

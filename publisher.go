@@ -164,7 +164,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, err
 		return p.sendBatch(ctx, items, nil)
 	}
 	s := p.outgoing(&items, route{})
-	s.Items = len(items)
+	s.Items, s.isBatch = len(items), true
 	err := s.Next(ctx)
 	if err != nil {
 		return SentBatch{}, err
@@ -255,7 +255,11 @@ func (p *Publisher[T]) outgoing(body any, r route) *Outgoing {
 
 // sendOutgoing is the end of every send middleware chain: the send.
 func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
-	if items, ok := s.Body.(*[]T); ok && s.Items > 0 {
+	if s.isBatch {
+		items, ok := s.Body.(*[]T)
+		if !ok {
+			return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
+		}
 		b, err := p.sendBatch(ctx, *items, s.Metadata)
 		if err != nil {
 			return err
@@ -263,7 +267,11 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		s.batch, s.ID, s.Size, s.Offloaded = b, b.MessageID, b.text, true
 		return nil
 	}
-	id, text, err := p.send(ctx, *s.Body.(*T), route{delay: s.Delay, key: s.Key, keyed: s.keyed}, s.Metadata)
+	body, ok := s.Body.(*T)
+	if !ok {
+		return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
+	}
+	id, text, err := p.send(ctx, *body, route{delay: s.Delay, key: s.Key, keyed: s.keyed}, s.Metadata)
 	if err != nil {
 		return err
 	}
