@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,7 +116,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		budget:    newPayloadBudget(o.PayloadMemory),
 	}
 	if len(o.Middleware) > 0 {
-		l.mw = o.Middleware
+		l.mw = slices.Clone(o.Middleware)
 		l.invoke = l.invokeHandler
 		for _, m := range o.Middleware {
 			if sm, ok := m.(StorageMiddleware); ok {

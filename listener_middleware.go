@@ -67,6 +67,9 @@ func (l *Listener[T]) poisonSend(ctx context.Context, d *Delivery, env *PoisonEn
 // runStorage sends op through the storage middleware to the request.
 func (l *Listener[T]) runStorage(ctx context.Context, op *StorageOp) error {
 	op.Queue, op.chain, op.do = l.src.Name(), l.storage, l.doStorage
+	if op.Message != nil {
+		op.Queue = op.Message.Queue // the shard, as Call.Queue names it
+	}
 	return op.Next(ctx)
 }
 

@@ -92,3 +92,65 @@ func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
 	}
 	assert.Len(t, seen[2], 2, "item 2 ran in its batch, then requeued on its own")
 }
+
+// A batch item too large for a poison envelope has its body offloaded: the
+// metadata line stays on the envelope, before the pointer, and the item
+// requeued comes back with its body intact and its metadata.
+func TestMetadataOfALargePoisonedItemStaysOutOfItsBlob(t *testing.T) {
+	type note struct {
+		N   int    `json:"n"`
+		Pad string `json:"pad,omitempty"`
+	}
+	ctx := context.Background()
+	q := testQueue(t)
+	meta := Metadata{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	tag := SendMiddlewareFunc(func(ctx context.Context, s *Outgoing) error {
+		s.Set("traceparent", meta["traceparent"])
+		return s.Next(ctx)
+	})
+	pub, err := NewPublisher[note](q, &PublisherOptions{Middleware: []SendMiddleware{tag}})
+	require.NoError(t, err)
+	big := note{N: 1, Pad: strings.Repeat("z", MaxMessageSize)} // too large for an envelope's body
+	_, err = pub.SendBatch(ctx, []note{big, {N: 2}})
+	require.NoError(t, err)
+
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var mu sync.Mutex
+	var got []note
+	var seen []Metadata
+	watch := MiddlewareFunc(func(ctx context.Context, c *Call) error {
+		mu.Lock()
+		seen = append(seen, c.Metadata)
+		mu.Unlock()
+		return c.Next(ctx)
+	})
+	l, err := NewListener(q, func(_ context.Context, m *Message[note]) error {
+		if m.Body.N == 1 && refuse.Load() {
+			return Permanent(errors.New("item 1 refused"))
+		}
+		mu.Lock()
+		got = append(got, m.Body)
+		mu.Unlock()
+		return nil
+	}, &ListenerOptions{Middleware: []Middleware{watch}, Idle: quick().Idle})
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "the batch settled", func() bool { s := l.State(); return s.Succeeded == 1 && s.ItemsPoisoned == 1 })
+	require.NoError(t, stop())
+
+	res, err := Requeue(ctx, q.PoisonQueue(), q, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	refuse.Store(false)
+	stop = started(t, l)
+	waitFor(t, "the requeued item handled", func() bool { return l.State().Succeeded == 2 })
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 2)
+	assert.Contains(t, got, big, "the requeued item decodes to its body, metadata not in it")
+	for _, m := range seen {
+		assert.Equal(t, meta, m)
+	}
+}

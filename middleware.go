@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"maps"
 	"runtime/debug"
 	"time"
 )
@@ -48,7 +49,9 @@ type Call struct {
 	// for a claim-checked message the text from its blob, for a batch item
 	// the item's own, metadata not included.
 	Size int
-	// Body points at the decoded body: a *T for a Listener[T].
+	// Body points at the decoded body: a *T for a Listener[T]. A
+	// middleware may change what it points at (the handler sees the
+	// change), not the pointer.
 	Body any
 	// Metadata is what the publisher carried with the message (for a batch
 	// item, with its batch): nil when it carried none.
@@ -136,8 +139,11 @@ func (k StorageOpKind) String() string {
 // StorageOp is one storage request a listener makes for messages, as a
 // StorageMiddleware sees it.
 type StorageOp struct {
-	Kind  StorageOpKind
-	Queue string // the listener's source
+	Kind StorageOpKind
+	// Queue is the queue the request goes to: the message's (for a
+	// ShardedQueue, its shard's, as in Call.Queue), or for OpReceive the
+	// listener's source.
+	Queue string
 	// Message is the message settled (nil for OpReceive): read it, do not
 	// change it.
 	Message *Delivery
@@ -215,15 +221,20 @@ type Outgoing struct {
 	chain   []SendMiddleware
 	pos     int
 	send    func(ctx context.Context, s *Outgoing) error
+	ownMeta bool      // Metadata is a map Set made for this send
 	keyed   bool      // sent with SendKeyed
 	isBatch bool      // sent with SendBatch
 	batch   SentBatch // what SendBatch returns
 }
 
-// Set adds one entry of metadata.
+// Set adds one entry of metadata. The first Set of a send copies a
+// Metadata map that a middleware assigned, so that a map shared between
+// sends is never written to.
 func (s *Outgoing) Set(key, value string) {
-	if s.Metadata == nil {
-		s.Metadata = make(Metadata, 2)
+	if !s.ownMeta {
+		m := make(Metadata, len(s.Metadata)+2)
+		maps.Copy(m, s.Metadata)
+		s.Metadata, s.ownMeta = m, true
 	}
 	s.Metadata[key] = value
 }

@@ -20,7 +20,15 @@ import (
 // up to MaxDequeuers × Concurrency messages at once whatever the limit, so
 // under a low limit most of them wait their turn hidden; lower Concurrency
 // to about what the limit lets through in a visibility timeout.
+//
+// A wait counts as part of the call: a wait the limiter refuses is a
+// failure like the handler's own, and counts towards MaxDequeueCount. A
+// limiter with a burst of 0 refuses every wait. It panics if limiter is
+// nil.
 func RateLimit(limiter *rate.Limiter) Middleware {
+	if limiter == nil {
+		panic("azdispatch: RateLimit with a nil limiter")
+	}
 	return MiddlewareFunc(func(ctx context.Context, c *Call) error {
 		if err := limiter.Wait(ctx); err != nil {
 			if ctx.Err() != nil {

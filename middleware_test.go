@@ -3,6 +3,7 @@ package azdispatch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,4 +326,39 @@ func TestParseMetadata(t *testing.T) {
 	assert.Equal(t, "azdispatch-payload/1 {}", rest)
 	_, _, err = azdispatch.ParseMetadata("azdispatch-meta/1 [1]\n")
 	assert.ErrorIs(t, err, azdispatch.ErrBadMetadata)
+}
+
+// A send middleware may assign one Metadata map to every send; a later
+// Set copies it rather than writing to the shared map.
+func TestOutgoingSetCopiesASharedMap(t *testing.T) {
+	shared := azdispatch.Metadata{"tenant": "contoso"}
+	assign := azdispatch.SendMiddlewareFunc(func(ctx context.Context, s *azdispatch.Outgoing) error {
+		s.Metadata = shared
+		return s.Next(ctx)
+	})
+	stamp := azdispatch.SendMiddlewareFunc(func(ctx context.Context, s *azdispatch.Outgoing) error {
+		s.Set("n", fmt.Sprint(s.Body.(*item).N))
+		return s.Next(ctx)
+	})
+	q := memqueue.New("mw-shared-meta", nil)
+	pub, err := azdispatch.NewPublisher[item](q, &azdispatch.PublisherOptions{Middleware: []azdispatch.SendMiddleware{assign, stamp}})
+	require.NoError(t, err)
+	var sends sync.WaitGroup
+	for n := range 20 {
+		sends.Go(func() {
+			_, err := pub.Send(context.Background(), item{N: n})
+			assert.NoError(t, err)
+		})
+	}
+	sends.Wait()
+	assert.Equal(t, azdispatch.Metadata{"tenant": "contoso"}, shared, "the shared map is untouched")
+	ds, err := q.Receive(context.Background(), 32, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ds, 20)
+	for _, d := range ds {
+		meta, _, err := azdispatch.ParseMetadata(d.Text)
+		require.NoError(t, err)
+		assert.Equal(t, "contoso", meta["tenant"])
+		assert.NotEmpty(t, meta["n"])
+	}
 }

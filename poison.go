@@ -90,8 +90,16 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 	if tooLarge == nil || store == nil {
 		return text, tooLarge
 	}
+	// A metadata line stays on the envelope, before the pointer, as a
+	// publisher's claim check puts it: a listener reads metadata from the
+	// queue text, never from a blob.
+	body := env.Body
+	if meta, rest, err := ParseMetadata(body); err == nil && meta != nil {
+		body = rest
+	}
+	line := env.Body[:len(env.Body)-len(body)]
 	w := payload.NewWriter(lim)
-	if err := w.Add(env.Body); err != nil {
+	if err := w.Add(body); err != nil {
 		return "", err
 	}
 	data, err := w.Finish()
@@ -104,7 +112,7 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 		return "", err
 	}
 	small := *env
-	small.Body = p.Encode()
+	small.Body = line + p.Encode()
 	return small.encode()
 }
 

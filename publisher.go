@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
@@ -92,7 +93,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	p := &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
 		store: o.Payloads, limits: payload.Limits(limits)}
 	if len(o.Middleware) > 0 {
-		p.mw, p.sendOut = o.Middleware, p.sendOutgoing
+		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
 	}
 	return p, nil
 }

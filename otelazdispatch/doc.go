@@ -30,11 +30,18 @@
 //     of a batch), linked to the message's creation context. It is a child of
 //     the context the listener calls it with, which has no span, so each
 //     process span starts a trace of its own unless Options.ParentFromMessage
-//     makes the creation context its parent (for single messages, as the
-//     conventions allow).
-//   - "settle {queue}", CLIENT, per delete, release and move to the poison
-//     queue, with messaging.operation.name delete, release or poison, linked
-//     to the message's creation context.
+//     makes the creation context its parent as well (for single messages,
+//     as the conventions allow).
+//   - "delete {queue}", "release {queue}" and "poison {queue}", CLIENT, the
+//     settle operations (messaging.operation.type settle; the conventions
+//     name a span after its operation name), per delete, release and move
+//     to the poison queue, linked to the message's creation context.
+//
+// Spans on the listener's side start new traces (joined to the producer's
+// by links), even when Run was called inside a span, so that a listener's
+// whole life is not one trace. For a ShardedQueue, messaging.destination.name
+// is the shard a message came from on process and settle spans, and the
+// sharded queue's name on send and receive spans.
 //
 // Attributes: messaging.system (System), messaging.operation.name and
 // .type, messaging.destination.name, messaging.message.id,
@@ -51,6 +58,8 @@
 // propagate. It is off by default because that line would change the
 // message text, which a queue shared with the Azure Functions queue trigger
 // must not see; without it the text is byte for byte what the codec wrote.
+// Listeners of azdispatch versions before Metadata poison a message with
+// the line: turn Propagate on once every listener of the queue is upgraded.
 // See azdispatch.Metadata for how it survives claim checks, batches, poison
 // queues and Requeue, and what it costs (its bytes count against
 // MaxMessageSize).

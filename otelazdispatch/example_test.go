@@ -63,6 +63,6 @@ func ExampleNew() {
 	// Output:
 	// send orders producer
 	// process orders consumer
-	// settle orders client
+	// delete orders client
 	// process linked to send: true
 }

@@ -92,7 +92,7 @@ type opKey struct{ op, queue string }
 // opAttrs are an operation's attributes, as a slice for spans and as a
 // set for metrics of a successful operation.
 type opAttrs struct {
-	span  string // the span name: "{operation type} {queue}"
+	span  string // the span name: "{operation name} {queue}"
 	attrs []attribute.KeyValue
 	start []trace.SpanStartOption // the span's kind and attrs
 	ok    metric.MeasurementOption
@@ -166,6 +166,13 @@ func (i *Instrumentation) startSpan(ctx context.Context, a *opAttrs, created tra
 	return i.tracer.Start(ctx, a.span, append(a.start[:len(a.start):len(a.start)], trace.WithLinks(trace.Link{SpanContext: created}))...)
 }
 
+// startChildOf starts a process span whose parent is the message's creation
+// context (ParentFromMessage), linked to it as well.
+func (i *Instrumentation) startChildOf(ctx context.Context, a *opAttrs, created trace.SpanContext) (context.Context, trace.Span) {
+	return i.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, created), a.span,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(a.attrs...), trace.WithLinks(trace.Link{SpanContext: created}))
+}
+
 // common returns the attributes every span and metric of an operation on
 // queue has; the slice is shared and must not be appended to in place.
 func (i *Instrumentation) common(opName string, opType attribute.KeyValue, kind trace.SpanKind, queue string) *opAttrs {
@@ -180,9 +187,15 @@ func (i *Instrumentation) common(opName string, opType attribute.KeyValue, kind 
 		semconv.MessagingDestinationName(queue),
 	}
 	attrs = attrs[:len(attrs):len(attrs)]
-	a, _ := i.ops.LoadOrStore(k, &opAttrs{span: opType.Value.AsString() + " " + queue, attrs: attrs,
-		start: []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...)},
-		ok:    metric.WithAttributeSet(attribute.NewSet(attrs...))})
+	start := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...)}
+	if kind != trace.SpanKindProducer {
+		// The listener's goroutines carry Run's context: a span there (Run
+		// called inside one) would make every message's spans its
+		// children, one trace for the listener's whole life.
+		start = append(start, trace.WithNewRoot())
+	}
+	a, _ := i.ops.LoadOrStore(k, &opAttrs{span: opName + " " + queue, attrs: attrs, start: start,
+		ok: metric.WithAttributeSet(attribute.NewSet(attrs...))})
 	return a.(*opAttrs)
 }
 

@@ -160,7 +160,7 @@ func TestEveryProcessSpanIsLinkedToItsSend(t *testing.T) {
 	}
 	assert.Equal(t, 3, receivedLinks, "the receive spans link to every message they brought")
 	ops := map[string]int{}
-	for _, s := range spans["settle traced"] {
+	for _, s := range settleSpans(tel) {
 		assert.Equal(t, trace.SpanKindClient, s.SpanKind)
 		assert.Len(t, s.Links, 1)
 		ops[attr(s, "messaging.operation.name").AsString()]++
@@ -270,10 +270,48 @@ func TestFailuresAreRecordedWithTheirType(t *testing.T) {
 	}
 	assert.Contains(t, types, "panic")
 	var settleErrors []string
-	for _, s := range spans["settle failing"] {
+	for _, s := range settleSpans(tel) {
 		if v := attr(s, "error.type").AsString(); v != "" {
 			settleErrors = append(settleErrors, attr(s, "messaging.operation.name").AsString()+" "+v)
 		}
 	}
 	assert.Equal(t, []string{"delete ServerBusy"}, settleErrors)
+}
+
+// settleSpans are the spans of deletes, releases and poison moves.
+func settleSpans(tel *telemetry) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, s := range tel.spans.GetSpans() {
+		if attr(s, "messaging.operation.type").AsString() == "settle" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Run called inside a span does not make every message's spans its
+// children: consumer-side spans start traces of their own.
+func TestConsumerSpansDoNotInheritRunsSpan(t *testing.T) {
+	tel := newTelemetry(t)
+	inst := tel.instrumentation(t, otelazdispatch.Options{Propagate: true})
+	q := memqueue.New("rooted", nil)
+	_, err := q.Send(context.Background(), `{"id":1}`, nil)
+	require.NoError(t, err)
+	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[order]) error { return nil }, quick(inst))
+	require.NoError(t, err)
+	runCtx, runSpan := tel.tp.Tracer("app").Start(context.Background(), "worker main")
+	ctx, stop := context.WithCancel(runCtx)
+	var run sync.WaitGroup
+	run.Go(func() { assert.NoError(t, l.Run(ctx)) })
+	assert.Eventually(t, func() bool { return l.State().Succeeded == 1 }, 20*time.Second, 5*time.Millisecond)
+	stop()
+	run.Wait()
+	runSpan.End()
+	for _, s := range tel.spans.GetSpans() {
+		if s.Name == "worker main" {
+			continue
+		}
+		assert.False(t, s.Parent.IsValid(), "span %q is a child of Run's span", s.Name)
+		assert.NotEqual(t, runSpan.SpanContext().TraceID(), s.SpanContext.TraceID(), "span %q", s.Name)
+	}
 }

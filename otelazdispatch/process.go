@@ -16,11 +16,13 @@ func (i *Instrumentation) HandleCall(ctx context.Context, c *azdispatch.Call) er
 	start := time.Now()
 	created := i.creationContext(c.Metadata)
 	a := i.common("process", semconv.MessagingOperationTypeProcess, trace.SpanKindConsumer, c.Queue)
-	spanCtx := ctx
-	if i.parent && c.BatchID == "" && created.IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
-		spanCtx = trace.ContextWithRemoteSpanContext(ctx, created)
+	var spanCtx context.Context
+	var span trace.Span
+	if i.parent && c.BatchID == "" && created.IsValid() {
+		spanCtx, span = i.startChildOf(ctx, a, created)
+	} else {
+		spanCtx, span = i.startSpan(ctx, a, created)
 	}
-	spanCtx, span := i.startSpan(spanCtx, a, created)
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingMessageID(c.ID), semconv.MessagingMessageBodySize(c.Size), DequeueCountKey.Int64(c.DequeueCount))
 		if c.BatchID != "" {

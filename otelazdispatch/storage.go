@@ -3,6 +3,7 @@ package otelazdispatch
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -61,7 +62,8 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingMessageID(d.ID), DequeueCountKey.Int64(d.DequeueCount))
 		if op.Kind == azdispatch.OpPoison {
-			span.SetAttributes(PoisonReasonKey.String(op.Reason))
+			// Handler error text may hold payload data: a bounded prefix.
+			span.SetAttributes(PoisonReasonKey.String(truncate(op.Reason, 256)))
 		}
 		if op.Item >= 0 {
 			span.SetAttributes(BatchItemKey.Int(op.Item))
@@ -70,4 +72,15 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 	err := op.Next(spanCtx)
 	i.opTime.Record(ctx, seconds(start), end(span, err, a))
 	return err
+}
+
+// truncate shortens s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

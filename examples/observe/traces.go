@@ -79,10 +79,6 @@ func describe(s tracetest.SpanStub) string {
 	b.WriteString(s.Name)
 	for _, kv := range s.Attributes {
 		switch kv.Key {
-		case "messaging.operation.name":
-			if op := kv.Value.AsString(); op != "send" && op != "receive" && op != "process" {
-				fmt.Fprintf(&b, " (%s)", op)
-			}
 		case "messaging.message.id":
 			fmt.Fprintf(&b, " id=%.8s…", kv.Value.AsString())
 		case "messaging.batch.message_count":
