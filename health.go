@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/redact"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // Checker is anything that can say whether it is doing its work: a
@@ -323,48 +323,14 @@ func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 // and a probe's body should stay small.
 const maxReason = 1024
 
-var (
-	// urlPattern finds URLs in error text: the SDK's transport errors, and a
-	// user's own, may name a request URL whose query is a SAS token.
-	urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
-	// secretPattern finds credentials written as key=value outside a URL: a
-	// SAS's signature, a connection string's key or token.
-	secretPattern = regexp.MustCompile(`(?i)\b(sig|signature|accountkey|sharedaccesssignature|password|pwd|access_token|token|code)=[^\s&;"',]+`)
-)
-
 // redactedError is err's text with credentials removed: every URL loses its
 // query, fragment and user information, and key=value credentials their
 // value. The package's own errors already leave SAS tokens out (see
 // StorageError); this covers errors of other origins too.
 func redactedError(err error) string {
-	s := urlPattern.ReplaceAllStringFunc(err.Error(), func(raw string) string {
-		// Punctuation that ends a sentence after a URL is not part of it.
-		trimmed := strings.TrimRight(raw, ".,;:)]")
-		tail := raw[len(trimmed):]
-		u, perr := url.Parse(trimmed)
-		if perr != nil {
-			if i := strings.IndexAny(trimmed, "?#@"); i >= 0 {
-				return trimmed[:i] + tail
-			}
-			return trimmed + tail
-		}
-		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
-		return u.String() + tail
-	})
-	s = secretPattern.ReplaceAllString(s, "$1=REDACTED")
+	s := redact.Secrets(redact.URLs(err.Error()))
 	if len(s) > maxReason {
-		s = truncateUTF8(s, maxReason) + "…"
+		s = xmltext.TruncateUTF8(s, maxReason) + "…"
 	}
 	return s
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

@@ -13,14 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// note is the message type of the metadata tests: a number, and padding
+// to make it as large as a test needs.
+type note struct {
+	N   int    `json:"n"`
+	Pad string `json:"pad,omitempty"`
+}
+
 // Metadata sent with a claim-checked message and with a batch reaches
 // every handler call; a batch item poisoned alone keeps its batch's
 // metadata in its envelope, and carries it again once requeued.
 func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
-	type note struct {
-		N   int    `json:"n"`
-		Pad string `json:"pad,omitempty"`
-	}
 	ctx := context.Background()
 	q := testQueue(t)
 	meta := Metadata{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "vendor=1"}
@@ -74,13 +77,8 @@ func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
 	assert.Equal(t, `{"n":2}`, rest)
 	require.NoError(t, q.PoisonQueue().SetVisibility(ctx, batch[0], 0))
 
-	res, err := Requeue(ctx, q.PoisonQueue(), q, nil)
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Moved)
 	refuse.Store(false)
-	stop = started(t, l)
-	waitFor(t, "the requeued item handled", func() bool { return l.State().Succeeded == 3 })
-	require.NoError(t, stop())
+	requeueAndHandle(t, q, l, 3)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -97,10 +95,6 @@ func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
 // metadata line stays on the envelope, before the pointer, and the item
 // requeued comes back with its body intact and its metadata.
 func TestMetadataOfALargePoisonedItemStaysOutOfItsBlob(t *testing.T) {
-	type note struct {
-		N   int    `json:"n"`
-		Pad string `json:"pad,omitempty"`
-	}
 	ctx := context.Background()
 	q := testQueue(t)
 	meta := Metadata{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
@@ -139,13 +133,8 @@ func TestMetadataOfALargePoisonedItemStaysOutOfItsBlob(t *testing.T) {
 	waitFor(t, "the batch settled", func() bool { s := l.State(); return s.Succeeded == 1 && s.ItemsPoisoned == 1 })
 	require.NoError(t, stop())
 
-	res, err := Requeue(ctx, q.PoisonQueue(), q, nil)
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Moved)
 	refuse.Store(false)
-	stop = started(t, l)
-	waitFor(t, "the requeued item handled", func() bool { return l.State().Succeeded == 2 })
-	require.NoError(t, stop())
+	requeueAndHandle(t, q, l, 2)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, got, 2)
@@ -153,4 +142,16 @@ func TestMetadataOfALargePoisonedItemStaysOutOfItsBlob(t *testing.T) {
 	for _, m := range seen {
 		assert.Equal(t, meta, m)
 	}
+}
+
+// requeueAndHandle moves the one envelope in q's poison queue back to q and
+// runs l until it has handled succeeded messages in all.
+func requeueAndHandle[T any](t *testing.T, q *Queue, l *Listener[T], succeeded int64) {
+	t.Helper()
+	res, err := Requeue(context.Background(), q.PoisonQueue(), q, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	stop := started(t, l)
+	waitFor(t, "the requeued item handled", func() bool { return l.State().Succeeded == succeeded })
+	require.NoError(t, stop())
 }

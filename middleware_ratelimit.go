@@ -19,7 +19,10 @@ import (
 // HandlerTimeout for the queue the limit may build up. A listener takes
 // up to MaxDequeuers × Concurrency messages at once whatever the limit, so
 // under a low limit most of them wait their turn hidden; lower Concurrency
-// to about what the limit lets through in a visibility timeout.
+// to about what the limit lets through in a visibility timeout. Turns go in
+// the order they are asked for, not by listener: one listener with hundreds
+// of calls waiting books that many turns ahead of a listener that asks
+// later, which is one more reason to keep Concurrency low.
 //
 // A wait counts as part of the call: a wait the limiter refuses is a
 // failure like the handler's own, and counts towards MaxDequeueCount. A

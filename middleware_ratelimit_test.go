@@ -44,13 +44,18 @@ func TestRateLimitIsSharedAcrossListeners(t *testing.T) {
 	}
 	opts := func() *azdispatch.ListenerOptions {
 		// A short drain: the calls still waiting for a turn at the end are
-		// released, not waited for.
-		return &azdispatch.ListenerOptions{DrainTimeout: 100 * time.Millisecond, Middleware: []azdispatch.Middleware{azdispatch.RateLimit(limiter)}}
+		// released, not waited for. Few handlers each, as the RateLimit doc
+		// advises: turns go in the order they are asked for, and a listener
+		// with hundreds of calls waiting would book the window ahead of the
+		// other.
+		return &azdispatch.ListenerOptions{DrainTimeout: 100 * time.Millisecond, MaxDequeuers: 1, Concurrency: 4,
+			Middleware: []azdispatch.Middleware{azdispatch.RateLimit(limiter)}}
 	}
 	la, err := azdispatch.NewListener(qa, func(context.Context, *azdispatch.Message[item]) error { record(); return nil }, opts())
 	require.NoError(t, err)
 	lb, err := azdispatch.NewListener(qb, func(context.Context, *azdispatch.Message[string]) error { record(); return nil },
-		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), DrainTimeout: 100 * time.Millisecond, Middleware: opts().Middleware})
+		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), DrainTimeout: 100 * time.Millisecond, MaxDequeuers: 1, Concurrency: 4,
+			Middleware: opts().Middleware})
 	require.NoError(t, err)
 	var run sync.WaitGroup
 	run.Go(func() { assert.NoError(t, la.Run(ctx)) })

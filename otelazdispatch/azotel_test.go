@@ -50,13 +50,7 @@ func TestAzureSDKSpansNestUnderThisPackages(t *testing.T) {
 	tel.spans.Reset()
 	seen.reset()
 
-	pub, err := azdispatch.NewPublisher[order](q, &azdispatch.PublisherOptions{Middleware: []azdispatch.SendMiddleware{inst}})
-	require.NoError(t, err)
-	_, err = pub.Send(context.Background(), order{ID: 1})
-	require.NoError(t, err)
-	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[order]) error { return nil }, quick(inst))
-	require.NoError(t, err)
-	runUntil(t, l, func(s azdispatch.State) bool { return s.Succeeded == 1 })
+	sendAndHandleOne(t, inst, q)
 
 	ours := map[trace.SpanID]tracetest.SpanStub{}
 	var sdk []tracetest.SpanStub

@@ -96,6 +96,19 @@ func runUntil[T any](t *testing.T, l *azdispatch.Listener[T], done func(azdispat
 	run.Wait()
 }
 
+// sendAndHandleOne sends one order to q through a publisher instrumented
+// with inst, and handles it with a listener instrumented likewise.
+func sendAndHandleOne(t *testing.T, inst *otelazdispatch.Instrumentation, q azdispatch.Shard) {
+	t.Helper()
+	pub, err := azdispatch.NewPublisher[order](q, &azdispatch.PublisherOptions{Middleware: []azdispatch.SendMiddleware{inst}})
+	require.NoError(t, err)
+	_, err = pub.Send(context.Background(), order{ID: 1})
+	require.NoError(t, err)
+	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[order]) error { return nil }, quick(inst))
+	require.NoError(t, err)
+	runUntil(t, l, func(s azdispatch.State) bool { return s.Succeeded == 1 })
+}
+
 func quick(mw ...azdispatch.Middleware) *azdispatch.ListenerOptions {
 	return &azdispatch.ListenerOptions{
 		Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond), Retry: func(int64) time.Duration { return time.Second },
@@ -227,14 +240,7 @@ func TestTraceContextOffLeavesTheTextAsTheCodecWroteIt(t *testing.T) {
 func TestParentFromMessageMakesOneTrace(t *testing.T) {
 	tel := newTelemetry(t)
 	inst := tel.instrumentation(t, otelazdispatch.Options{Propagate: true, ParentFromMessage: true})
-	q := memqueue.New("parented", nil)
-	pub, err := azdispatch.NewPublisher[order](q, &azdispatch.PublisherOptions{Middleware: []azdispatch.SendMiddleware{inst}})
-	require.NoError(t, err)
-	_, err = pub.Send(context.Background(), order{ID: 1})
-	require.NoError(t, err)
-	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[order]) error { return nil }, quick(inst))
-	require.NoError(t, err)
-	runUntil(t, l, func(s azdispatch.State) bool { return s.Succeeded == 1 })
+	sendAndHandleOne(t, inst, memqueue.New("parented", nil))
 	spans := tel.byName()
 	send, process := spans["send parented"][0], spans["process parented"][0]
 	assert.Equal(t, send.SpanContext.TraceID(), process.SpanContext.TraceID())

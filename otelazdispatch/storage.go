@@ -3,13 +3,13 @@ package otelazdispatch
 import (
 	"context"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // HandleStorage makes the receive and settle spans of a listener's
@@ -63,7 +63,7 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 		span.SetAttributes(semconv.MessagingMessageID(d.ID), DequeueCountKey.Int64(d.DequeueCount))
 		if op.Kind == azdispatch.OpPoison {
 			// Handler error text may hold payload data: a bounded prefix.
-			span.SetAttributes(PoisonReasonKey.String(truncate(op.Reason, 256)))
+			span.SetAttributes(PoisonReasonKey.String(xmltext.TruncateUTF8(op.Reason, 256)))
 		}
 		if op.Item >= 0 {
 			span.SetAttributes(BatchItemKey.Int(op.Item))
@@ -72,15 +72,4 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 	err := op.Next(spanCtx)
 	i.opTime.Record(ctx, seconds(start), end(span, err, a))
 	return err
-}
-
-// truncate shortens s to at most n bytes, on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -32,11 +32,7 @@ func runDepth(ctx context.Context, c *cli, args []string) error {
 their total, with the same for their poison queues. Invisible messages (being handled,
 or delayed) are included. One request per queue and per poison queue.`)
 	o.register(fs)
-	pos, err := c.parse(fs, args)
-	if err == nil {
-		err = noArgs(fs, pos)
-	}
-	if err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	t, err := o.target.open(c, needQueue)

@@ -80,6 +80,15 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // noArgs refuses positional arguments a command does not take.
+// parseNoArgs parses the flags of a command that takes no arguments.
+func (c *cli) parseNoArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	return noArgs(fs, pos)
+}
+
 func noArgs(fs *flag.FlagSet, pos []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("%s takes no arguments, got %q", fs.Name(), pos)

@@ -21,17 +21,12 @@ const (
 	kindNotEnvelope    = "not-envelope"    // in a poison queue, but not an envelope
 )
 
-// EnvelopeView is a poison envelope with its body, for output.
+// EnvelopeView is a poison envelope with its body, for output: the
+// envelope's header fields as the library names them, and the body, which
+// the library's JSON leaves out.
 type EnvelopeView struct {
-	Queue        string    `json:"queue"` // the source the message was poisoned from
-	MessageID    string    `json:"id"`
-	DequeueCount int64     `json:"dequeue_count"`
-	Reason       string    `json:"reason"`
-	InsertedAt   time.Time `json:"inserted_at"`
-	PoisonedAt   time.Time `json:"poisoned_at"`
-	Batch        string    `json:"batch,omitempty"`
-	Item         int       `json:"item,omitempty"`
-	Body         string    `json:"body"`
+	*azdispatch.PoisonEnvelope
+	Body string `json:"body"`
 	// BodyKind says whether the body is the text itself or a pointer to a
 	// payload blob (a body too large for a poison message, or a claim check).
 	BodyKind    string           `json:"body_kind"`
@@ -80,10 +75,7 @@ func textKind(text string) (kind string, ptr *payload.Pointer, env *EnvelopeView
 }
 
 func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
-	v := &EnvelopeView{
-		Queue: e.Queue, MessageID: e.MessageID, DequeueCount: e.DequeueCount, Reason: e.Reason,
-		InsertedAt: e.InsertedAt, PoisonedAt: e.PoisonedAt, Batch: e.Batch, Item: e.Item, Body: e.Body,
-	}
+	v := &EnvelopeView{PoisonEnvelope: e, Body: e.Body}
 	v.BodyKind, v.BodyPointer, _, v.BodyMetadata = textKind(e.Body)
 	if v.BodyKind == kindPoison {
 		v.BodyKind = kindPlain // an envelope's body is never read as another envelope
@@ -133,11 +125,7 @@ or sent with a delay are not shown. Each text is decoded: a pointer to an offloa
 payload (claim check), a poison envelope, or plain text. One request per queue.`)
 	o.register(fs)
 	fs.IntVar(&n, "n", azdispatch.MaxBatch, "messages to show per queue, 1 to 32")
-	pos, err := c.parse(fs, args)
-	if err == nil {
-		err = noArgs(fs, pos)
-	}
-	if err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if n < 1 || n > azdispatch.MaxBatch {

@@ -107,11 +107,7 @@ the original message ID, reason, dequeue count, inserted and poisoned times, bat
 and body. `+peekNote+`
 Exits 3 when the poison queues hold anything, so that a script can alert on it.`)
 	o.register(fs)
-	pos, err := c.parse(fs, args)
-	if err == nil {
-		err = noArgs(fs, pos)
-	}
-	if err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	t, err := o.target.open(c, needQueue)
@@ -225,6 +221,14 @@ func (s *selectFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.max, "max", 0, "at most this many envelopes (0: all)")
 }
 
+// check refuses what the flags cannot mean.
+func (s *selectFlags) check() error {
+	if s.max < 0 {
+		return usageErrorf("-max must not be negative")
+	}
+	return nil
+}
+
 // filter is nil when every envelope is selected.
 func (s *selectFlags) filter() func(*azdispatch.PoisonEnvelope) bool {
 	if s.id == "" && s.reason == "" {
@@ -273,15 +277,11 @@ Each is sent before it is deleted from the poison queue. Envelopes not picked ar
 too, and stay hidden for 30 s: a listing meanwhile does not show them.`)
 	o.register(fs)
 	sel.register(fs)
-	pos, err := c.parse(fs, args)
-	if err == nil {
-		err = noArgs(fs, pos)
-	}
-	if err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if sel.max < 0 {
-		return usageErrorf("-max must not be negative")
+	if err := sel.check(); err != nil {
+		return err
 	}
 	t, err := o.target.open(c, needQueue)
 	if err != nil {

@@ -38,15 +38,11 @@ dequeue counts grow by one.`)
 	o.register(fs)
 	sel.register(fs)
 	fs.BoolVar(&yes, "yes", false, "delete without asking")
-	pos, err := c.parse(fs, args)
-	if err == nil {
-		err = noArgs(fs, pos)
-	}
-	if err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if sel.max < 0 {
-		return usageErrorf("-max must not be negative")
+	if err := sel.check(); err != nil {
+		return err
 	}
 	t, err := o.target.open(c, needQueue)
 	if err != nil {

@@ -2,28 +2,18 @@ package main
 
 import (
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/azdispatch/azdispatch/internal/redact"
 )
 
 // redacted stands in for every secret removed from a message.
-const redacted = "REDACTED"
+const redacted = redact.Mark
 
-// secretPatterns match the credentials that can appear in a connection
-// string or a URL whatever their value: a SAS signature (in a query, or
-// URL-encoded inside another value), an account key, a whole SAS, and a
-// shared-key Authorization header. Each keeps its name and loses its value.
-var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)(sig(?:=|%3D))[^&\s;"'<>]+`),
-	regexp.MustCompile(`(?i)(AccountKey=)[^;\s"'<>]+`),
-	regexp.MustCompile(`(?i)(SharedAccessSignature=)[^;\s"'<>]+`),
-	regexp.MustCompile(`(?i)(SharedKey(?:Lite)?\s+[^:\s]+:)[^\s"'<>]+`),
-}
-
-// redactor removes secrets from text before it is printed: the patterns
-// above, and the exact credentials this run read (connection strings and
+// redactor removes secrets from text before it is printed: those
+// internal/redact recognises, and the exact credentials this run read (connection strings and
 // their parts), in case a library echoes one in a shape no pattern knows.
 // It is safe for concurrent use.
 type redactor struct {
@@ -75,8 +65,5 @@ func (r *redactor) redact(s string) string {
 	for _, k := range known {
 		s = strings.ReplaceAll(s, k, redacted)
 	}
-	for _, p := range secretPatterns {
-		s = p.ReplaceAllString(s, "${1}"+redacted)
-	}
-	return s
+	return redact.Secrets(s)
 }

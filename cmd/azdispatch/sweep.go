@@ -37,11 +37,7 @@ A dry run that finds payloads to delete exits 3.`)
 	o.register(fs)
 	fs.BoolVar(&apply, "apply", false, "delete the orphaned payloads (default: dry run)")
 	fs.DurationVar(&grace, "grace", time.Hour, "keep payloads this long past their message's expiry")
-	pos, err := c.parse(fs, args)
-	if err == nil {
-		err = noArgs(fs, pos)
-	}
-	if err != nil {
+	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if grace <= 0 {
