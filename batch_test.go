@@ -408,15 +408,11 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 // holdHandlerTokens takes every handler token of l, as the items of batches
 // would, and returns a function that gives them back.
 func holdHandlerTokens[T any](l *Listener[T]) (giveBack func()) {
-	n := l.opts.MaxDequeuers * l.opts.Concurrency
-	for range n {
-		l.handlers.Take(nil, nil)
+	n := int64(l.opts.MaxDequeuers * l.opts.Concurrency)
+	if !l.handlers.TryAcquire(n) {
+		panic("the listener's handler tokens are in use")
 	}
-	return func() {
-		for range n {
-			l.handlers.Give()
-		}
-	}
+	return func() { l.handlers.Release(n) }
 }
 
 // A message waiting for a handler token is kept hidden and is not failed by

@@ -90,7 +90,8 @@
 // 2n. The listener reads the blob in a stream and calls the handler once per
 // item, with the same outcome rules as for a message; items that succeed
 // are recorded on the blob (a checkpoint), so a redelivered batch runs only
-// the rest, and an item that keeps failing is poisoned alone. When every
+// the rest, and an item that keeps failing is poisoned alone. An item's
+// HandlerTimeout cancels that item's call only; the items beside it run on. When every
 // item is done the message is deleted, then the blob.
 //
 // Every send takes one path: encode, then, when the text is over

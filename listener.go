@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
@@ -34,15 +36,25 @@ type Listener[T any] struct {
 	scale     scaler
 	wake      *syncx.Signal
 	want      atomic.Int64  // dequeuers asked for, read by Run
-	asked     chan struct{} // tells Run that want changed
-	due       syncx.DueTimes
-	// handlers holds a token per handler call running, single messages
-	// and batch items alike. Dequeuers' slots bound the messages in hand;
-	// these bound the calls, so that the items of batches, which run while
-	// their message holds one slot, do not take the listener past
+	asked     chan struct{} // tells Run that want changed, or that the last dequeuer stopped
+	// due holds when messages the listener let go of are visible again:
+	// dequeuers shorten their back-off to it, and Run starts one for it
+	// when none is left (PushOnly).
+	due syncx.DueTimes
+	// seats are the listener's MaxDequeuers sets of Concurrency slots,
+	// one per dequeuer running. A message holds a slot of its dequeuer's
+	// seat until it is settled, and a dequeuer that stops leaves its seat,
+	// with the slots still held, to the next: the listener never holds
+	// more than MaxDequeuers × Concurrency messages, however often its
+	// dequeuers stop and start.
+	seats chan *syncx.Slots
+	// handlers holds one unit per handler call running, single messages
+	// and batch items alike. Slots bound the messages in hand; this bounds
+	// the calls, so that the items of batches, which run while their
+	// message holds one slot, do not take the listener past
 	// MaxDequeuers × Concurrency handlers at once.
-	handlers *syncx.Tokens
-	memo     *handledMemo // handled, not deleted
+	handlers *semaphore.Weighted
+	memo     *handledMemo // handled, not yet deleted
 	budget   *payloadBudget
 	health   health
 	stats    stats
@@ -111,9 +123,13 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		scale:     scaler{interval: o.ScaleInterval, min: floor, max: o.MaxDequeuers},
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),
-		handlers:  syncx.NewTokens(o.MaxDequeuers * o.Concurrency),
+		seats:     make(chan *syncx.Slots, o.MaxDequeuers),
+		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
 		memo:      newHandledMemo(),
-		budget:    newPayloadBudget(o.PayloadMemory),
+		budget:    newPayloadBudget(o.PayloadMemory, gcPercent()),
+	}
+	for range o.MaxDequeuers {
+		l.seats <- syncx.NewSlots(o.Concurrency)
 	}
 	if len(o.Middleware) > 0 {
 		l.mw = slices.Clone(o.Middleware)
@@ -193,6 +209,8 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	s.settle.base = s.detached
 	defer s.settle.stop()
 	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
+	s.watch.timedOut = l.reappears
+	s.watch.remember = func(t *try) { l.memo.remember(t.d, settledHandled) }
 	s.watch.every(workerIdle, s.workers.retireIdle)
 	var watching sync.WaitGroup
 	stopWatch := make(chan struct{})
@@ -219,8 +237,22 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 		defer t.Stop()
 		fatalCheck = t.C
 	}
+	dueTimer := time.NewTimer(time.Hour)
+	defer dueTimer.Stop()
 	for {
+		// With no dequeuer left (PushOnly), nothing receives the messages
+		// the listener let go of when they are due: start one then.
+		var due <-chan time.Time
+		if l.stats.active.Load() == 0 {
+			if next, ok := l.due.Next(); ok {
+				dueTimer.Reset(time.Until(next))
+				due = dueTimer.C
+			}
+		}
 		select {
+		case <-due:
+			l.ask(1)
+		case <-l.due.Changed():
 		case <-ctx.Done():
 			return l.shutdown(s, &dequeuers, stopWork)
 		case now := <-fatalCheck:

@@ -3,7 +3,10 @@ package azdispatch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -20,6 +23,17 @@ type batchRun[T any] struct {
 	p      *payload.Pointer
 	done   *payload.DoneSet
 	halted bool // Run ended with items unstarted; written before the items are waited for
+
+	// pending counts the items running, and one more while items are
+	// still being started; allDone is closed when it drops to zero.
+	pending atomic.Int64
+	allDone chan struct{}
+	// running holds the text of each item running, by index, so that
+	// items abandoned in their handlers can still be settled; abandoned is
+	// set once they are, and what such an item returns later is ignored.
+	runMu     sync.Mutex
+	running   map[int]string
+	abandoned bool
 
 	mu    sync.Mutex // serialises checkpoint writes and guards the fields below
 	meta  payload.Meta
@@ -76,8 +90,9 @@ func (b *batchRun[T]) runItems(data []byte) error {
 	}
 	stopCheckpoints := b.checkpointEvery(l.opts.CheckpointInterval)
 	defer stopCheckpoints()
-	var items sync.WaitGroup
-	defer items.Wait()
+	b.allDone, b.running = make(chan struct{}), map[int]string{}
+	b.pending.Store(1) // the loop below, until it has started every item
+	defer b.waitItems()
 	for i := range b.p.Items {
 		skip := b.done.Has(i)
 		text, err := fr.Next(skip)
@@ -92,12 +107,75 @@ func (b *batchRun[T]) runItems(data []byte) error {
 			b.halted = errors.Is(err, errNotStarted)
 			return nil
 		}
-		items.Go(func() {
+		b.started(i, text)
+		// Owned by the session, not by this batch alone: an item that
+		// ignores its context is waited for, and reported, by Run.
+		t.s.handlers.Go(func() {
+			defer b.release()
 			defer l.giveHandler()
 			b.runItem(i, text)
 		})
 	}
 	return nil
+}
+
+// started records item i as running.
+func (b *batchRun[T]) started(i int, text string) {
+	b.pending.Add(1)
+	b.runMu.Lock()
+	b.running[i] = text
+	b.runMu.Unlock()
+}
+
+// finish takes item i out of the running ones before its outcome is
+// recorded. It reports false if the item was abandoned meanwhile: its
+// batch has been settled without it, and its outcome is not recorded.
+func (b *batchRun[T]) finish(i int) bool {
+	b.runMu.Lock()
+	defer b.runMu.Unlock()
+	if b.abandoned {
+		return false
+	}
+	delete(b.running, i)
+	return true
+}
+
+// release drops one count of pending, and tells the waiter when none is left.
+func (b *batchRun[T]) release() {
+	if b.pending.Add(-1) == 0 {
+		close(b.allDone)
+	}
+}
+
+// waitItems waits for the items started. If the try ends because an item
+// timed out and then did not return (see handlerCall), the items still
+// running are abandoned to their goroutines: the batch is settled without
+// them, and an abandoned item on the batch's last try is poisoned alone,
+// as an item that failed there would be.
+func (b *batchRun[T]) waitItems() {
+	b.release()
+	select {
+	case <-b.allDone:
+		return
+	case <-b.t.ctx.Done():
+	}
+	if !errors.Is(context.Cause(b.t.ctx), ErrHandlerTimeout) {
+		<-b.allDone // the items end with the try; their outcomes count
+		return
+	}
+	l, d := b.l, b.t.d
+	b.runMu.Lock()
+	b.abandoned = true
+	hung := maps.Clone(b.running)
+	b.runMu.Unlock()
+	for i, text := range hung {
+		err := fmt.Errorf("%w after %v, and did not return", ErrHandlerTimeout, l.opts.HandlerTimeout)
+		l.failed(d, err)
+		l.msgLog(d).Error("batch item ignores its cancelled context; its batch goes on without it", "item", i)
+		if d.DequeueCount >= l.opts.MaxDequeueCount {
+			b.poisonItem(i, text, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
+		}
+	}
 }
 
 // runItem decodes and handles one item and records its outcome.
@@ -110,11 +188,23 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	}{}
 	m := &item.m
 	if err := l.decode(text, &m.Body); err != nil {
-		b.poisonItem(i, text, (&DecodeError{Err: err}).Error())
+		if b.finish(i) {
+			b.poisonItem(i, text, (&DecodeError{Err: err}).Error())
+		}
 		return
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.BatchID, m.Item = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, b.p.Blob, i
-	switch a := l.runHandler(b.t, &item.call, m, len(text)); a.kind {
+	// Its own context, which its timeout cancels without ending the
+	// batch's try (see handlerCall).
+	var cancel context.CancelCauseFunc
+	item.call.Context, cancel = context.WithCancelCause(b.t.ctx)
+	item.call.cancel = cancel
+	a := l.runHandler(b.t, &item.call, m, len(text))
+	cancel(nil)
+	if !b.finish(i) {
+		return
+	}
+	switch a.kind {
 	case actDone:
 		b.done.Add(i)
 		l.stats.itemsSucceeded.Add(1)

@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
@@ -31,7 +32,15 @@ func (l *Listener[T]) dequeue(s *session) {
 			l.stats.active.Add(-1)
 		}
 	}()
-	slots := syncx.NewSlots(l.opts.Concurrency)
+	// A seat is free at once but when a dequeuer that has just stopped is
+	// still on its way out: it gives its seat back as it goes.
+	var slots *syncx.Slots
+	select {
+	case slots = <-l.seats:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { l.seats <- slots }()
 	idle, failures := 0, 0
 	for {
 		n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
@@ -51,16 +60,31 @@ func (l *Listener[T]) dequeue(s *session) {
 		// request: count their visibility from before it.
 		asked := time.Now()
 		batch, err := l.receive(ctx, n)
+		// A receive may bring messages and an error (a middleware's own,
+		// or a Source's): what it brought is received all the same.
+		batch = l.keep(s, batch, n)
 		slots.Give(n - len(batch))
+		l.stats.received.Add(int64(len(batch)))
+		switch {
+		case ctx.Err() != nil:
+			l.releaseNow(s, slots, batch)
+		default:
+			for _, d := range batch {
+				l.hand(s, work{d, slots, asked})
+			}
+		}
 		if err != nil {
 			failures++
 			l.stats.receiveErrors.Add(1)
 			l.health.receiveFailures.Add(1)
 			l.storageFailed(err)
+			// A receive whose answer was lost may have hidden messages:
+			// they are due again when its visibility timeout ends.
+			l.due.Add(asked.Add(l.opts.VisibilityTimeout))
 			// The service's Retry-After, if longer, wins: it knows how
 			// long it will be busy.
 			wait := hintedWait(err, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()))
-			l.log.Warn("receive failed", "err", err, "failures", failures, "retry_in", wait)
+			l.log.Warn("receive failed", "err", err, "failures", failures, "kept", len(batch), "retry_in", wait)
 			if !syncx.Sleep(ctx, wait, nil) {
 				return
 			}
@@ -71,13 +95,8 @@ func (l *Listener[T]) dequeue(s *session) {
 			l.health.receiveFailures.Store(0)
 		}
 		l.storageSucceeded(opReceive)
-		l.stats.received.Add(int64(len(batch)))
 		if ctx.Err() != nil {
-			l.releaseUnstarted(s, slots, batch)
 			return
-		}
-		for _, d := range batch {
-			l.hand(s, work{d, slots, asked})
 		}
 		if len(batch) == n {
 			// A full batch, whether the first after a quiet spell or one
@@ -88,11 +107,15 @@ func (l *Listener[T]) dequeue(s *session) {
 			idle = 0
 			continue // there may be more: receive again at once
 		}
+		// Fewer than asked for: everything visible when the receive
+		// started was there to take, so every message due by then has
+		// been received, here or by another receiver.
+		l.due.Covered(asked)
 		if len(batch) > 0 {
-			// Fewer than asked for: the queue had no more just now, so an
-			// immediate receive would most likely come back empty. Wait
-			// as after a first empty receive, without counting it as idle.
-			// Work sent meanwhile ends the wait, but not within the first
+			// The queue had no more just now, so an immediate receive
+			// would most likely come back empty. Wait as after a first
+			// empty receive, without counting it as idle. Work sent
+			// meanwhile ends the wait, but not within the first
 			// wakeCoalesce: a stream of sends, each waking the listener, is
 			// then received in batches, not one receive per send.
 			idle = 0
@@ -123,6 +146,26 @@ func (l *Listener[T]) dequeue(s *session) {
 	}
 }
 
+// keep returns the deliveries of a receive that asked for n, as the
+// listener takes them: a Source that returns nil entries, or more than it
+// was asked for, breaks its contract, but loses no message for it. Nil
+// entries are dropped; deliveries past n are made visible again at once
+// (counted as received and released), since no slot was taken for them.
+func (l *Listener[T]) keep(s *session, batch []*Delivery, n int) []*Delivery {
+	kept := batch
+	if slices.Contains(batch, nil) {
+		kept = slices.DeleteFunc(slices.Clone(batch), func(d *Delivery) bool { return d == nil })
+	}
+	if len(kept) <= n {
+		return kept
+	}
+	extra := kept[n:]
+	l.log.Error("the source returned more messages than it was asked for; the extra ones are made visible again", "asked", n, "got", len(kept))
+	l.stats.received.Add(int64(len(extra)))
+	l.releaseNow(s, nil, extra)
+	return kept[:n]
+}
+
 // receive asks the source for up to n messages. The call is not cut short by
 // ctx: messages the service hands out are always taken, and released if the
 // listener is stopping.
@@ -132,15 +175,18 @@ func (l *Listener[T]) receive(ctx context.Context, n int) ([]*Delivery, error) {
 	return l.srcReceive(rctx, n)
 }
 
-// releaseUnstarted makes messages received during shutdown visible again at
-// once, in parallel, so that another listener gets them without waiting out
-// the visibility timeout.
-func (l *Listener[T]) releaseUnstarted(s *session, slots *syncx.Slots, batch []*Delivery) {
+// releaseNow makes received messages that will not be handled (received
+// during shutdown, or beyond what was asked for) visible again at once, in
+// parallel, so that another receiver gets them without waiting out the
+// visibility timeout. Each gives back its slot, if slots is not nil.
+func (l *Listener[T]) releaseNow(s *session, slots *syncx.Slots, batch []*Delivery) {
+	hiddenUntil := time.Now().Add(l.opts.VisibilityTimeout) // if a release fails
 	for _, d := range batch {
 		s.handlers.Go(func() {
-			defer slots.Give(1)
-			ctx := s.settle.get()
-			l.count(l.release(ctx, d, 0), &l.stats.released)
+			if slots != nil {
+				defer slots.Give(1)
+			}
+			l.count(l.release(s.settle.get(), d, 0, hiddenUntil), &l.stats.released)
 		})
 	}
 }
@@ -193,8 +239,12 @@ func (l *Listener[T]) retire(woken <-chan struct{}) bool {
 	}
 	l.stats.scaleDowns.Add(1)
 	left := int(l.stats.active.Load())
-	if left == 0 && syncx.IsClosed(woken) {
+	switch {
+	case left == 0 && syncx.IsClosed(woken):
 		l.ask(1)
+	case left == 0:
+		// Run watches the due times itself while no dequeuer runs.
+		l.ask(0)
 	}
 	l.log.Debug("idle dequeuer stopping", "dequeuers", left)
 	l.event(Event{Kind: EventScaleDown, Dequeuers: left})

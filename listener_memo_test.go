@@ -2,9 +2,12 @@ package azdispatch
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestHandledMemoIsBoundedAndKnowsTextFromID(t *testing.T) {
@@ -22,10 +25,50 @@ func TestHandledMemoIsBoundedAndKnowsTextFromID(t *testing.T) {
 	assert.Zero(t, m.settled(first), "the oldest is forgotten past the bound")
 	last := &Delivery{ID: fmt.Sprint("m", handledMemoSize), Text: "a"}
 	assert.Equal(t, settledHandled, m.settled(last))
-	assert.LessOrEqual(t, len(m.keys), handledMemoSize)
+	assert.LessOrEqual(t, len(m.index), handledMemoSize)
 
 	m.remember(last, settledPoisoned)
 	assert.Equal(t, settledPoisoned, m.settled(last), "the latest outcome is kept")
 	m.forget(last)
 	assert.Zero(t, m.settled(last))
+}
+
+// The memo behaves as a list of the last handledMemoSize messages
+// remembered and not forgotten, whatever the order of remembering and
+// forgetting: checked against that model, step by step, from a seed.
+func TestHandledMemoAgreesWithAModel(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	r := rand.New(rand.NewPCG(seed, 1))
+	m := newHandledMemo()
+	var model []string // oldest first
+	outcome := map[string]settledAs{}
+	ids := handledMemoSize * 3 / 2
+	for step := range 60_000 {
+		d := &Delivery{ID: fmt.Sprint("m", r.IntN(ids)), Text: "t"}
+		switch r.IntN(3) {
+		case 0, 1:
+			as := settledAs(1 + r.IntN(2))
+			m.remember(d, as)
+			if !slices.Contains(model, d.ID) {
+				model = append(model, d.ID)
+				if len(model) > handledMemoSize {
+					delete(outcome, model[0])
+					model = model[1:]
+				}
+			}
+			outcome[d.ID] = as
+		case 2:
+			m.forget(d)
+			if i := slices.Index(model, d.ID); i >= 0 {
+				model = slices.Delete(model, i, i+1)
+				delete(outcome, d.ID)
+			}
+		}
+		require.Equal(t, outcome[d.ID], m.settled(d), "seed %d, step %d, %s", seed, step, d.ID)
+		require.Len(t, m.index, len(model), "seed %d, step %d", seed, step)
+	}
+	for _, id := range model {
+		assert.Equal(t, outcome[id], m.settled(&Delivery{ID: id, Text: "t"}), "seed %d: %s", seed, id)
+	}
 }

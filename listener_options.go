@@ -46,7 +46,9 @@ type ListenerOptions struct {
 	// through the same *Queue in this process, or Wake. It requires Wake,
 	// which declares where wake-ups come from (set it to the *Queue itself
 	// when the publishers are in this process); with no wake-up, sent
-	// messages wait until the next one.
+	// messages wait until the next one. Messages the listener itself let go
+	// of (released for a retry, or left hidden by a delete or a release
+	// that failed) need none: it starts a dequeuer when they are due.
 	PushOnly bool
 
 	// Wake is a source of wake-ups besides the listener's own queue (whose
@@ -152,13 +154,24 @@ type ListenerOptions struct {
 	// state shows in State, Ready and EventFatal.
 	FatalTimeout time.Duration
 
-	// PayloadMemory bounds, in bytes, the offloaded payloads the listener
-	// holds in memory at once: a message reserves its blob's size plus
-	// PayloadLimits.MaxItemSize before downloading it (a batch holds that
-	// while its items run; a single message keeps only its text once
-	// inflated), and waits, hidden and renewed, while the budget is spent.
-	// Defaults to 256 MiB, sized for a small container; negative means no
-	// bound. Without it, 512 messages of 16 MiB each would take 8 GiB.
+	// PayloadMemory bounds, in bytes, the heap that the offloaded payloads
+	// the listener holds take, garbage included: a message reserves its
+	// blob's size plus PayloadLimits.MaxItemSize before downloading it (a
+	// batch holds that while its items run; a single message keeps only its
+	// text once inflated), and waits, hidden and renewed, while the budget
+	// is spent. Go's collector lets the heap grow by GOGC percent (100 by
+	// default) of the live heap before it collects, so the listener keeps
+	// the payloads it holds live to PayloadMemory × 100 / (100 + GOGC):
+	// half of it at the default setting, and a flood of large payloads
+	// shows a heap near PayloadMemory, not twice it. (200 claim-checked
+	// messages of 2 MiB held at once with the default 256 MiB peaked at
+	// 219 MiB of heap above the rest of the process; the test bound is
+	// 1.25 × PayloadMemory.) With GOGC=off, which leaves collection to
+	// GOMEMLIMIT, payloads may take all of PayloadMemory live: set
+	// GOMEMLIMIT above it and the rest of the process. GOGC is read when
+	// the listener is made. Defaults to 256 MiB, sized for a small
+	// container; negative means no bound. Without it, 512 messages of
+	// 16 MiB each would take 8 GiB, and twice that in heap.
 	PayloadMemory int64
 
 	// Middleware wraps every handler call, outermost first (see

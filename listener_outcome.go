@@ -121,44 +121,66 @@ func (l *Listener[T]) failed(d *Delivery, err error, attrs ...any) {
 
 // settle carries out a message's action once its try is over.
 func (l *Listener[T]) settle(t *try, a action) {
+	d := t.d
+	// A success is remembered before its delete has failed, not after: a
+	// delete the SDK retries against a throttled account may outlast the
+	// visibility timeout, and the message, back meanwhile, is then only
+	// deleted. It is remembered at once if the message has been in hand
+	// long enough for renewals (and when ownership was lost), and otherwise
+	// by the watch if the delete is still under way when the first renewal
+	// would have come due; a delete done before then costs the memo nothing.
+	handled := a.kind == actDone && !a.handledBefore && !a.poisonedBefore
 	lost := false
-	if r := t.s.watch.removeTry(t); r != nil {
+	if handled {
+		r, late := t.s.watch.settling(t)
+		if r != nil {
+			lost = r.stop()
+		}
+		if late {
+			l.memo.remember(d, settledHandled)
+		}
+	} else if r := t.s.watch.removeTry(t); r != nil {
 		lost = r.stop()
 	}
 	t.end(nil)
 	ctx := t.s.settle.get()
-	d := t.d
 	if lost || a.kind == actLost {
+		t.s.watch.removeTry(t)
 		t.save(ctx)
 		l.stats.lost.Add(1)
+		l.reappears(t)
 		l.msgLog(d).Warn("ownership lost while handling; the message will be delivered again")
 		return
 	}
 	switch a.kind {
 	case actDone:
-		if err := l.srcDelete(ctx, d); err != nil {
+		err := l.srcDelete(ctx, d)
+		if handled {
+			// From here the watch remembers nothing more of it: a success
+			// is forgotten below, a failure remembered.
+			t.s.watch.removeTry(t)
+		}
+		if err != nil {
 			l.storageFailed(err)
+			if handled {
+				l.memo.remember(d, settledHandled)
+			}
 			// Record what is done, so the next delivery only deletes.
 			t.save(ctx)
-			as := settledHandled
-			if a.poisonedBefore {
-				as = settledPoisoned
-			}
-			l.memo.remember(d, as)
 			l.stats.lost.Add(1)
+			l.reappears(t)
 			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again, and deleted without running the handler", "err", err)
 			return
 		}
 		l.storageSucceeded(opDelete)
+		l.memo.forget(d)
 		switch {
 		case a.poisonedBefore:
-			l.memo.forget(d)
 			l.stats.poisoned.Add(1)
 			l.stats.handledBefore.Add(1)
 			l.msgLog(d).Info("deleted a message copied to the poison queue on an earlier delivery")
 			return
 		case a.handledBefore:
-			l.memo.forget(d)
 			l.stats.handledBefore.Add(1)
 		}
 		l.stats.succeeded.Add(1)
@@ -169,13 +191,17 @@ func (l *Listener[T]) settle(t *try, a action) {
 		l.poisonMessage(ctx, t, a.reason)
 	case actRelease:
 		t.save(ctx)
-		l.count(l.release(ctx, d, 0), &l.stats.released)
+		l.count(l.release(ctx, d, 0, t.hidden()), &l.stats.released)
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(d).Info("retrying later", "err", a.err)
-		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount)), &l.stats.retried)
+		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.hidden()), &l.stats.retried)
 	}
 }
+
+// reappears records that t's message, left hidden, is due again when its
+// visibility timeout ends, so that the listener looks for it then.
+func (l *Listener[T]) reappears(t *try) { l.due.Add(t.hidden()) }
 
 // save records a batch's progress, if the try is a batch's.
 func (t *try) save(ctx context.Context) {
@@ -184,21 +210,20 @@ func (t *try) save(ctx context.Context) {
 	}
 }
 
-// release hides d for after (0: visible at once), remembering when it is
-// due. It reports success; on failure the message reappears when its
-// visibility timeout ends.
-func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration) bool {
+// release hides d for after (0: visible at once), and records when it is
+// due: then, or at hiddenUntil if the release fails (its visibility timeout
+// runs on). It reports success.
+func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration, hiddenUntil time.Time) bool {
 	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
 	if err := l.srcRelease(ctx, d, after); err != nil {
 		l.storageFailed(err)
+		l.due.Add(hiddenUntil)
 		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
 		return false
 	}
 	l.storageSucceeded(opUpdate)
-	if after > 0 {
-		// The service counts whole seconds, rounded up.
-		l.due.Add(time.Now().Add(time.Duration(seconds(after)) * time.Second))
-	}
+	// The service counts whole seconds, rounded up.
+	l.due.Add(time.Now().Add(time.Duration(seconds(after)) * time.Second))
 	return true
 }
 
@@ -217,20 +242,22 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		l.storageFailed(err)
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
-		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount)), &l.stats.retried)
+		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.hidden()), &l.stats.retried)
 		return
 	}
 	l.storageSucceeded(opSend)
+	// Remembered before the delete, as a success is: its next delivery
+	// here is deleted, not poisoned again, whenever it comes. Another
+	// listener would poison it again, and Requeue skips such a duplicate.
+	l.memo.remember(d, settledPoisoned)
 	if err := l.srcDelete(ctx, d); err != nil {
-		// Remembered, so that its next delivery here is deleted, not
-		// poisoned again; another listener would poison it again, and
-		// Requeue skips such a duplicate.
 		l.storageFailed(err)
-		l.memo.remember(d, settledPoisoned)
 		l.stats.lost.Add(1)
+		l.reappears(t)
 		log.Warn("copied to the poison queue but not deleted; its next delivery is only deleted", "err", err)
 		return
 	}
+	l.memo.forget(d)
 	l.stats.poisoned.Add(1)
 	log.Warn("message poisoned")
 }

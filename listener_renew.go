@@ -26,7 +26,6 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 	r := &renewer{}
 	d := t.d
 	vis := l.opts.VisibilityTimeout
-	hiddenUntil := t.received.Add(vis) // by the local clock; the receive was just before
 	renew := func() {
 		r.mu.Lock()
 		if r.stopped {
@@ -48,7 +47,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 		case err == nil:
 			l.storageSucceeded(opUpdate)
 			l.stats.renewed.Add(1)
-			hiddenUntil = start.Add(vis)
+			t.hiddenUntil.Store(start.Add(vis).UnixNano())
 			next = vis / 2
 		case errors.Is(err, ErrOwnershipLost):
 			r.mu.Lock()
@@ -58,7 +57,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 			return
 		default:
 			l.storageFailed(err)
-			left := time.Until(hiddenUntil)
+			left := time.Until(t.hidden())
 			l.log.Warn("visibility renewal failed", "id", d.ID, "err", err, "hidden_for", left)
 			if left < time.Second {
 				return // too late to matter; the delete will tell

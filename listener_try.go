@@ -17,6 +17,10 @@ type try struct {
 	// received is when the receive that brought d was asked for, by the
 	// local clock: its visibility timeout runs from about then.
 	received time.Time
+	// hiddenUntil is when d reappears unless it is settled, by the local
+	// clock, in Unix nanoseconds: its visibility timeout from the receive,
+	// or from the last renewal.
+	hiddenUntil atomic.Int64
 	// ctx is this try's: it ends when ownership is lost (cause
 	// ErrOwnershipLost), when a handler runs past HandlerTimeout (cause
 	// ErrHandlerTimeout), or at the drain timeout (cause ErrDrainTimeout).
@@ -29,6 +33,9 @@ type try struct {
 	// watch's lock).
 	renewAt watchEntry
 	renew   *renewer
+	// settling is set, under the watch's lock, once the handler has
+	// succeeded and the message is being deleted (see watch.settling).
+	settling bool
 	// renewFired is set when the watch reaches renewAt; call is a handler
 	// call of the try that the watch files then (see watch.startCall).
 	renewFired atomic.Bool
@@ -66,6 +73,7 @@ func (l *Listener[T]) process(s *session, d *Delivery, received time.Time) {
 	h := &inHand[T]{}
 	t := &h.t
 	t.s, t.d, t.origin, t.received = s, d, d.Receipt, received
+	t.hiddenUntil.Store(received.Add(l.opts.VisibilityTimeout).UnixNano())
 	t.ctx, t.end = context.WithCancelCause(s.detached)
 	s.watch.addTry(t)
 	l.settle(t, l.work(h))
@@ -155,18 +163,23 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 	return l.opts.Codec.Decode(text, body)
 }
 
-// takeHandler waits for one of the listener's handler tokens, which single
-// messages and the items of batches share. It fails with errNotStarted when
-// Run's context ends first, or with the try's cause; a token it got then is
-// given back.
+// takeHandler waits for one unit of the listener's handler semaphore,
+// which single messages and the items of batches share. It fails with
+// errNotStarted when Run's context ends first, or with the try's cause; a
+// unit it got then is given back.
 func (l *Listener[T]) takeHandler(t *try) error {
-	// Asking a context for its Done channel makes one: only wait, and
-	// ask, when every token is taken.
-	if !l.handlers.TryTake() && !l.handlers.Take(t.ctx.Done(), t.s.run.Done()) {
-		if t.ctx.Err() != nil {
-			return context.Cause(t.ctx)
+	if !l.handlers.TryAcquire(1) {
+		// Only a wait makes a context of its own: it ends with the try's
+		// or with Run's.
+		ctx, done := t.untilRunEnds()
+		err := l.handlers.Acquire(ctx, 1)
+		done()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return context.Cause(t.ctx)
+			}
+			return errNotStarted
 		}
-		return errNotStarted
 	}
 	switch {
 	case t.s.run.Err() != nil:
@@ -179,8 +192,22 @@ func (l *Listener[T]) takeHandler(t *try) error {
 	return nil
 }
 
-// giveHandler gives back a token takeHandler took.
-func (l *Listener[T]) giveHandler() { l.handlers.Give() }
+// giveHandler gives back what takeHandler took.
+func (l *Listener[T]) giveHandler() { l.handlers.Release(1) }
+
+// untilRunEnds returns a context that ends with the try's or with Run's,
+// for a wait that either ends; done releases it.
+func (t *try) untilRunEnds() (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	stop := context.AfterFunc(t.s.run, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// hidden is when t's message reappears unless it is settled.
+func (t *try) hidden() time.Time { return time.Unix(0, t.hiddenUntil.Load()) }
 
 // runHandler calls the handler for m, a message or a batch item decoded
 // from size bytes of text, through the middleware if any, with c as its
@@ -189,6 +216,9 @@ func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T], size int
 	t.s.watch.startCall(t, c)
 	err := l.handle(c, t, m, size)
 	t.s.watch.endCall(t, c)
+	if err != nil && c.timedOut.Load() {
+		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, l.opts.HandlerTimeout, err)
+	}
 	return l.judge(t, c, err)
 }
 

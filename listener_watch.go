@@ -21,7 +21,16 @@ import (
 type watch struct {
 	renewAfter time.Duration // half the visibility timeout
 	callLimit  time.Duration // HandlerTimeout; 0 for none
-	startRenew func(*try)    // starts a try's renewals; called under mu
+	// itemGrace is how long a batch item's call that timed out may take
+	// to return before its batch's try is ended (see handlerCall.expire).
+	itemGrace  time.Duration
+	startRenew func(*try) // starts a try's renewals; called under mu
+	// timedOut, if set, is told of a try that a timeout ended: its message
+	// reappears when its visibility timeout ends. Called under mu.
+	timedOut func(*try)
+	// remember, if set, is told of a try whose delete is still under way
+	// when its first renewal comes due (see settling). Called under mu.
+	remember func(*try)
 
 	mu              sync.Mutex
 	renewals, calls watchList
@@ -48,7 +57,11 @@ type watchEntry struct {
 type watchList struct{ head, tail *watchEntry }
 
 func newWatch(renewAfter, callLimit time.Duration, startRenew func(*try)) *watch {
-	return &watch{renewAfter: renewAfter, callLimit: max(callLimit, 0), startRenew: startRenew, kick: make(chan struct{}, 1)}
+	callLimit = max(callLimit, 0)
+	return &watch{
+		renewAfter: renewAfter, callLimit: callLimit, itemGrace: min(callLimit, abandonAfter),
+		startRenew: startRenew, kick: make(chan struct{}, 1),
+	}
 }
 
 // every makes the watch call f every period, from its goroutine, until it
@@ -84,20 +97,26 @@ func (w *watch) inHand() []*Delivery {
 	var out []*Delivery
 	for _, list := range []*watchList{&w.renewals, &w.renewing} {
 		for e := list.head; e != nil; e = e.next {
-			out = append(out, e.try.d)
+			if !e.try.settling {
+				out = append(out, e.try.d)
+			}
 		}
 	}
 	return out
 }
 
 // startCall watches c, a call for t, for its HandlerTimeout, and sets its
-// deadline. When the timeout is longer than the wait for t's first renewal
+// deadline. A batch item's call comes with a context of its own (see
+// handlerCall); any other runs on its try's. When the timeout is longer than the wait for t's first renewal
 // (as by default: 10 minutes against 15 s), c only needs watching if t
 // lives that long: it is left with t, and the watch files it when t's
 // renewal comes due. A message settled before then, which is nearly every
 // one, so costs the watch's lock once on its way in and once on its way out.
 func (w *watch) startCall(t *try, c *handlerCall) {
-	c.Context, c.try, c.timer.call = t.ctx, t, c
+	if c.Context == nil {
+		c.Context = t.ctx
+	}
+	c.try, c.timer.call = t, c
 	if w.callLimit == 0 {
 		return
 	}
@@ -169,6 +188,21 @@ func (w *watch) add(list *watchList, e *watchEntry, due time.Time) {
 	}
 }
 
+// settling marks t, whose handler has succeeded, as being deleted, and
+// leaves it in the watch until removeTry: if its first renewal comes due
+// before then, the watch has the listener remember it as handled instead of
+// renewing it, well before the message could reappear (half its visibility
+// timeout early). Most deletes are done long before, and cost the memo
+// nothing. If that time has passed already, it reports late: the caller
+// remembers the message itself, and stops t's renewer, if the renewals had
+// started.
+func (w *watch) settling(t *try) (r *renewer, late bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.settling = true
+	return t.renew, t.renewFired.Load()
+}
+
 // removeTry takes t out of the watch. It returns t's renewer if the
 // renewals had started (the caller stops it), nil if they had not.
 func (w *watch) removeTry(t *try) *renewer {
@@ -222,13 +256,25 @@ func (w *watch) fire(now time.Time) (next time.Time, ok bool) {
 		if c := t.call.Load(); c != nil {
 			w.fileCallLocked(c) // its deadline is still ahead: see startCall
 		}
-		if t.ctx.Err() == nil { // an ended try lets its message reappear
+		switch {
+		case t.settling:
+			if w.remember != nil {
+				w.remember(t)
+			}
+		case t.ctx.Err() == nil: // an ended try lets its message reappear
 			w.startRenew(t)
 		}
 	}
 	for e := w.calls.head; e != nil && !e.due.After(now); e = w.calls.head {
 		w.calls.unlink(e)
-		e.call.expire()
+		again, ended := e.call.expire(w.itemGrace)
+		switch {
+		case again > 0:
+			e.due = now.Add(again)
+			w.calls.insert(e)
+		case ended && w.timedOut != nil:
+			w.timedOut(e.call.try)
+		}
 	}
 	if h := w.renewals.head; h != nil {
 		next, ok = h.due, true
@@ -273,17 +319,26 @@ func (l *watchList) unlink(e *watchEntry) {
 }
 
 // handlerCall is the context of one handler call: a message's, or a batch
-// item's. It is the try's context, but reports the call's deadline (so that
-// a handler can pass it on to what it calls), and reports
-// context.DeadlineExceeded once the call has run past it. The watch then
-// ends the whole try with cause ErrHandlerTimeout, so that renewals stop and
-// the message reappears for another try even if the handler never returns.
+// item's. A message's call runs on its try's context, but reports the
+// call's deadline (so that a handler can pass it on to what it calls), and
+// reports context.DeadlineExceeded once the call has run past it. The watch
+// then ends the whole try with cause ErrHandlerTimeout, so that renewals
+// stop and the message reappears for another try even if the handler never
+// returns.
+//
+// A batch item's call has a context of its own, under its try's, which the
+// watch cancels alone at the item's timeout: the other items of the batch
+// run on. Only an item that has still not returned itemGrace later (it
+// ignores its context) ends the batch's try, so that the batch's message
+// is not hidden for as long as the item hangs.
 type handlerCall struct {
-	context.Context // the try's
+	context.Context // the try's; for a batch item, its own
 	try             *try
-	deadline        time.Time // zero: none
-	timedOut        atomic.Bool
-	timer           watchEntry
+	// cancel cancels a batch item's own context; nil for a message's call.
+	cancel   context.CancelCauseFunc
+	deadline time.Time // zero: none
+	timedOut atomic.Bool
+	timer    watchEntry
 }
 
 // Deadline is the call's deadline (HandlerTimeout after it started).
@@ -295,7 +350,7 @@ func (c *handlerCall) Deadline() (time.Time, bool) {
 }
 
 // Err is context.DeadlineExceeded once this call has timed out, and the
-// try's error otherwise.
+// context's error otherwise.
 func (c *handlerCall) Err() error {
 	err := c.Context.Err()
 	if err != nil && c.timedOut.Load() {
@@ -304,11 +359,21 @@ func (c *handlerCall) Err() error {
 	return err
 }
 
-// expire ends the try of a call past its deadline, unless it has ended.
-func (c *handlerCall) expire() {
-	if c.try.ctx.Err() != nil {
-		return
+// expire acts on a call past its deadline, unless its try has ended. A
+// message's call ends its try (ended). A batch item's is cancelled alone,
+// and expire asks to be called again after grace (again): if the item is
+// still running then, its try ends. A try ended so lets its message
+// reappear, since its renewals stop.
+func (c *handlerCall) expire(grace time.Duration) (again time.Duration, ended bool) {
+	t := c.try
+	if t.ctx.Err() != nil {
+		return 0, false
+	}
+	if c.cancel != nil && !c.timedOut.Swap(true) {
+		c.cancel(ErrHandlerTimeout)
+		return max(grace, time.Nanosecond), false
 	}
 	c.timedOut.Store(true)
-	c.try.end(ErrHandlerTimeout)
+	t.end(ErrHandlerTimeout)
+	return 0, true
 }

@@ -148,7 +148,8 @@ type StorageOp struct {
 	// change it.
 	Message *Delivery
 	// Max is how many messages an OpReceive asks for; Received is what it
-	// got, set once Next returns.
+	// got, set once Next returns. Messages received are handled even when
+	// the middleware then returns an error: they are hidden already.
 	Max      int
 	Received []*Delivery
 	// After is how long an OpRelease hides the message for.

@@ -45,6 +45,13 @@ func quickOptions(mw ...azdispatch.Middleware) *azdispatch.ListenerOptions {
 	}
 }
 
+// oneAtATime makes o's listener run one handler call at a time, for a
+// test that reads the order of what its calls did.
+func oneAtATime(o *azdispatch.ListenerOptions) *azdispatch.ListenerOptions {
+	o.MaxDequeuers, o.Concurrency = 1, 1
+	return o
+}
+
 // recorder is a middleware that records what it sees.
 type recorder struct {
 	name  string
@@ -102,7 +109,7 @@ func TestMiddlewareWrapsEveryHandlerCallInOrder(t *testing.T) {
 			panic("boom")
 		}
 		return nil
-	}, quickOptions(outer, inner))
+	}, oneAtATime(quickOptions(outer, inner)))
 	require.NoError(t, err)
 	s := runUntil(t, l, func(s azdispatch.State) bool { return s.Succeeded == 1 && s.Poisoned == 1 && s.Retried >= 1 })
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -175,21 +176,27 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 	if n := deref(resp.ContentLength); n != p.Size {
 		return nil, fmt.Errorf("%w: %s is %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, n, p.Size)
 	}
-	data := make([]byte, 0, p.Size)
-	buf := bytes.NewBuffer(data)
-	// One byte more than the pointer allows tells a longer body from a
-	// correct one without reading the rest of it.
-	if _, err := io.Copy(buf, s.stall.count(ctx, io.LimitReader(resp.Body, p.Size+1))); err != nil {
+	// Exactly the size the pointer gives, read in place: a buffer that
+	// grows as it reads would copy the payload once or twice on the way.
+	data := make([]byte, p.Size)
+	body := s.stall.count(ctx, resp.Body)
+	n, err := io.ReadFull(body, data)
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: %s read %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, n, p.Size)
+	case err != nil:
 		return nil, s.err(opBlobRead, p.Blob, s.stall.explain(ctx, err))
 	}
-	if int64(buf.Len()) != p.Size {
-		return nil, fmt.Errorf("%w: %s read %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, buf.Len(), p.Size)
+	// One byte more tells a longer body from a correct one without
+	// reading the rest of it.
+	if k, _ := io.ReadFull(body, make([]byte, 1)); k > 0 {
+		return nil, fmt.Errorf("%w: %s is longer than the pointer's %d bytes", ErrPayloadCorrupt, p.Blob, p.Size)
 	}
-	sum := sha256.Sum256(buf.Bytes())
+	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != p.SHA256 {
 		return nil, fmt.Errorf("%w: %s does not match the pointer's SHA-256", ErrPayloadCorrupt, p.Blob)
 	}
-	f := &fetched{data: buf.Bytes(), etag: deref(resp.ETag)}
+	f := &fetched{data: data, etag: deref(resp.ETag)}
 	meta, ok := payload.ParseMeta(resp.Metadata)
 	if !ok {
 		// The bytes are the publisher's (the hash says so); only the

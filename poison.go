@@ -39,6 +39,11 @@ type PoisonEnvelope struct {
 	Reason       string    `json:"reason"`
 	InsertedAt   time.Time `json:"inserted_at"`
 	PoisonedAt   time.Time `json:"poisoned_at"`
+	// ExpiresAt is when the original message would have expired (the last
+	// day of 9999 for one sent never to expire): Requeue sends it back
+	// with the lifetime it was sent with. Zero in envelopes written before
+	// it was recorded.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// Batch and Item name the batch item poisoned on its own, whose text
 	// is Body; Batch is empty for a whole message.
 	Batch string `json:"batch,omitempty"`
@@ -54,7 +59,7 @@ type PoisonEnvelope struct {
 func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time) *PoisonEnvelope {
 	return &PoisonEnvelope{
 		Queue: source, MessageID: d.ID, DequeueCount: d.DequeueCount, Reason: reason,
-		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), Body: d.Text,
+		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), ExpiresAt: d.ExpiresAt, Body: d.Text,
 	}
 }
 
@@ -153,7 +158,10 @@ type RequeueResult struct {
 }
 
 // Requeue moves messages from a poison queue back to a target, restoring each
-// original text; the moved message starts again with a dequeue count of 0.
+// original text; the moved message starts again with a dequeue count of 0,
+// and lives as long as the original was sent to live (a message sent never
+// to expire never expires; an envelope that does not say, written by an
+// older version, is requeued never to expire).
 // Each message is sent before it is deleted from the poison queue, so a
 // failure between the two leaves a copy in both places rather than in none.
 // Messages left behind are hidden for 30 s; Requeue remembers the IDs it has
@@ -236,11 +244,26 @@ func (e *PoisonEnvelope) key() envelopeKey {
 }
 
 func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env *PoisonEnvelope) error {
-	if _, err := to.Send(ctx, env.Body, nil); err != nil {
+	if _, err := to.Send(ctx, env.Body, &SendOptions{TTL: env.lifetime()}); err != nil {
 		return fmt.Errorf("azdispatch: requeue %s: %w", d.ID, err)
 	}
 	if err := poison.Delete(ctx, d); err != nil {
 		return fmt.Errorf("azdispatch: requeue %s: sent, but not deleted from the poison queue (it may be requeued twice): %w", d.ID, err)
 	}
 	return nil
+}
+
+// neverExpires is the expiry the service reports for a message sent never
+// to expire.
+var neverExpires = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// lifetime is the TTL the original message was sent with, as SendOptions
+// takes it: -1 for one that never expires, or when the envelope does not
+// say.
+func (e *PoisonEnvelope) lifetime() time.Duration {
+	ttl := e.ExpiresAt.Sub(e.InsertedAt)
+	if e.ExpiresAt.IsZero() || e.InsertedAt.IsZero() || !e.ExpiresAt.Before(neverExpires) || ttl <= 0 {
+		return -1
+	}
+	return ttl
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
 // Queue is one Azure storage queue. It is both a Source and a Target, counts
@@ -232,13 +233,11 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // countEmptyReceive records a receive that found nothing. It is not an HTTP
 // attempt of its own, so the counting policy does not see it.
 func (q *Queue) countEmptyReceive(ctx context.Context) {
-	q.tx.empty.Add(1)
+	q.tx.c.AddEmpty()
 	if q.account != nil {
-		q.account.tx.empty.Add(1)
+		q.account.tx.c.AddEmpty()
 	}
-	for ch, _ := ctx.Value(observersKey{}).(*counterChain); ch != nil; ch = ch.next {
-		ch.c.empty.Add(1)
-	}
+	txcount.AddEmpty(ctx)
 }
 
 // receipt returns d's pop receipt if d came from q, directly or through

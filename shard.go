@@ -289,7 +289,7 @@ func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions)
 		s.set.record(ctx, i, err)
 		errs = append(errs, err)
 	}
-	return "", s.set.noHealthy("send", errs, now)
+	return "", s.noHealthy("send", errs, now)
 }
 
 // SendKeyed puts text on the shard KeyShard(key, number of shards) picks,
@@ -379,7 +379,7 @@ func (s *ShardedQueue) Depth(ctx context.Context) (int, error) {
 	}
 	answered = asked - len(failed)
 	if answered == 0 {
-		return 0, s.set.noHealthy("depth", failed, now)
+		return 0, s.noHealthy("depth", failed, now)
 	}
 	return total, nil
 }

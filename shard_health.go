@@ -139,17 +139,20 @@ func (set *shardSet) record(ctx context.Context, i int, err error) {
 		"failures", n, "retry_in", wait, "err", err)
 }
 
-// noHealthy is the error of a request no shard could serve.
-func (set *shardSet) noHealthy(op string, errs []error, now time.Time) error {
+// noHealthy is the error of a request no shard of this view could serve.
+// The wait it names is its own shards': another view of the same set may
+// hold shards that are not backed off at all.
+func (s *ShardedQueue) noHealthy(op string, errs []error, now time.Time) error {
+	set := s.set
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
 	}
 	next := time.Time{}
-	for i := range set.shards {
+	for _, i := range s.members {
 		if _, until, _ := set.retryAt(i); next.IsZero() || until.Before(next) {
 			next = until
 		}
 	}
 	return fmt.Errorf("%w: %s on %q: every shard is backed off; the first is tried again in %v",
-		ErrNoHealthyShard, op, set.name, next.Sub(now).Round(time.Millisecond))
+		ErrNoHealthyShard, op, set.name, max(next.Sub(now), 0).Round(time.Millisecond))
 }

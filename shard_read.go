@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -47,6 +48,7 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 			continue // known empty a moment ago: not worth a request now
 		}
 		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
+		got = append(got, batch...) // a shard may fail after bringing some
 		if err != nil {
 			errs = append(errs, err)
 			if len(got) > 0 || ctx.Err() != nil {
@@ -57,7 +59,6 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 			continue
 		}
 		answered = true
-		got = append(got, batch...)
 		if len(got) >= max {
 			break
 		}
@@ -65,7 +66,9 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	if answered {
 		return got, nil
 	}
-	return nil, s.set.noHealthy("receive", errs, now)
+	// Messages a failing shard brought are returned with its error: they
+	// are hidden already, and a listener handles them all the same.
+	return got, s.noHealthy("receive", errs, now)
 }
 
 // readCandidate is a shard a receive may ask, and whether it may hold
@@ -117,12 +120,16 @@ func (s *ShardedQueue) readOrder(now time.Time) []readCandidate {
 }
 
 // receiveFrom receives from shard i, records what it found, and wraps each
-// delivery's receipt in one that names shard i.
+// delivery's receipt in one that names shard i. A shard that fails after
+// bringing messages (a Source of one's own may) has them returned with its
+// error, not dropped: they are hidden already.
 func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility time.Duration) ([]*Delivery, error) {
 	batch, err := set.shards[i].Receive(ctx, max, visibility)
 	set.record(ctx, i, err)
+	batch = slices.DeleteFunc(batch, func(d *Delivery) bool { return d == nil })
 	if err != nil {
-		return nil, err
+		set.wrap(i, batch)
+		return batch, err
 	}
 	now := set.now()
 	set.mu.Lock()
@@ -132,12 +139,18 @@ func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility tim
 		r.emptyAt = now
 	}
 	set.mu.Unlock()
-	receipts := make([]shardReceipt, len(batch)) // one allocation per receive
+	set.wrap(i, batch)
+	return batch, nil
+}
+
+// wrap puts each delivery's receipt, from shard i, in one that names the
+// shard: one allocation per receive.
+func (set *shardSet) wrap(i int, batch []*Delivery) {
+	receipts := make([]shardReceipt, len(batch))
 	for k, d := range batch {
 		receipts[k] = shardReceipt{set: set, index: i, inner: d.Receipt}
 		d.Receipt = &receipts[k]
 	}
-	return batch, nil
 }
 
 // shardReceipt is the Receipt of a delivery received through a sharded

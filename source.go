@@ -12,7 +12,10 @@ type Source interface {
 	// Name identifies the source in logs, errors and poison envelopes.
 	Name() string
 	// Receive gets up to max messages (1 to MaxBatch) and hides them for
-	// visibility. It returns an empty slice, not an error, when there are none.
+	// visibility. It returns an empty slice, not an error, when there are
+	// none. Messages it returns with an error are handled all the same
+	// (they are hidden already), and the error counts as a failed receive;
+	// more than max are made visible again at once.
 	Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error)
 	// Delete removes a received message. A stale receipt gives an error
 	// matching ErrOwnershipLost.

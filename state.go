@@ -71,7 +71,9 @@ type State struct {
 	ItemsSkipped   int64 // items not run because a checkpoint says they were done
 	Checkpoints    int64 // checkpoints written to batch blobs
 
-	// PayloadBytes is what messages hold now of ListenerOptions.PayloadMemory.
+	// PayloadBytes is the payload bytes messages hold now: at most
+	// ListenerOptions.PayloadMemory less the collector's headroom (half of
+	// it at the default GOGC).
 	PayloadBytes int64
 }
 

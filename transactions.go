@@ -3,57 +3,29 @@ package azdispatch
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
 // op is the kind of a storage request, for counting and for errors.
-type op int
+type op = txcount.Op
 
 const (
-	opOther op = iota
-	opReceive
-	opDelete
-	opUpdate
-	opSend
-	opDepth
-	opCreate
-	opBlobRead
-	opBlobWrite
-	opBlobDelete
-	opBlobLease
-	opBlobList
-	numOps
+	opOther      = txcount.Other
+	opReceive    = txcount.Receive
+	opDelete     = txcount.Delete
+	opUpdate     = txcount.Update
+	opSend       = txcount.Send
+	opDepth      = txcount.Depth
+	opCreate     = txcount.Create
+	opBlobRead   = txcount.BlobRead
+	opBlobWrite  = txcount.BlobWrite
+	opBlobDelete = txcount.BlobDelete
+	opBlobLease  = txcount.BlobLease
+	opBlobList   = txcount.BlobList
 )
-
-func (o op) String() string {
-	switch o {
-	case opReceive:
-		return "receive"
-	case opDelete:
-		return "delete"
-	case opUpdate:
-		return "update"
-	case opSend:
-		return "send"
-	case opDepth:
-		return "depth"
-	case opCreate:
-		return "create"
-	case opBlobRead:
-		return "blob read"
-	case opBlobWrite:
-		return "blob write"
-	case opBlobDelete:
-		return "blob delete"
-	case opBlobLease:
-		return "blob lease"
-	case opBlobList:
-		return "blob list"
-	}
-	return "other"
-}
 
 // Transactions counts billable storage requests by kind. Every HTTP attempt
 // counts, retries included, because the service bills each one.
@@ -87,46 +59,35 @@ func (t Transactions) Blob() int64 {
 // Counter accumulates Transactions. It is safe for concurrent use; the zero
 // value is ready. Attach one to a context with CountTransactions to learn what
 // a piece of work cost.
-type Counter struct {
-	ops   [numOps]atomic.Int64
-	empty atomic.Int64
-}
+type Counter struct{ c txcount.Counter }
 
-func (c *Counter) add(o op) { c.ops[o].Add(1) }
+func (c *Counter) add(o op) { c.c.Add(o) }
 
 // Snapshot returns the counts so far.
 func (c *Counter) Snapshot() Transactions {
 	return Transactions{
-		Receive:      c.ops[opReceive].Load(),
-		EmptyReceive: c.empty.Load(),
-		Delete:       c.ops[opDelete].Load(),
-		Update:       c.ops[opUpdate].Load(),
-		Send:         c.ops[opSend].Load(),
-		Depth:        c.ops[opDepth].Load(),
-		Create:       c.ops[opCreate].Load(),
-		BlobRead:     c.ops[opBlobRead].Load(),
-		BlobWrite:    c.ops[opBlobWrite].Load(),
-		BlobDelete:   c.ops[opBlobDelete].Load(),
-		BlobLease:    c.ops[opBlobLease].Load(),
-		BlobList:     c.ops[opBlobList].Load(),
-		Other:        c.ops[opOther].Load(),
+		Receive:      c.c.Load(opReceive),
+		EmptyReceive: c.c.Empty(),
+		Delete:       c.c.Load(opDelete),
+		Update:       c.c.Load(opUpdate),
+		Send:         c.c.Load(opSend),
+		Depth:        c.c.Load(opDepth),
+		Create:       c.c.Load(opCreate),
+		BlobRead:     c.c.Load(opBlobRead),
+		BlobWrite:    c.c.Load(opBlobWrite),
+		BlobDelete:   c.c.Load(opBlobDelete),
+		BlobLease:    c.c.Load(opBlobLease),
+		BlobList:     c.c.Load(opBlobList),
+		Other:        c.c.Load(opOther),
 	}
 }
 
-// counterChain is the list of counters a context's requests are counted in.
-type counterChain struct {
-	c    *Counter
-	next *counterChain
-}
-
-type observersKey struct{}
-
 // CountTransactions returns a copy of ctx in which every storage request this
 // package makes is also counted in c (besides the queue's and the account's
-// own counters). Contexts nest: an inner counter does not hide an outer one.
+// own counters), and so is every call on a memqueue.Queue. Contexts nest: an
+// inner counter does not hide an outer one.
 func CountTransactions(ctx context.Context, c *Counter) context.Context {
-	outer, _ := ctx.Value(observersKey{}).(*counterChain)
-	return context.WithValue(ctx, observersKey{}, &counterChain{c: c, next: outer})
+	return txcount.With(ctx, &c.c)
 }
 
 // requestTag says what a request is and which queue's counter it belongs to
@@ -157,8 +118,6 @@ func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
 		}
 	}
 	p.account.add(o)
-	for ch, _ := ctx.Value(observersKey{}).(*counterChain); ch != nil; ch = ch.next {
-		ch.c.add(o)
-	}
+	txcount.Add(ctx, o)
 	return req.Next()
 }

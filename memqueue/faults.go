@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
 // Op is a kind of call on a queue, as the fault hooks name it. Its value is
@@ -20,6 +21,23 @@ const (
 	OpUpdate  Op = "update" // SetVisibility
 	OpDepth   Op = "depth"
 )
+
+// kind is the kind of request op stands for, as azdispatch counts them.
+func (op Op) kind() txcount.Op {
+	switch op {
+	case OpSend:
+		return txcount.Send
+	case OpReceive:
+		return txcount.Receive
+	case OpDelete:
+		return txcount.Delete
+	case OpUpdate:
+		return txcount.Update
+	case OpDepth:
+		return txcount.Depth
+	}
+	return txcount.Other
+}
 
 // faults are the failures armed by FailNext and LoseNext, counted down per
 // call. They are guarded by the queue's mutex.
@@ -62,6 +80,7 @@ func (q *Queue) LoseNext(op Op, n int) {
 // every attempt, and the service bills a throttled one.
 func (q *Queue) before(ctx context.Context, op Op) error {
 	q.calls[opIndex(op)].Add(1)
+	txcount.Add(ctx, op.kind())
 	if q.intercept != nil {
 		if err := q.intercept(ctx, q.name, op); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/txcount"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -232,6 +233,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	}
 	if len(out) == 0 {
 		q.emptyReceives.Add(1)
+		txcount.AddEmpty(ctx)
 	}
 	return out, nil
 }
@@ -317,7 +319,9 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // attempt: a call refused by a fault hook is counted (the service bills a
 // throttled request), a call whose arguments an azdispatch.Queue would
 // refuse before any request is not. EmptyReceive counts the receives that
-// returned nothing.
+// returned nothing. Each call is also counted in every azdispatch.Counter
+// its context carries (azdispatch.CountTransactions), so a Listener's
+// State().Transactions counts its requests on a memqueue as on a Queue.
 func (q *Queue) Transactions() azdispatch.Transactions {
 	return azdispatch.Transactions{
 		Send:         q.calls[opIndex(OpSend)].Load(),

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // A payload blob is gzip of a header line and one frame per item: the item's
@@ -128,11 +129,14 @@ func (fr *Reader) Next(skip bool) (string, error) {
 		}
 		return "", nil
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(fr.r, b); err != nil {
+	// Read straight into the string's own bytes: an item may be many
+	// megabytes, and a []byte converted to a string would be a second copy.
+	var b strings.Builder
+	b.Grow(int(n))
+	if k, err := io.CopyN(&b, fr.r, n); err != nil || k != n {
 		return "", fr.fault(err, "truncated item")
 	}
-	return string(b), nil
+	return b.String(), nil
 }
 
 // fault turns a read error into ErrTooLarge when the bound was hit, and

@@ -6,47 +6,99 @@ import (
 	"time"
 )
 
-// maxDue bounds how many release times a DueTimes remembers.
+// maxDue bounds how many times a DueTimes remembers.
 const maxDue = 1024
 
-// DueTimes remembers when messages a listener released for a retry become
-// visible again, so that an idle dequeuer wakes for them instead of sleeping
-// through to the end of its back-off. It costs no request: the times are
-// known from the releases. The zero value is ready; it is safe for
-// concurrent use.
+// DueTimes remembers when messages a listener let go of become visible
+// again (released for a retry, or left hidden by a delete, a release or a
+// receive that failed), so that the listener looks for them then instead
+// of sleeping through to the end of its back-off, and a listener with no
+// dequeuer left starts one. It costs no request: the times are known from
+// the listener's own requests.
+//
+// A time is forgotten only once a receive that started after it found the
+// queue drained (it returned fewer messages than it asked for): every
+// message due by then was visible to it. A dequeuer that wakes for a time
+// and finds a full batch receives again at once, and so comes back round.
+//
+// The zero value is ready; it is safe for concurrent use.
 type DueTimes struct {
-	mu sync.Mutex
-	h  timeHeap
+	mu      sync.Mutex
+	h       timeHeap
+	changed chan struct{} // has a value when the earliest time changed
 }
 
-// Add records that a message becomes visible at t. Past 1024 remembered
-// times it forgets the new one: the idle back-off still finds the message,
-// later.
+// Add records that a message becomes visible at t. Past 1024 times it
+// keeps a time at or after every one it was given, so that each message
+// is still looked for, if later: a t past the latest replaces it, and a t
+// before it is left to the receive made at the latest.
 func (d *DueTimes) Add(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.h) < maxDue {
 		heap.Push(&d.h, t)
+	} else {
+		last := d.h.latest()
+		if !t.After(d.h[last]) {
+			return
+		}
+		d.h[last] = t
+		heap.Fix(&d.h, last)
+	}
+	if d.h[0].Equal(t) {
+		d.signal()
 	}
 }
 
-// Limit shortens delay so that a dequeuer sleeping from now wakes at the
-// earliest recorded time; each recorded time shortens one wait only. Times
-// already past are dropped: the receive that just came back empty was made
-// after them, or at about the same time.
-func (d *DueTimes) Limit(now time.Time, delay time.Duration) time.Duration {
+// Covered forgets the times at or before start, when a receive that
+// started then returned fewer messages than it asked for.
+func (d *DueTimes) Covered(start time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for len(d.h) > 0 && !d.h[0].After(now) {
+	for len(d.h) > 0 && !d.h[0].After(start) {
 		heap.Pop(&d.h)
 	}
-	if len(d.h) > 0 {
-		if until := d.h[0].Sub(now); until < delay {
-			heap.Pop(&d.h) // one wake-up per recorded time
-			return until
-		}
+}
+
+// Next returns the earliest time remembered, if any.
+func (d *DueTimes) Next() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.h) == 0 {
+		return time.Time{}, false
+	}
+	return d.h[0], true
+}
+
+// Limit shortens a wait of delay from now so that it ends at the earliest
+// time remembered; a time already past shortens it to nothing.
+func (d *DueTimes) Limit(now time.Time, delay time.Duration) time.Duration {
+	if next, ok := d.Next(); ok {
+		return max(min(delay, next.Sub(now)), 0)
 	}
 	return delay
+}
+
+// Changed returns a channel that has a value once the earliest time
+// remembered has changed: for a goroutine that waits for it.
+func (d *DueTimes) Changed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.changed == nil {
+		d.changed = make(chan struct{}, 1)
+	}
+	return d.changed
+}
+
+// signal tells the goroutine waiting on Changed. The caller holds d.mu.
+func (d *DueTimes) signal() {
+	if d.changed == nil {
+		d.changed = make(chan struct{}, 1)
+	}
+	select {
+	case d.changed <- struct{}{}:
+	default: // it has been told already
+	}
 }
 
 // timeHeap is a min-heap of times; its methods implement heap.Interface.
@@ -63,4 +115,15 @@ func (h *timeHeap) Pop() any {
 	t := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return t
+}
+
+// latest returns the index of the latest time, which is one of the leaves.
+func (h timeHeap) latest() int {
+	at := len(h) / 2
+	for i := at + 1; i < len(h); i++ {
+		if h[i].After(h[at]) {
+			at = i
+		}
+	}
+	return at
 }

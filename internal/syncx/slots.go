@@ -5,7 +5,9 @@ import (
 	"sync"
 )
 
-// Slots bounds the messages a dequeuer holds at once. A dequeuer takes slots
+// Slots bounds the messages a dequeuer holds at once: a listener has one set
+// per dequeuer it may run, and a dequeuer that stops leaves its set, with
+// the slots its messages still hold, to the next. A dequeuer takes slots
 // before it receives and a message gives its slot back when it is settled,
 // so nothing is received that no slot is free for. (A message may still
 // wait, hidden and renewed, for one of the listener's handler tokens while

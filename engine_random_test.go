@@ -1,0 +1,532 @@
+package azdispatch_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/cputime"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+var (
+	engineSeed     = flag.Uint64("engine.seed", 0, "TestEngineRandomized: the seed to replay (0: a new one)")
+	engineDuration = flag.Duration("engine.duration", 0, "TestEngineRandomized: how long to run rounds for (0: 3 s with -short, 12 s otherwise)")
+)
+
+// TestEngineRandomized drives real listeners over memqueue through random
+// rounds: random options (dequeuers, concurrency, batch size, PushOnly,
+// visibility, timeouts, retry delays), handlers that succeed, fail, panic,
+// give up, hang to their timeout or run past half their visibility timeout,
+// storage faults (failed and lost receives, deletes and updates, slow
+// deletes that fail, receives that bring messages and an error), wake-ups,
+// a clock moved by hand in some rounds, and shutdowns at random moments.
+// After every step it checks that the listener holds no more messages and
+// runs no more handlers than MaxDequeuers × Concurrency, and that no
+// delivery received after the listener began to delete a message whose
+// handler succeeded runs the handler again (in rounds whose clock moved, a
+// message the move made visible again while in hand is excused). At the end of each round, with no further send or
+// wake-up, every message must be settled for good within a minute (deleted,
+// after a success or into the poison queue), Run must return, State's
+// counts must add up and agree with the queue's, and no goroutine may be
+// left. Some rounds also measure the CPU the process uses while every
+// handler waits: a wait must block, not spin.
+//
+// A failure names its seed. Replay it, or run for longer:
+//
+//	go test -run TestEngineRandomized -engine.seed=N -engine.duration=1m .
+//	go test -run TestEngineRandomized -engine.duration=10m .
+func TestEngineRandomized(t *testing.T) {
+	// Not parallel: the CPU measurement must see this test's work alone.
+	seed := *engineSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	budget := *engineDuration
+	if budget == 0 {
+		budget = 12 * time.Second
+		if testing.Short() {
+			budget = 3 * time.Second
+		}
+	}
+	t.Logf("seed %d: replay with -engine.seed=%d", seed, seed)
+	end := time.Now().Add(budget)
+	for round := 0; round == 0 || time.Now().Before(end); round++ {
+		e := newEngineRound(seed, round)
+		if !t.Run(fmt.Sprintf("round-%d", round), e.run) {
+			t.Fatalf("round %d failed (%s): replay with -engine.seed=%d", round, e.describe(), seed)
+		}
+	}
+}
+
+// engineRound is one listener's life under random steps.
+type engineRound struct {
+	seed     uint64
+	round    int
+	r        *rand.Rand // the driver's; handlers draw from behaviourOf
+	q        *memqueue.Queue
+	clock    *memqueue.ManualClock // nil: the real clock
+	opts     azdispatch.ListenerOptions
+	capacity int
+	// waitCheck rounds measure the CPU of a listener whose every handler
+	// waits, with a HandlerTimeout long enough not to end the wait.
+	waitCheck bool
+	// receiveFaults counts the steps that armed failed receives, or
+	// receives that bring messages and fail.
+	receiveFaults int
+
+	slowDeletes  atomic.Bool  // deletes sleep, then fail with 503
+	receiveFails atomic.Int64 // receives that bring messages then fail, to come
+	epoch        atomic.Int64 // clock moves so far
+	tick         atomic.Int64 // orders receives and deletes
+	gate         atomic.Pointer[chan struct{}]
+
+	mu         sync.Mutex
+	sent       int
+	running    int
+	mostRun    int
+	receivedAt map[string]seen // by delivery: when its receive started
+	succeeded  map[int]seen    // by message: when the receive of its first successful delivery started
+	deleting   map[int]int64   // by message: the tick its first delete after a success started
+	poisoned   map[int]bool
+	violation  string
+}
+
+// seen is when a receive started: the tick, and the clock's moves so far.
+type seen struct{ tick, epoch int64 }
+
+func newEngineRound(seed uint64, round int) *engineRound {
+	rs := seed ^ uint64(round+1)*0x9e3779b97f4a7c15
+	r := rand.New(rand.NewPCG(rs, uint64(round)))
+	e := &engineRound{seed: rs, round: round, r: r,
+		receivedAt: map[string]seen{}, succeeded: map[int]seen{}, deleting: map[int]int64{}, poisoned: map[int]bool{}}
+	var opts memqueue.Options
+	if r.IntN(3) == 0 {
+		e.clock = memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		opts.Clock = e.clock
+	}
+	opts.Intercept = e.intercept
+	e.q = memqueue.New(fmt.Sprintf("engine-%d-%d", seed%100000, round), &opts)
+	o := &e.opts
+	o.MaxDequeuers = 1 + r.IntN(4)
+	o.Concurrency = 1 + r.IntN(8)
+	o.BatchSize = 1 + r.IntN(azdispatch.MaxBatch)
+	o.PushOnly = r.IntN(2) == 0
+	if o.PushOnly {
+		o.Wake = e.q
+	}
+	o.VisibilityTimeout = time.Duration(1+r.IntN(3)) * time.Second
+	o.HandlerTimeout = time.Duration(100+r.IntN(300)) * time.Millisecond
+	if e.waitCheck = r.IntN(3) == 0; e.waitCheck {
+		o.HandlerTimeout = 5 * time.Second
+	}
+	o.MaxDequeueCount = int64(3 + r.IntN(4))
+	retry := time.Duration(r.IntN(2)) * time.Second // the service's unit
+	o.Retry = func(int64) time.Duration { return retry }
+	o.Idle = azdispatch.ExponentialIdle(0, time.Duration(20+r.IntN(280))*time.Millisecond)
+	o.ScaleInterval = time.Duration(1+r.IntN(100)) * time.Millisecond
+	o.DrainTimeout = time.Duration(100+r.IntN(900)) * time.Millisecond
+	o.Middleware = []azdispatch.Middleware{e}
+	e.capacity = o.MaxDequeuers * o.Concurrency
+	return e
+}
+
+func (e *engineRound) describe() string {
+	o := e.opts
+	return fmt.Sprintf("round seed %d, manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d",
+		e.seed, e.clock != nil, o.PushOnly, o.MaxDequeuers, o.Concurrency, o.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount)
+}
+
+// run drives the round: steps with checks, then the drain and the checks
+// of the end.
+func (e *engineRound) run(t *testing.T) {
+	t.Logf("%s", e.describe())
+	ignore := goleak.IgnoreCurrent()
+	l, err := azdispatch.NewListener(e.q, e.handle, &e.opts)
+	require.NoError(t, err)
+	run := startRun(l)
+	if e.waitCheck {
+		e.waitCostsNoCPU(t, l)
+	}
+	for steps := 20 + e.r.IntN(40); steps > 0; steps-- {
+		if e.step(t, l, &run) {
+			continue
+		}
+		e.check(t, l)
+	}
+	e.drain(t, l)
+	require.NoError(t, run.stop(), "Run's result")
+	e.checkEnd(t, l)
+	require.NoError(t, goleak.Find(ignore), "goroutines left by the round")
+}
+
+// step takes one random step; it reports whether it restarted Run (whose
+// State is then checked by the next step).
+func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runningListener) bool {
+	switch k := e.r.IntN(100); {
+	case k < 35:
+		e.send(t, 1+e.r.IntN(20))
+	case k < 45:
+		if op := e.faultOp(); op != "" {
+			e.q.FailNext(op, 1+e.r.IntN(2), nil)
+		}
+	case k < 50:
+		if op := e.faultOp(); op != "" {
+			e.q.LoseNext(op, 1)
+		}
+	case k < 55:
+		e.slowDeletes.Store(!e.slowDeletes.Load())
+	case k < 60:
+		if e.receiveFaults < 2 { // backed off from as failed receives are
+			e.receiveFaults++
+			e.receiveFails.Add(1 + int64(e.r.IntN(2)))
+		}
+	case k < 68:
+		if e.clock != nil {
+			e.epoch.Add(1)
+			e.clock.Advance(time.Duration(500+e.r.IntN(2500)) * time.Millisecond)
+		}
+	case k < 75:
+		l.Notify()
+	case k < 80:
+		require.NoError(t, (*run).stop(), "Run's result at a restart")
+		*run = startRun(l)
+		return true
+	default:
+		time.Sleep(time.Duration(e.r.IntN(100)) * time.Millisecond)
+	}
+	return false
+}
+
+// faultOp picks the call a fault is armed for. Failed receives are backed
+// off from exponentially (up to 30 s after eight in a row), so a round arms
+// few of them: the drain's bound is for the listener, not its back-off.
+func (e *engineRound) faultOp() memqueue.Op {
+	ops := []memqueue.Op{memqueue.OpReceive, memqueue.OpDelete, memqueue.OpUpdate}
+	op := ops[e.r.IntN(len(ops))]
+	if op == memqueue.OpReceive {
+		if e.receiveFaults >= 2 {
+			return ""
+		}
+		e.receiveFaults++
+	}
+	return op
+}
+
+// send puts n new messages on the queue; a few, when the clock is real and
+// the listener polls, with a delay.
+func (e *engineRound) send(t *testing.T, n int) {
+	for range n {
+		e.mu.Lock()
+		id := e.sent
+		e.sent++
+		e.mu.Unlock()
+		var opts *azdispatch.SendOptions
+		// A delayed send wakes no one when it comes due: a push-only
+		// listener learns of it only from the next wake-up.
+		if !e.opts.PushOnly && e.r.IntN(10) == 0 {
+			opts = &azdispatch.SendOptions{Delay: time.Duration(1+e.r.IntN(2)) * time.Second}
+		}
+		_, err := e.q.Send(context.Background(), strconv.Itoa(id), opts)
+		require.NoError(t, err)
+	}
+}
+
+// check asserts what must hold at every moment.
+func (e *engineRound) check(t *testing.T, l *azdispatch.Listener[int]) {
+	t.Helper()
+	s := l.State()
+	require.LessOrEqual(t, s.InFlight, e.capacity, "messages in hand past MaxDequeuers × Concurrency: %+v", s)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.Empty(t, e.violation)
+	require.LessOrEqual(t, e.mostRun, e.capacity, "handler calls at once past MaxDequeuers × Concurrency")
+}
+
+// drain ends the round: no fault, send or wake-up from here on (on a
+// manual clock, only moves of it), and every message must be settled for
+// good within a minute.
+func (e *engineRound) drain(t *testing.T, l *azdispatch.Listener[int]) {
+	e.slowDeletes.Store(false)
+	e.receiveFails.Store(0)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		e.check(t, l)
+		missing, depth := e.unsettled(t)
+		if len(missing) == 0 && depth == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled a minute into the drain: queue depth %d, %d messages neither handled nor poisoned: %v\nstate: %+v",
+				depth, len(missing), head(missing, 20), l.State())
+		}
+		if e.clock != nil {
+			e.epoch.Add(1)
+			e.clock.Advance(2 * time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unsettled lists the messages sent that were neither handled nor
+// poisoned, and the queue's depth: a settled round has neither.
+func (e *engineRound) unsettled(t *testing.T) (missing []int, depth int) {
+	ctx := context.Background()
+	depth, err := e.q.Depth(ctx)
+	require.NoError(t, err)
+	pq := e.q.PoisonQueue()
+	for {
+		batch, err := pq.Receive(ctx, azdispatch.MaxBatch, time.Minute)
+		require.NoError(t, err)
+		if len(batch) == 0 {
+			break
+		}
+		for _, d := range batch {
+			env, err := azdispatch.ParsePoison(d.Text)
+			require.NoError(t, err)
+			n, err := strconv.Atoi(env.Body)
+			require.NoError(t, err)
+			require.NoError(t, pq.Delete(ctx, d))
+			e.mu.Lock()
+			e.poisoned[n] = true
+			e.mu.Unlock()
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for n := range e.sent {
+		if _, ok := e.succeeded[n]; !ok && !e.poisoned[n] {
+			missing = append(missing, n)
+		}
+	}
+	return missing, depth
+}
+
+// checkEnd asserts what must hold once Run has returned.
+func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[int]) {
+	s := l.State()
+	require.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released,
+		"received = succeeded + retried + poisoned + lost + released: %+v", s)
+	require.Zero(t, s.InFlight)
+	require.Zero(t, s.ActiveDequeuers)
+	qt := e.q.Transactions()
+	require.Equal(t, qt.Receive, s.Transactions.Receive, "the listener's receives, as the queue counted them")
+	require.Equal(t, qt.Delete, s.Transactions.Delete, "the listener's deletes, as the queue counted them")
+	require.Equal(t, qt.Update, s.Transactions.Update, "the listener's updates, as the queue counted them")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.LessOrEqual(t, s.Succeeded+s.Poisoned, int64(e.sent), "%+v", s)
+	require.Empty(t, e.violation)
+}
+
+// waitCostsNoCPU fills the listener with handlers that wait at a gate, and
+// more messages than it may hold, then measures the process's CPU while it
+// waits, and opens the gate.
+func (e *engineRound) waitCostsNoCPU(t *testing.T, l *azdispatch.Listener[int]) {
+	g := make(chan struct{})
+	e.gate.Store(&g)
+	defer func() {
+		e.gate.Store(nil)
+		close(g)
+	}()
+	e.send(t, e.capacity+1+e.r.IntN(10))
+	// The listener takes what its dequeuers may hold (as many as the
+	// queue's depth calls for), then waits: until nothing changes for a
+	// while.
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := -1, time.Now()
+	for time.Since(since) < 300*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Logf("the listener did not settle into its wait within 10 s; no CPU measured: %+v", l.State())
+			return
+		}
+		if n := l.State().InFlight; n != last || n == 0 {
+			last, since = n, time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const window = 500 * time.Millisecond
+	before, err := cputime.Self()
+	require.NoError(t, err)
+	time.Sleep(window)
+	after, err := cputime.Self()
+	require.NoError(t, err)
+	share := float64(after-before) / float64(window)
+	t.Logf("CPU while %d handlers wait: %.1f%% of a core", last, 100*share)
+	// A spinning wait costs a whole core; waiting costs next to nothing.
+	require.Less(t, share, 0.25, "a waiting listener must not spin")
+}
+
+// handle is the round's handler: what it does is drawn from the message
+// and its delivery, so that a seed replays it.
+func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[int]) error {
+	key := deliveryKey(m.ID, m.DequeueCount)
+	e.mu.Lock()
+	got := e.receivedAt[key]
+	if del, ok := e.deleting[m.Body]; ok && got.tick > del && got.epoch == e.succeeded[m.Body].epoch && e.violation == "" {
+		e.violation = fmt.Sprintf("message %d (%s): delivery %d, received after the listener began to delete it as handled, ran the handler again",
+			m.Body, m.ID, m.DequeueCount)
+	}
+	e.running++
+	e.mostRun = max(e.mostRun, e.running)
+	e.mu.Unlock()
+	defer func() { // a panic ends the call too
+		e.mu.Lock()
+		e.running--
+		e.mu.Unlock()
+	}()
+	err := e.behave(ctx, m)
+	if err == nil {
+		e.mu.Lock()
+		if _, ok := e.succeeded[m.Body]; !ok {
+			e.succeeded[m.Body] = got
+		}
+		e.mu.Unlock()
+	}
+	return err
+}
+
+func deliveryKey(id string, dequeueCount int64) string {
+	return id + "/" + strconv.FormatInt(dequeueCount, 10)
+}
+
+// behave does what behaviourOf says for this delivery.
+func (e *engineRound) behave(ctx context.Context, m *azdispatch.Message[int]) error {
+	if g := e.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	h := behaviourOf(e.seed, m.Body, m.DequeueCount)
+	wait := func(d time.Duration) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	switch p := h % 100; {
+	case p < 55:
+		return nil
+	case p < 70:
+		return wait(time.Duration(h>>8%100) * time.Millisecond)
+	case p < 80:
+		return errors.New("the handler failed")
+	case p < 84:
+		panic("the handler panicked")
+	case p < 87:
+		return azdispatch.Permanent(errors.New("the handler gave up"))
+	case p < 91 && !e.waitCheck:
+		<-ctx.Done() // hangs to its HandlerTimeout
+		return ctx.Err()
+	case p < 91:
+		return errors.New("the handler failed")
+	default:
+		// Past half the visibility timeout: renewed while it runs.
+		return wait(e.opts.VisibilityTimeout*6/10 + time.Duration(h>>8%100)*time.Millisecond)
+	}
+}
+
+// behaviourOf draws a delivery's behaviour from the round's seed.
+func behaviourOf(seed uint64, n int, dequeueCount int64) uint64 {
+	x := seed ^ uint64(n)*0xbf58476d1ce4e5b9 ^ uint64(dequeueCount)*0x94d049bb133111eb
+	x ^= x >> 31
+	x *= 0x9e3779b97f4a7c15
+	x ^= x >> 29
+	return x
+}
+
+// HandleCall passes handler calls on: the round is a Middleware so that
+// it sees the listener's storage requests.
+func (e *engineRound) HandleCall(ctx context.Context, c *azdispatch.Call) error { return c.Next(ctx) }
+
+// HandleStorage records when each receive started (for the messages it
+// brings) and when the first delete of a message after its handler
+// succeeded started, and makes some receives fail after bringing messages.
+func (e *engineRound) HandleStorage(ctx context.Context, op *azdispatch.StorageOp) error {
+	if op.Kind == azdispatch.OpDelete {
+		if n, err := strconv.Atoi(op.Message.Text); err == nil {
+			e.mu.Lock()
+			if _, ok := e.succeeded[n]; ok {
+				if _, ok := e.deleting[n]; !ok {
+					e.deleting[n] = e.tick.Add(1)
+				}
+			}
+			e.mu.Unlock()
+		}
+	}
+	if op.Kind != azdispatch.OpReceive {
+		return op.Next(ctx)
+	}
+	started := seen{tick: e.tick.Add(1), epoch: e.epoch.Load()}
+	err := op.Next(ctx)
+	if len(op.Received) == 0 {
+		return err
+	}
+	e.mu.Lock()
+	for _, d := range op.Received {
+		e.receivedAt[deliveryKey(d.ID, d.DequeueCount)] = started
+	}
+	e.mu.Unlock()
+	if err == nil && e.receiveFails.Add(-1) >= 0 {
+		return errors.New("the receive's answer came with an error")
+	}
+	return err
+}
+
+// intercept makes deletes slow and failing while slowDeletes is set.
+func (e *engineRound) intercept(_ context.Context, queue string, op memqueue.Op) error {
+	if op != memqueue.OpDelete || !e.slowDeletes.Load() || strings.HasSuffix(queue, "-poison") {
+		return nil
+	}
+	time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+	return &azdispatch.StorageError{Op: string(op), Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
+		Err: errors.New("throttled")}
+}
+
+// runningListener is a Run in progress.
+type runningListener struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startRun(l *azdispatch.Listener[int]) *runningListener {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningListener{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- l.Run(ctx) }()
+	return r
+}
+
+// stop ends the Run and returns its result; Run must return within a
+// minute (its drain timeout is at most a second).
+func (r *runningListener) stop() error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(time.Minute):
+		return errors.New("Run did not return within a minute of its context ending")
+	}
+}
+
+func head(ns []int, n int) []int {
+	sort.Ints(ns)
+	return ns[:min(n, len(ns))]
+}
