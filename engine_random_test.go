@@ -162,13 +162,16 @@ func (e *engineRound) run(t *testing.T) {
 	if e.waitCheck {
 		e.waitCostsNoCPU(t, l)
 	}
+	start := time.Now()
 	for steps := 20 + e.r.IntN(40); steps > 0; steps-- {
 		if e.step(t, l, &run) {
 			continue
 		}
 		e.check(t, l)
 	}
+	drained := time.Now()
 	e.drain(t, l)
+	t.Logf("%d messages; steps took %v, the drain %v", e.sent, drained.Sub(start).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond))
 	require.NoError(t, run.stop(), "Run's result")
 	e.checkEnd(t, l)
 	require.NoError(t, goleak.Find(ignore), "goroutines left by the round")

@@ -59,7 +59,10 @@ type State struct {
 	Fatal      error
 	FatalSince time.Time
 
-	// Transactions counts the storage requests this listener made.
+	// Transactions counts the storage requests this listener made: every
+	// HTTP attempt through an Account's clients (a Queue, a ShardedQueue
+	// over them, a payload store), and every call on a memqueue.Queue. A
+	// Source of your own that makes neither is not seen here.
 	Transactions Transactions
 
 	// Batch items (see Publisher.SendBatch). A batch message is counted
