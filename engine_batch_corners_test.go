@@ -72,14 +72,67 @@ func TestASlowBatchItemTimesOutAlone(t *testing.T) {
 	assert.Equal(t, map[int]int{1: 1, 2: 1}, done, "items 1 and 2 each done once")
 	assert.Equal(t, 1, calls[2], "item 2 was not cut off by item 0's timeout")
 	assert.Equal(t, 2, calls[0], "item 0 tried on each of the batch's two deliveries")
-	assert.EqualValues(t, 1, s.ItemsPoisoned, "item 0 poisoned alone")
+	assertPoisonedAlone(t, q, s, sent.BatchID, 0, "timed out")
+}
+
+// assertPoisonedAlone checks that item of the batch batchID was poisoned
+// alone, for reason, and that its batch was done and deleted.
+func assertPoisonedAlone(t *testing.T, q *Queue, s State, batchID string, item int, reason string) {
+	t.Helper()
+	assert.EqualValues(t, 1, s.ItemsPoisoned, "item %d poisoned alone", item)
 	assert.EqualValues(t, 1, s.Succeeded, "the batch message is done and deleted")
 	assert.Zero(t, s.Poisoned, "the batch message itself is not poisoned")
 	envs := poisonEnvelopes(t, q)
 	require.Len(t, envs, 1)
-	assert.Equal(t, sent.BatchID, envs[0].Batch)
-	assert.Equal(t, 0, envs[0].Item)
-	assert.Contains(t, envs[0].Reason, "timed out")
+	assert.Equal(t, batchID, envs[0].Batch)
+	assert.Equal(t, item, envs[0].Item)
+	assert.Contains(t, envs[0].Reason, reason)
+}
+
+// A batch item that times out and then ignores its cancelled context is
+// abandoned a grace period later: the batch goes on without it, the items
+// beside it and after it run to their end, and on the batch's last try it
+// alone is poisoned, while its handler is still running. (Its hang once
+// ended the batch's whole try: the items running beside it were cut off
+// and poisoned with it, and those after it never ran.)
+func TestABatchGoesOnWithoutAnItemThatIgnoresItsTimeout(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	sent := sendBatch(t, q, 8, nil)
+	cfg := quick()
+	// Item 0 holds one handler token throughout; items 1 to 7 take turns
+	// on the other, for 3.5 s: item 0 is abandoned at 2 s, in their midst.
+	cfg.MaxDequeuers, cfg.Concurrency = 1, 2
+	cfg.HandlerTimeout = time.Second
+	cfg.MaxDequeueCount = 1 // the first delivery is the last try
+	var mu sync.Mutex
+	calls := map[int]int{}
+	var hungReturned atomic.Bool
+	l, err := NewListener(q, func(ctx context.Context, m *Message[job]) error {
+		mu.Lock()
+		calls[m.Body.N]++
+		mu.Unlock()
+		if m.Body.N == 0 { // ignores its context well past its timeout and the grace
+			time.Sleep(10 * time.Second)
+			hungReturned.Store(true)
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "the batch settled", func() bool { s := l.State(); return s.Succeeded+s.Poisoned == 1 })
+	assert.False(t, hungReturned.Load(), "settled without waiting for item 0")
+	s := l.State()
+	mu.Lock()
+	assert.Equal(t, map[int]int{0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}, calls, "every item called once")
+	mu.Unlock()
+	assert.EqualValues(t, 1, s.Failed, "only item 0 failed")
+	assert.EqualValues(t, 7, s.ItemsSucceeded)
+	assertPoisonedAlone(t, q, s, sent.BatchID, 0, "did not return")
+	require.NoError(t, stop()) // waits for item 0's handler
+	assert.True(t, hungReturned.Load())
 }
 
 // aloneChildEnv names the test that a process of its own runs, for

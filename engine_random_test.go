@@ -26,29 +26,33 @@ import (
 var (
 	engineSeed     = flag.Uint64("engine.seed", 0, "TestEngineRandomized: the seed to replay (0: a new one)")
 	engineDuration = flag.Duration("engine.duration", 0, "TestEngineRandomized: how long to run rounds for (0: 3 s with -short, 12 s otherwise)")
+	engineReplay   = flag.Int("engine.round", -1, "TestEngineRandomized: run only this round of the seed's (-1: rounds from 0 for the duration)")
 )
 
-// TestEngineRandomized drives real listeners over memqueue through random
-// rounds: random options (dequeuers, concurrency, batch size, PushOnly,
-// visibility, timeouts, retry delays), handlers that succeed, fail, panic,
-// give up, hang to their timeout or run past half their visibility timeout,
+// TestEngineRandomized drives real listeners over memqueue, one queue or a
+// sharded set of them, through random rounds: random options (dequeuers,
+// concurrency, batch size, PushOnly, visibility timeouts in fractions of a
+// second, timeouts, retry delays), handlers that succeed, fail, panic, give
+// up, hang to their timeout or run past half their visibility timeout,
 // storage faults (failed and lost receives, deletes and updates, slow
-// deletes that fail, receives that bring messages and an error), wake-ups,
-// a clock moved by hand in some rounds, and shutdowns at random moments.
-// After every step it checks that the listener holds no more messages and
-// runs no more handlers than MaxDequeuers × Concurrency, and that no
-// delivery received after the listener began to delete a message whose
-// handler succeeded runs the handler again (in rounds whose clock moved, a
-// message the move made visible again while in hand is excused). At the end of each round, with no further send or
-// wake-up, every message must be settled for good within a minute (deleted,
-// after a success or into the poison queue), Run must return, State's
-// counts must add up and agree with the queue's, and no goroutine may be
-// left. Some rounds also measure the CPU the process uses while every
-// handler waits: a wait must block, not spin.
+// deletes that fail, some outlasting half the visibility timeout, slow
+// receives, receives that bring messages and an error), wake-ups, a clock
+// moved by hand in some rounds, and shutdowns at random moments. At every
+// handler call and after every step it checks that the listener holds no
+// more messages and runs no more handlers than MaxDequeuers × Concurrency,
+// and that no delivery received after the listener began to delete a
+// message whose handler succeeded runs the handler again (in rounds whose
+// clock moved, a message the move made visible again while in hand is
+// excused). At the end of each round, with no further send or wake-up,
+// every message must be settled for good within a minute (deleted, after a
+// success or into the poison queue), Run must return, State's counts must
+// add up and agree with the queues', and no goroutine may be left. Some
+// rounds also measure the CPU the process uses while every handler waits:
+// a wait must block, not spin.
 //
-// A failure names its seed. Replay it, or run for longer:
+// A failure names its seed and round. Replay the round, or run for longer:
 //
-//	go test -run TestEngineRandomized -engine.seed=N -engine.duration=1m .
+//	go test -run TestEngineRandomized -engine.seed=N -engine.round=R -v .
 //	go test -run TestEngineRandomized -engine.duration=10m .
 func TestEngineRandomized(t *testing.T) {
 	// Not parallel: the CPU measurement must see this test's work alone.
@@ -65,10 +69,10 @@ func TestEngineRandomized(t *testing.T) {
 	}
 	t.Logf("seed %d: replay with -engine.seed=%d", seed, seed)
 	end := time.Now().Add(budget)
-	for round := 0; round == 0 || time.Now().Before(end); round++ {
+	for round := max(*engineReplay, 0); round == max(*engineReplay, 0) || *engineReplay < 0 && time.Now().Before(end); round++ {
 		e := newEngineRound(seed, round)
 		if !t.Run(fmt.Sprintf("round-%d", round), e.run) {
-			t.Fatalf("round %d failed (%s): replay with -engine.seed=%d", round, e.describe(), seed)
+			t.Fatalf("round %d failed (%s): replay it with -engine.seed=%d -engine.round=%d", round, e.describe(), seed, round)
 		}
 	}
 }
@@ -77,9 +81,12 @@ func TestEngineRandomized(t *testing.T) {
 type engineRound struct {
 	seed     uint64
 	round    int
-	r        *rand.Rand // the driver's; handlers draw from behaviourOf
-	q        *memqueue.Queue
+	r        *rand.Rand            // the driver's; handlers draw from behaviourOf
+	queues   []*memqueue.Queue     // one, or the shards of src
+	src      azdispatch.Source     // the queue, or a sharded queue over queues
+	target   azdispatch.Target     // where the round sends: src
 	clock    *memqueue.ManualClock // nil: the real clock
+	l        *azdispatch.Listener[int]
 	opts     azdispatch.ListenerOptions
 	capacity int
 	// waitCheck rounds measure the CPU of a listener whose every handler
@@ -90,6 +97,8 @@ type engineRound struct {
 	receiveFaults int
 
 	slowDeletes  atomic.Bool  // deletes sleep, then fail with 503
+	longDeletes  bool         // some slow deletes outlast half the visibility timeout
+	slowReceives bool         // receives take a few milliseconds
 	receiveFails atomic.Int64 // receives that bring messages then fail, to come
 	epoch        atomic.Int64 // clock moves so far
 	tick         atomic.Int64 // orders receives and deletes
@@ -99,6 +108,7 @@ type engineRound struct {
 	sent       int
 	running    int
 	mostRun    int
+	mostHeld   int             // messages in hand, the most seen at a handler call
 	receivedAt map[string]seen // by delivery: when its receive started
 	succeeded  map[int]seen    // by message: when the receive of its first successful delivery started
 	deleting   map[int]int64   // by message: the tick its first delete after a success started
@@ -120,19 +130,49 @@ func newEngineRound(seed uint64, round int) *engineRound {
 		opts.Clock = e.clock
 	}
 	opts.Intercept = e.intercept
-	e.q = memqueue.New(fmt.Sprintf("engine-%d-%d", seed%100000, round), &opts)
+	e.longDeletes = r.IntN(2) == 0
+	e.slowReceives = r.IntN(3) == 0
+	name := fmt.Sprintf("engine-%d-%d", seed%100000, round)
+	if r.IntN(3) == 0 {
+		shards := make([]azdispatch.Shard, 2+r.IntN(3))
+		for i := range shards {
+			q := memqueue.New(fmt.Sprintf("%s-%d", name, i), &opts)
+			e.queues = append(e.queues, q)
+			shards[i] = q
+		}
+		sq, err := azdispatch.NewShardedQueue(name, shards, &azdispatch.ShardedQueueOptions{
+			// From none to past the round: a receive for messages known
+			// to be due must look past a shard found empty a moment ago.
+			EmptySkip: []time.Duration{0, 100 * time.Millisecond, 5 * time.Second, time.Hour}[r.IntN(4)],
+			RetryMin:  50 * time.Millisecond, RetryMax: time.Second,
+		})
+		if err != nil {
+			panic(err)
+		}
+		e.src, e.target = sq, sq
+	} else {
+		q := memqueue.New(name, &opts)
+		e.queues = []*memqueue.Queue{q}
+		e.src, e.target = q, q
+	}
 	o := &e.opts
 	o.MaxDequeuers = 1 + r.IntN(4)
 	o.Concurrency = 1 + r.IntN(8)
 	o.BatchSize = 1 + r.IntN(azdispatch.MaxBatch)
 	o.PushOnly = r.IntN(2) == 0
 	if o.PushOnly {
-		o.Wake = e.q
+		o.Wake = e.src.(azdispatch.WakeSource)
 	}
-	o.VisibilityTimeout = time.Duration(1+r.IntN(3)) * time.Second
+	// Fractions of a second too: the service counts whole seconds.
+	o.VisibilityTimeout = time.Second + time.Duration(r.IntN(2000))*time.Millisecond
 	o.HandlerTimeout = time.Duration(100+r.IntN(300)) * time.Millisecond
+	if r.IntN(2) == 0 {
+		// Past half the visibility timeout: handlers that run long are
+		// renewed.
+		o.HandlerTimeout = o.VisibilityTimeout + time.Duration(r.IntN(1000))*time.Millisecond
+	}
 	if e.waitCheck = r.IntN(3) == 0; e.waitCheck {
-		o.HandlerTimeout = 5 * time.Second
+		o.HandlerTimeout = 30 * time.Second
 	}
 	o.MaxDequeueCount = int64(3 + r.IntN(4))
 	retry := time.Duration(r.IntN(2)) * time.Second // the service's unit
@@ -147,8 +187,8 @@ func newEngineRound(seed uint64, round int) *engineRound {
 
 func (e *engineRound) describe() string {
 	o := e.opts
-	return fmt.Sprintf("round seed %d, manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d",
-		e.seed, e.clock != nil, o.PushOnly, o.MaxDequeuers, o.Concurrency, o.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount)
+	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t",
+		e.seed, len(e.queues), e.clock != nil, o.PushOnly, o.MaxDequeuers, o.Concurrency, o.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives)
 }
 
 // run drives the round: steps with checks, then the drain and the checks
@@ -156,8 +196,9 @@ func (e *engineRound) describe() string {
 func (e *engineRound) run(t *testing.T) {
 	t.Logf("%s", e.describe())
 	ignore := goleak.IgnoreCurrent()
-	l, err := azdispatch.NewListener(e.q, e.handle, &e.opts)
+	l, err := azdispatch.NewListener(e.src, e.handle, &e.opts)
 	require.NoError(t, err)
+	e.l = l
 	run := startRun(l)
 	if e.waitCheck {
 		e.waitCostsNoCPU(t, l)
@@ -171,7 +212,8 @@ func (e *engineRound) run(t *testing.T) {
 	}
 	drained := time.Now()
 	e.drain(t, l)
-	t.Logf("%d messages; steps took %v, the drain %v", e.sent, drained.Sub(start).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond))
+	t.Logf("%d messages; steps took %v, the drain %v; at most %d in hand and %d handler calls at once, of %d",
+		e.sent, drained.Sub(start).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond), e.mostHeld, e.mostRun, e.capacity)
 	require.NoError(t, run.stop(), "Run's result")
 	e.checkEnd(t, l)
 	require.NoError(t, goleak.Find(ignore), "goroutines left by the round")
@@ -182,14 +224,21 @@ func (e *engineRound) run(t *testing.T) {
 func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runningListener) bool {
 	switch k := e.r.IntN(100); {
 	case k < 35:
-		e.send(t, 1+e.r.IntN(20))
+		// Often one at a time: a dequeuer then takes it with slots to
+		// spare, finds nothing more and, idle, may retire while it is in
+		// hand.
+		n := 1
+		if e.r.IntN(2) == 0 {
+			n += e.r.IntN(20)
+		}
+		e.send(t, n)
 	case k < 45:
 		if op := e.faultOp(); op != "" {
-			e.q.FailNext(op, 1+e.r.IntN(2), nil)
+			e.queue().FailNext(op, 1+e.r.IntN(2), nil)
 		}
 	case k < 50:
 		if op := e.faultOp(); op != "" {
-			e.q.LoseNext(op, 1)
+			e.queue().LoseNext(op, 1)
 		}
 	case k < 55:
 		e.slowDeletes.Store(!e.slowDeletes.Load())
@@ -210,10 +259,13 @@ func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runn
 		*run = startRun(l)
 		return true
 	default:
-		time.Sleep(time.Duration(e.r.IntN(100)) * time.Millisecond)
+		time.Sleep(time.Duration(e.r.IntN(250)) * time.Millisecond)
 	}
 	return false
 }
+
+// queue picks the queue a fault is armed on: one of the shards.
+func (e *engineRound) queue() *memqueue.Queue { return e.queues[e.r.IntN(len(e.queues))] }
 
 // faultOp picks the call a fault is armed for. Failed receives are backed
 // off from exponentially (up to 30 s after eight in a row), so a round arms
@@ -244,12 +296,22 @@ func (e *engineRound) send(t *testing.T, n int) {
 		if !e.opts.PushOnly && e.r.IntN(10) == 0 {
 			opts = &azdispatch.SendOptions{Delay: time.Duration(1+e.r.IntN(2)) * time.Second}
 		}
-		_, err := e.q.Send(context.Background(), strconv.Itoa(id), opts)
-		require.NoError(t, err)
+		// A sharded queue whose every shard the faults have backed off
+		// refuses sends for a moment, as it should: send again.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := e.target.Send(context.Background(), strconv.Itoa(id), opts)
+			if err == nil || !errors.Is(err, azdispatch.ErrNoHealthyShard) || time.Now().After(deadline) {
+				require.NoError(t, err)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
-// check asserts what must hold at every moment.
+// check asserts what must hold at every moment; handle checks the
+// capacity at every handler call too.
 func (e *engineRound) check(t *testing.T, l *azdispatch.Listener[int]) {
 	t.Helper()
 	s := l.State()
@@ -289,9 +351,26 @@ func (e *engineRound) drain(t *testing.T, l *azdispatch.Listener[int]) {
 // poisoned, and the queue's depth: a settled round has neither.
 func (e *engineRound) unsettled(t *testing.T) (missing []int, depth int) {
 	ctx := context.Background()
-	depth, err := e.q.Depth(ctx)
-	require.NoError(t, err)
-	pq := e.q.PoisonQueue()
+	for _, q := range e.queues {
+		n, err := q.Depth(ctx)
+		require.NoError(t, err)
+		depth += n
+		e.readPoison(t, q.PoisonQueue())
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for n := range e.sent {
+		if _, ok := e.succeeded[n]; !ok && !e.poisoned[n] {
+			missing = append(missing, n)
+		}
+	}
+	return missing, depth
+}
+
+// readPoison takes the envelopes off a poison queue and records their
+// messages as poisoned.
+func (e *engineRound) readPoison(t *testing.T, pq *memqueue.Queue) {
+	ctx := context.Background()
 	for {
 		batch, err := pq.Receive(ctx, azdispatch.MaxBatch, time.Minute)
 		require.NoError(t, err)
@@ -309,14 +388,6 @@ func (e *engineRound) unsettled(t *testing.T) (missing []int, depth int) {
 			e.mu.Unlock()
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for n := range e.sent {
-		if _, ok := e.succeeded[n]; !ok && !e.poisoned[n] {
-			missing = append(missing, n)
-		}
-	}
-	return missing, depth
 }
 
 // checkEnd asserts what must hold once Run has returned.
@@ -326,10 +397,16 @@ func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[int]) {
 		"received = succeeded + retried + poisoned + lost + released: %+v", s)
 	require.Zero(t, s.InFlight)
 	require.Zero(t, s.ActiveDequeuers)
-	qt := e.q.Transactions()
-	require.Equal(t, qt.Receive, s.Transactions.Receive, "the listener's receives, as the queue counted them")
-	require.Equal(t, qt.Delete, s.Transactions.Delete, "the listener's deletes, as the queue counted them")
-	require.Equal(t, qt.Update, s.Transactions.Update, "the listener's updates, as the queue counted them")
+	var qt azdispatch.Transactions
+	for _, q := range e.queues {
+		t := q.Transactions()
+		qt.Receive += t.Receive
+		qt.Delete += t.Delete
+		qt.Update += t.Update
+	}
+	require.Equal(t, qt.Receive, s.Transactions.Receive, "the listener's receives, as the queues counted them")
+	require.Equal(t, qt.Delete, s.Transactions.Delete, "the listener's deletes, as the queues counted them")
+	require.Equal(t, qt.Update, s.Transactions.Update, "the listener's updates, as the queues counted them")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	require.LessOrEqual(t, s.Succeeded+s.Poisoned, int64(e.sent), "%+v", s)
@@ -350,11 +427,11 @@ func (e *engineRound) waitCostsNoCPU(t *testing.T, l *azdispatch.Listener[int]) 
 	// The listener takes what its dequeuers may hold (as many as the
 	// queue's depth calls for), then waits: until nothing changes for a
 	// while.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	last, since := -1, time.Now()
 	for time.Since(since) < 300*time.Millisecond {
 		if time.Now().After(deadline) {
-			t.Logf("the listener did not settle into its wait within 10 s; no CPU measured: %+v", l.State())
+			t.Errorf("the listener did not settle into its wait within 20 s, so its CPU could not be measured: %+v", l.State())
 			return
 		}
 		if n := l.State().InFlight; n != last || n == 0 {
@@ -386,6 +463,11 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[int]) er
 	}
 	e.running++
 	e.mostRun = max(e.mostRun, e.running)
+	s := e.l.State()
+	e.mostHeld = max(e.mostHeld, s.InFlight)
+	if s.InFlight > e.capacity && e.violation == "" {
+		e.violation = fmt.Sprintf("%d messages in hand at a handler call, past MaxDequeuers × Concurrency = %d: %+v", s.InFlight, e.capacity, s)
+	}
 	e.mu.Unlock()
 	defer func() { // a panic ends the call too
 		e.mu.Lock()
@@ -426,10 +508,14 @@ func (e *engineRound) behave(ctx context.Context, m *azdispatch.Message[int]) er
 		}
 	}
 	switch p := h % 100; {
-	case p < 55:
+	case p < 48:
 		return nil
-	case p < 70:
+	case p < 62:
 		return wait(time.Duration(h>>8%100) * time.Millisecond)
+	case p < 70:
+		// Long enough to be in hand while its dequeuer finds the queue
+		// empty, and retires.
+		return wait(time.Duration(200+h>>8%600) * time.Millisecond)
 	case p < 80:
 		return errors.New("the handler failed")
 	case p < 84:
@@ -494,12 +580,27 @@ func (e *engineRound) HandleStorage(ctx context.Context, op *azdispatch.StorageO
 	return err
 }
 
-// intercept makes deletes slow and failing while slowDeletes is set.
+// intercept makes deletes slow and failing while slowDeletes is set (in
+// some rounds, some longer than half the visibility timeout, so that the
+// message's first renewal comes due while its delete is under way), and
+// receives slow in some rounds.
 func (e *engineRound) intercept(_ context.Context, queue string, op memqueue.Op) error {
-	if op != memqueue.OpDelete || !e.slowDeletes.Load() || strings.HasSuffix(queue, "-poison") {
+	if strings.HasSuffix(queue, "-poison") {
 		return nil
 	}
-	time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+	if op == memqueue.OpReceive && e.slowReceives {
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+	}
+	if op != memqueue.OpDelete || !e.slowDeletes.Load() {
+		return nil
+	}
+	took := time.Duration(rand.IntN(300)) * time.Millisecond
+	if e.longDeletes && rand.IntN(4) == 0 {
+		// Past the visibility timeout too: the message is back before the
+		// delete has failed.
+		took = e.opts.VisibilityTimeout/2 + rand.N(e.opts.VisibilityTimeout+500*time.Millisecond)
+	}
+	time.Sleep(took)
 	return &azdispatch.StorageError{Op: string(op), Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
 		Err: errors.New("throttled")}
 }

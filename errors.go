@@ -100,10 +100,11 @@ var (
 	ErrFatal = errors.New("azdispatch: fatal storage error")
 
 	// ErrHandlersAbandoned is returned by Run when handlers still ran 10 s
-	// after the drain timeout had cancelled their contexts: Run returned
-	// without them, and the error names their messages. Each settles its
-	// message if it ever returns.
-	ErrHandlersAbandoned = errors.New("azdispatch: handlers ignored their cancelled context and were abandoned")
+	// after the drain timeout had cancelled their contexts, or deletes of
+	// handled messages were still being retried: Run returned without
+	// them, and the error names their messages. Each settles its message
+	// if it ever returns.
+	ErrHandlersAbandoned = errors.New("azdispatch: handlers or deletes outlasted the drain and were abandoned")
 
 	// ErrNotReady is wrapped by Listener.Ready's error, together with the cause.
 	ErrNotReady = errors.New("azdispatch: listener not ready")

@@ -320,14 +320,24 @@ func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork c
 	if wait(&s.handlers, true) {
 		return nil
 	}
-	stuck := s.watch.inHand()
-	ids := make([]string, 0, len(stuck))
+	stuck, deleting := s.watch.inHand()
 	for _, d := range stuck {
-		ids = append(ids, d.ID)
 		l.msgLog(d).Error("handler ignored its cancelled context; Run returns without it", "queue", d.Queue)
 	}
-	return fmt.Errorf("%w: %d handler(s) still running %v after the drain timeout, messages %v",
-		ErrHandlersAbandoned, len(ids), abandonAfter, ids)
+	// A handled message whose delete (retried by the SDK against a
+	// throttled account, say) outlasts the wait is deleted if its request
+	// ever succeeds, and delivered again otherwise.
+	return fmt.Errorf("%w: %v after the drain timeout, %d handler(s) still running (messages %v) and %d handled message(s) still being deleted (%v)",
+		ErrHandlersAbandoned, abandonAfter, len(stuck), idsOf(stuck), len(deleting), idsOf(deleting))
+}
+
+// idsOf lists the IDs of ds.
+func idsOf(ds []*Delivery) []string {
+	ids := make([]string, 0, len(ds))
+	for _, d := range ds {
+		ids = append(ids, d.ID)
+	}
+	return ids
 }
 
 // ask requests that n dequeuers run; Run starts the missing ones.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,12 +27,12 @@ type batchRun[T any] struct {
 	// still being started; allDone is closed when it drops to zero.
 	pending atomic.Int64
 	allDone chan struct{}
-	// running holds the text of each item running, by index, so that
-	// items abandoned in their handlers can still be settled; abandoned is
-	// set once they are, and what such an item returns later is ignored.
-	runMu     sync.Mutex
-	running   map[int]string
-	abandoned bool
+	// running holds each item running, by index. An item leaves it once,
+	// when its outcome is recorded: when it returns, or when it is
+	// abandoned in a handler that ignores its cancelled context (what it
+	// returns later is then ignored).
+	runMu   sync.Mutex
+	running map[int]string
 
 	mu    sync.Mutex // serialises checkpoint writes and guards the fields below
 	meta  payload.Meta
@@ -111,8 +110,8 @@ func (b *batchRun[T]) runItems(data []byte) error {
 		// Owned by the session, not by this batch alone: an item that
 		// ignores its context is waited for, and reported, by Run.
 		t.s.handlers.Go(func() {
-			defer b.release()
 			defer l.giveHandler()
+			defer b.exited(i)
 			b.runItem(i, text)
 		})
 	}
@@ -127,17 +126,47 @@ func (b *batchRun[T]) started(i int, text string) {
 	b.runMu.Unlock()
 }
 
-// finish takes item i out of the running ones before its outcome is
-// recorded. It reports false if the item was abandoned meanwhile: its
-// batch has been settled without it, and its outcome is not recorded.
-func (b *batchRun[T]) finish(i int) bool {
+// finish takes item i out of the running ones, to record its outcome and
+// then release it. It reports false if the item is no longer running: it
+// was abandoned, and its outcome has been recorded already.
+func (b *batchRun[T]) finish(i int) (text string, ok bool) {
 	b.runMu.Lock()
 	defer b.runMu.Unlock()
-	if b.abandoned {
-		return false
-	}
+	text, ok = b.running[i]
 	delete(b.running, i)
-	return true
+	return text, ok
+}
+
+// abandonItem goes on without item i, whose handler timed out and has not
+// returned a grace period later (see handlerCall.expire): it keeps its
+// handler token until it returns, but the batch no longer waits for it.
+// It counts as failed, and on the batch's last try it is poisoned alone.
+// The watch calls it, and must not wait: the work goes to a goroutine of
+// the session.
+func (b *batchRun[T]) abandonItem(i int) {
+	b.t.s.handlers.Go(func() {
+		text, ok := b.finish(i)
+		if !ok {
+			return // it returned meanwhile
+		}
+		defer b.release()
+		l, d := b.l, b.t.d
+		l.msgLog(d).Error("batch item ignores its cancelled context; its batch goes on without it", "item", i)
+		b.record(i, text, l.judge(b.t, b.t.ctx,
+			fmt.Errorf("%w after %v, and did not return", ErrHandlerTimeout, l.opts.HandlerTimeout)))
+	})
+}
+
+// exited ends item i if its goroutine ends without its outcome recorded:
+// the handler called runtime.Goexit (as testing's FailNow does). It counts
+// as a failed call.
+func (b *batchRun[T]) exited(i int) {
+	text, ok := b.finish(i)
+	if !ok {
+		return
+	}
+	defer b.release()
+	b.record(i, text, b.l.judge(b.t, b.t.ctx, errHandlerExited))
 }
 
 // release drops one count of pending, and tells the waiter when none is left.
@@ -147,35 +176,11 @@ func (b *batchRun[T]) release() {
 	}
 }
 
-// waitItems waits for the items started. If the try ends because an item
-// timed out and then did not return (see handlerCall), the items still
-// running are abandoned to their goroutines: the batch is settled without
-// them, and an abandoned item on the batch's last try is poisoned alone,
-// as an item that failed there would be.
+// waitItems waits for the outcomes of the items started: each item's, or
+// its abandonment's (see abandonItem).
 func (b *batchRun[T]) waitItems() {
 	b.release()
-	select {
-	case <-b.allDone:
-		return
-	case <-b.t.ctx.Done():
-	}
-	if !errors.Is(context.Cause(b.t.ctx), ErrHandlerTimeout) {
-		<-b.allDone // the items end with the try; their outcomes count
-		return
-	}
-	l, d := b.l, b.t.d
-	b.runMu.Lock()
-	b.abandoned = true
-	hung := maps.Clone(b.running)
-	b.runMu.Unlock()
-	for i, text := range hung {
-		err := fmt.Errorf("%w after %v, and did not return", ErrHandlerTimeout, l.opts.HandlerTimeout)
-		l.failed(d, err)
-		l.msgLog(d).Error("batch item ignores its cancelled context; its batch goes on without it", "item", i)
-		if d.DequeueCount >= l.opts.MaxDequeueCount {
-			b.poisonItem(i, text, fmt.Sprintf("failed %d times; last error: %v", d.DequeueCount, err))
-		}
-	}
+	<-b.allDone
 }
 
 // runItem decodes and handles one item and records its outcome.
@@ -188,7 +193,8 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	}{}
 	m := &item.m
 	if err := l.decode(text, &m.Body); err != nil {
-		if b.finish(i) {
+		if _, ok := b.finish(i); ok {
+			defer b.release()
 			b.poisonItem(i, text, (&DecodeError{Err: err}).Error())
 		}
 		return
@@ -199,11 +205,19 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	var cancel context.CancelCauseFunc
 	item.call.Context, cancel = context.WithCancelCause(b.t.ctx)
 	item.call.cancel = cancel
-	a := l.runHandler(b.t, &item.call, m, len(text))
+	item.call.batch, item.call.item = b, i
+	err := l.callHandler(b.t, &item.call, m, len(text))
 	cancel(nil)
-	if !b.finish(i) {
-		return
+	if _, ok := b.finish(i); !ok {
+		return // abandoned: its outcome is recorded
 	}
+	defer b.release()
+	b.record(i, text, l.judge(b.t, &item.call, err))
+}
+
+// record carries out item i's action a.
+func (b *batchRun[T]) record(i int, text string, a action) {
+	l, d := b.l, b.t.d
 	switch a.kind {
 	case actDone:
 		b.done.Add(i)

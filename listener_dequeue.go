@@ -15,10 +15,12 @@ const (
 	// is not cancelled by shutdown (the messages it returns would stay
 	// hidden for the visibility timeout); this bounds how long Run waits for it.
 	receiveTimeout = 30 * time.Second
-	// wakeCoalesce is how long after a partial batch a dequeuer ignores
-	// wake-ups. A publisher in the same process wakes listeners on every
-	// send; without this, a steady stream of sends would cost one receive
-	// each, twice the requests per message of receiving them in batches.
+	// wakeCoalesce is how long after a partial batch or an empty receive
+	// a dequeuer ignores wake-ups. A publisher in the same process wakes
+	// listeners on every send; without this, a steady stream of sends
+	// would cost one receive each, twice the requests per message of
+	// receiving them in batches, and a storm of wake-ups on an empty
+	// queue one receive each.
 	wakeCoalesce = 20 * time.Millisecond
 )
 
@@ -59,7 +61,14 @@ func (l *Listener[T]) dequeue(s *session) {
 		// The service hides the messages from some moment during the
 		// request: count their visibility from before it.
 		asked := time.Now()
-		batch, err := l.receive(ctx, n)
+		// A receive that may find messages known to be due again looks
+		// for them everywhere (see dueLook).
+		var look *dueLook
+		if next, ok := l.due.Next(); ok && !next.After(asked) {
+			look = &dueLook{}
+		}
+		batch, err := l.receive(ctx, n, look)
+		answered := time.Now()
 		// A receive may bring messages and an error (a middleware's own,
 		// or a Source's): what it brought is received all the same.
 		batch = l.keep(s, batch, n)
@@ -70,7 +79,7 @@ func (l *Listener[T]) dequeue(s *session) {
 			l.releaseNow(s, slots, batch)
 		default:
 			for _, d := range batch {
-				l.hand(s, work{d, slots, asked})
+				l.hand(s, work{d, slots, asked, answered})
 			}
 		}
 		if err != nil {
@@ -80,7 +89,7 @@ func (l *Listener[T]) dequeue(s *session) {
 			l.storageFailed(err)
 			// A receive whose answer was lost may have hidden messages:
 			// they are due again when its visibility timeout ends.
-			l.due.Add(asked.Add(l.opts.VisibilityTimeout))
+			l.due.Add(dueBy(answered, l.opts.VisibilityTimeout))
 			// The service's Retry-After, if longer, wins: it knows how
 			// long it will be busy.
 			wait := hintedWait(err, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()))
@@ -109,8 +118,12 @@ func (l *Listener[T]) dequeue(s *session) {
 		}
 		// Fewer than asked for: everything visible when the receive
 		// started was there to take, so every message due by then has
-		// been received, here or by another receiver.
+		// been received, here or by another receiver; but for those on
+		// shards it could not ask, which are looked for again when it may.
 		l.due.Covered(asked)
+		if until, ok := look.unaskedUntil(); ok {
+			l.due.Add(latest(until, answered.Add(dueMargin)))
+		}
 		if len(batch) > 0 {
 			// The queue had no more just now, so an immediate receive
 			// would most likely come back empty. Wait as after a first
@@ -135,7 +148,12 @@ func (l *Listener[T]) dequeue(s *session) {
 		}
 		l.event(Event{Kind: EventIdle, Dequeuers: int(l.stats.active.Load()), IdleCount: idle, Delay: delay})
 		l.stats.idle.Add(1)
-		live := syncx.Sleep(ctx, l.due.Limit(time.Now(), delay), woken)
+		// Wake-ups end the wait, but not within its first wakeCoalesce: a
+		// storm of them (an open wake endpoint, a sender that notifies in
+		// a loop) then costs at most one receive per wakeCoalesce, not
+		// one each.
+		delay = l.due.Limit(time.Now(), delay)
+		live := syncx.Sleep(ctx, min(delay, wakeCoalesce), nil) && syncx.Sleep(ctx, delay-min(delay, wakeCoalesce), woken)
 		l.stats.idle.Add(-1)
 		if !live {
 			return
@@ -169,9 +187,12 @@ func (l *Listener[T]) keep(s *session, batch []*Delivery, n int) []*Delivery {
 // receive asks the source for up to n messages. The call is not cut short by
 // ctx: messages the service hands out are always taken, and released if the
 // listener is stopping.
-func (l *Listener[T]) receive(ctx context.Context, n int) ([]*Delivery, error) {
+func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Delivery, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
 	defer cancel()
+	if look != nil {
+		rctx = withDueLook(rctx, look)
+	}
 	return l.srcReceive(rctx, n)
 }
 
@@ -180,13 +201,13 @@ func (l *Listener[T]) receive(ctx context.Context, n int) ([]*Delivery, error) {
 // parallel, so that another receiver gets them without waiting out the
 // visibility timeout. Each gives back its slot, if slots is not nil.
 func (l *Listener[T]) releaseNow(s *session, slots *syncx.Slots, batch []*Delivery) {
-	hiddenUntil := time.Now().Add(l.opts.VisibilityTimeout) // if a release fails
+	visibleBy := dueBy(time.Now(), l.opts.VisibilityTimeout) // if a release fails
 	for _, d := range batch {
 		s.handlers.Go(func() {
 			if slots != nil {
 				defer slots.Give(1)
 			}
-			l.count(l.release(s.settle.get(), d, 0, hiddenUntil), &l.stats.released)
+			l.count(l.release(s.settle.get(), d, 0, visibleBy), &l.stats.released)
 		})
 	}
 }

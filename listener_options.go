@@ -47,8 +47,12 @@ type ListenerOptions struct {
 	// which declares where wake-ups come from (set it to the *Queue itself
 	// when the publishers are in this process); with no wake-up, sent
 	// messages wait until the next one. Messages the listener itself let go
-	// of (released for a retry, or left hidden by a delete or a release
-	// that failed) need none: it starts a dequeuer when they are due.
+	// of (released for a retry, or left hidden by a receive, renewal,
+	// delete or release that failed) need none: it starts a dequeuer when
+	// they are surely visible again (up to a second after their visibility
+	// timeout, which the service counts in whole seconds), and over a
+	// ShardedQueue that receive asks every shard. A delayed send
+	// (SendOptions.Delay) needs one: it wakes no one when it comes due.
 	PushOnly bool
 
 	// Wake is a source of wake-ups besides the listener's own queue (whose

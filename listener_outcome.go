@@ -46,8 +46,8 @@ func poison(reason string) action { return action{kind: actPoison, reason: reaso
 // item it ran for; call is the context the handler ran with. It is the one
 // place where the outcome rules live, for single messages and batch items
 // alike: nil is done; a call that never started is released at once; a call
-// cut short with its whole try (ownership lost, the drain, another item's
-// timeout) is not this call's failure; Permanent poisons at once; any other
+// cut short with its whole try (ownership lost, the drain) is not this
+// call's failure; Permanent poisons at once; any other
 // error, panic or the handler's own timeout is a failure, retried until the
 // message's last try, which poisons it.
 func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
@@ -79,7 +79,7 @@ func (l *Listener[T]) interrupted(t *try) action {
 		return action{kind: actLost}
 	case errors.Is(cause, ErrDrainTimeout):
 		return action{kind: actRelease}
-	default: // a batch item's timeout ended the batch's try
+	default: // a message's handler timed out
 		return action{kind: actRetry, err: cause}
 	}
 }
@@ -191,17 +191,37 @@ func (l *Listener[T]) settle(t *try, a action) {
 		l.poisonMessage(ctx, t, a.reason)
 	case actRelease:
 		t.save(ctx)
-		l.count(l.release(ctx, d, 0, t.hidden()), &l.stats.released)
+		l.count(l.release(ctx, d, 0, t.reappearsBy()), &l.stats.released)
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(d).Info("retrying later", "err", a.err)
-		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.hidden()), &l.stats.retried)
+		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.reappearsBy()), &l.stats.retried)
 	}
 }
 
 // reappears records that t's message, left hidden, is due again when its
-// visibility timeout ends, so that the listener looks for it then.
-func (l *Listener[T]) reappears(t *try) { l.due.Add(t.hidden()) }
+// visibility timeout ends, so that the listener looks for it then (and
+// again later, if a failed renewal may have hidden it for longer).
+func (l *Listener[T]) reappears(t *try) {
+	l.due.Add(t.reappearsBy())
+	if later, ok := t.reappearsIfApplied(); ok {
+		l.due.Add(later)
+	}
+}
+
+// dueMargin is added to every due time: the service keeps and reports
+// its times to the second, so a message may turn visible a little after
+// its timeout counted by the local clock, and a dequeuer that looked for it
+// a moment too early would take the queue for drained (see
+// syncx.DueTimes.Covered) and, in a push-only listener, stop for good.
+const dueMargin = time.Second
+
+// dueBy is the latest a message hidden for d by a request that returned at
+// end is visible again: d in the service's whole seconds, rounded up as it
+// counts them, from end, and dueMargin.
+func dueBy(end time.Time, d time.Duration) time.Time {
+	return end.Add(time.Duration(seconds(d))*time.Second + dueMargin)
+}
 
 // save records a batch's progress, if the try is a batch's.
 func (t *try) save(ctx context.Context) {
@@ -211,19 +231,22 @@ func (t *try) save(ctx context.Context) {
 }
 
 // release hides d for after (0: visible at once), and records when it is
-// due: then, or at hiddenUntil if the release fails (its visibility timeout
-// runs on). It reports success.
-func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration, hiddenUntil time.Time) bool {
+// due: then; or, if the release fails, at visibleBy (its visibility timeout
+// runs on) and then too (a release whose answer was lost may have taken
+// effect). It reports success.
+func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration, visibleBy time.Time) bool {
 	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
 	if err := l.srcRelease(ctx, d, after); err != nil {
 		l.storageFailed(err)
-		l.due.Add(hiddenUntil)
+		l.due.Add(visibleBy)
+		if applied := dueBy(time.Now(), after); applied.After(visibleBy) {
+			l.due.Add(applied)
+		}
 		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
 		return false
 	}
 	l.storageSucceeded(opUpdate)
-	// The service counts whole seconds, rounded up.
-	l.due.Add(time.Now().Add(time.Duration(seconds(after)) * time.Second))
+	l.due.Add(dueBy(time.Now(), after))
 	return true
 }
 
@@ -242,7 +265,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		l.storageFailed(err)
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
-		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.hidden()), &l.stats.retried)
+		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.reappearsBy()), &l.stats.retried)
 		return
 	}
 	l.storageSucceeded(opSend)

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// minRenewRetry is the shortest wait before a failed renewal is tried
+// again, while the message is still hidden.
+const minRenewRetry = 100 * time.Millisecond
+
 // renewer keeps a message hidden while its handler runs on, renewing the
 // visibility timeout and keeping the new pop receipt. The session's watch
 // starts one for a try still running at half its visibility timeout; most
@@ -47,7 +51,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 		case err == nil:
 			l.storageSucceeded(opUpdate)
 			l.stats.renewed.Add(1)
-			t.hiddenUntil.Store(start.Add(vis).UnixNano())
+			t.hidden(start, time.Now(), vis)
 			next = vis / 2
 		case errors.Is(err, ErrOwnershipLost):
 			r.mu.Lock()
@@ -57,12 +61,20 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 			return
 		default:
 			l.storageFailed(err)
-			left := time.Until(t.hidden())
+			// A renewal whose answer was lost may have taken effect: the
+			// message may stay hidden that much longer.
+			t.mayBeHidden(dueBy(time.Now(), vis))
+			left := time.Until(t.hiddenAtLeast())
 			l.log.Warn("visibility renewal failed", "id", d.ID, "err", err, "hidden_for", left)
-			if left < time.Second {
-				return // too late to matter; the delete will tell
+			if left <= 0 {
+				// Visible to other receivers now: the handler is told, as
+				// when another has taken it. Its result still counts: a
+				// success is deleted if the receipt still holds.
+				t.end(ErrOwnershipLost)
+				return
 			}
-			next = left / 4
+			// Try again while there is time, and once more at its end.
+			next = min(max(left/4, minRenewRetry), left)
 		}
 		r.mu.Lock()
 		if !r.stopped {

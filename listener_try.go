@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
@@ -17,10 +18,19 @@ type try struct {
 	// received is when the receive that brought d was asked for, by the
 	// local clock: its visibility timeout runs from about then.
 	received time.Time
-	// hiddenUntil is when d reappears unless it is settled, by the local
-	// clock, in Unix nanoseconds: its visibility timeout from the receive,
-	// or from the last renewal.
+	// hiddenUntil is the earliest d may reappear unless it is settled, by
+	// the local clock, in Unix nanoseconds: its visibility timeout from the
+	// start of the receive, or of the last renewal. Renewals are timed by it.
 	hiddenUntil atomic.Int64
+	// visibleBy is the latest d reappears unless it is settled: its
+	// visibility timeout, in the service's whole seconds, from the end of
+	// that request, and a margin (see dueBy). Due times are set by it, so
+	// that a dequeuer started for d finds it.
+	visibleBy atomic.Int64
+	// visibleByIfApplied is the latest d reappears if a request whose
+	// answer never came (a renewal, say) took effect: after visibleBy, or
+	// zero. The listener looks for d at both.
+	visibleByIfApplied atomic.Int64
 	// ctx is this try's: it ends when ownership is lost (cause
 	// ErrOwnershipLost), when a handler runs past HandlerTimeout (cause
 	// ErrHandlerTimeout), or at the drain timeout (cause ErrDrainTimeout).
@@ -67,18 +77,38 @@ type inHand[T any] struct {
 // process takes one received message to its end: handled and deleted,
 // released for a retry, poisoned, released at once at shutdown, or lost to
 // another receiver.
-func (l *Listener[T]) process(s *session, d *Delivery, received time.Time) {
+func (l *Listener[T]) process(s *session, w work) {
+	// The slot is given back last: a message in hand is counted in
+	// InFlight until then, and capacity never shows more.
+	defer w.slots.Give(1)
 	l.stats.inFlight.Add(1)
 	defer l.stats.inFlight.Add(-1)
 	h := &inHand[T]{}
 	t := &h.t
-	t.s, t.d, t.origin, t.received = s, d, d.Receipt, received
-	t.hiddenUntil.Store(received.Add(l.opts.VisibilityTimeout).UnixNano())
+	d := w.d
+	t.s, t.d, t.origin, t.received = s, d, d.Receipt, w.received
+	t.hidden(w.received, w.answered, l.opts.VisibilityTimeout)
 	t.ctx, t.end = context.WithCancelCause(s.detached)
 	s.watch.addTry(t)
-	l.settle(t, l.work(h))
+	settled := false
+	defer func() {
+		if !settled {
+			// The handler called runtime.Goexit, which ends this
+			// goroutine whatever it does: settle the message on its way
+			// out, as a failed call.
+			l.settle(t, l.judge(t, t.ctx, errHandlerExited))
+			l.budget.give(t)
+		}
+	}()
+	a := l.work(h)
+	settled = true
+	l.settle(t, a)
 	l.budget.give(t)
 }
+
+// errHandlerExited is the failure of a handler that called runtime.Goexit
+// instead of returning (as testing's FailNow does).
+var errHandlerExited = errors.New("azdispatch: the handler ended its goroutine (runtime.Goexit) without returning")
 
 // work does what the message asks and says what should become of it: a
 // pointer is resolved first, a batch runs its items, anything else is
@@ -206,20 +236,48 @@ func (t *try) untilRunEnds() (ctx context.Context, done func()) {
 	}
 }
 
-// hidden is when t's message reappears unless it is settled.
-func (t *try) hidden() time.Time { return time.Unix(0, t.hiddenUntil.Load()) }
+// hidden records that t's message was hidden for vis by a request made
+// between start and end: a receive, or a renewal.
+func (t *try) hidden(start, end time.Time, vis time.Duration) {
+	t.hiddenUntil.Store(start.Add(vis).UnixNano())
+	t.visibleBy.Store(dueBy(end, vis).UnixNano())
+}
 
-// runHandler calls the handler for m, a message or a batch item decoded
-// from size bytes of text, through the middleware if any, with c as its
-// context, watched for HandlerTimeout, and judges its result.
+// hiddenAtLeast is the earliest t's message may reappear unless it is
+// settled.
+func (t *try) hiddenAtLeast() time.Time { return time.Unix(0, t.hiddenUntil.Load()) }
+
+// reappearsBy is the latest t's message reappears unless it is settled.
+func (t *try) reappearsBy() time.Time { return time.Unix(0, t.visibleBy.Load()) }
+
+// mayBeHidden records that a request that failed, which may have taken
+// effect all the same, would keep t's message hidden until by.
+func (t *try) mayBeHidden(by time.Time) { t.visibleByIfApplied.Store(by.UnixNano()) }
+
+// reappearsIfApplied is when t's message reappears if a failed request
+// took effect, if that is after reappearsBy.
+func (t *try) reappearsIfApplied() (time.Time, bool) {
+	by := t.visibleByIfApplied.Load()
+	return time.Unix(0, by), by > t.visibleBy.Load()
+}
+
+// runHandler calls the handler for m, a single message decoded from size
+// bytes of text, and judges its result.
 func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T], size int) action {
+	return l.judge(t, c, l.callHandler(t, c, m, size))
+}
+
+// callHandler calls the handler for m, a message or a batch item decoded
+// from size bytes of text, through the middleware if any, with c as its
+// context, watched for HandlerTimeout.
+func (l *Listener[T]) callHandler(t *try, c *handlerCall, m *Message[T], size int) error {
 	t.s.watch.startCall(t, c)
+	defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
 	err := l.handle(c, t, m, size)
-	t.s.watch.endCall(t, c)
 	if err != nil && c.timedOut.Load() {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, l.opts.HandlerTimeout, err)
 	}
-	return l.judge(t, c, err)
+	return err
 }
 
 // call runs the handler, turning a panic into a *PanicError.

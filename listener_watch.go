@@ -22,7 +22,8 @@ type watch struct {
 	renewAfter time.Duration // half the visibility timeout
 	callLimit  time.Duration // HandlerTimeout; 0 for none
 	// itemGrace is how long a batch item's call that timed out may take
-	// to return before its batch's try is ended (see handlerCall.expire).
+	// to return before its batch goes on without it (see
+	// handlerCall.expire).
 	itemGrace  time.Duration
 	startRenew func(*try) // starts a try's renewals; called under mu
 	// timedOut, if set, is told of a try that a timeout ended: its message
@@ -90,19 +91,21 @@ func (w *watch) drain(cause error) {
 }
 
 // inHand returns the deliveries of the tries still in the watch: after the
-// drain, those whose handlers ignored their context.
-func (w *watch) inHand() []*Delivery {
+// drain, those whose handlers ignored their context (running), and those
+// handled whose delete is still under way (settling).
+func (w *watch) inHand() (running, settling []*Delivery) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []*Delivery
 	for _, list := range []*watchList{&w.renewals, &w.renewing} {
 		for e := list.head; e != nil; e = e.next {
-			if !e.try.settling {
-				out = append(out, e.try.d)
+			if e.try.settling {
+				settling = append(settling, e.try.d)
+			} else {
+				running = append(running, e.try.d)
 			}
 		}
 	}
-	return out
+	return running, settling
 }
 
 // startCall watches c, a call for t, for its HandlerTimeout, and sets its
@@ -328,18 +331,25 @@ func (l *watchList) unlink(e *watchEntry) {
 //
 // A batch item's call has a context of its own, under its try's, which the
 // watch cancels alone at the item's timeout: the other items of the batch
-// run on. Only an item that has still not returned itemGrace later (it
-// ignores its context) ends the batch's try, so that the batch's message
-// is not hidden for as long as the item hangs.
+// run on. An item that has still not returned itemGrace later (it ignores
+// its context) is abandoned: the batch goes on, and is settled, without
+// waiting for it (see batchRun.abandonItem).
 type handlerCall struct {
 	context.Context // the try's; for a batch item, its own
 	try             *try
 	// cancel cancels a batch item's own context; nil for a message's call.
-	cancel   context.CancelCauseFunc
+	cancel context.CancelCauseFunc
+	// batch, for a batch item's call, goes on without the item (its index
+	// in the batch) when it is abandoned.
+	batch    itemAbandoner
+	item     int
 	deadline time.Time // zero: none
 	timedOut atomic.Bool
 	timer    watchEntry
 }
+
+// itemAbandoner is a batch in progress, which can go on without an item.
+type itemAbandoner interface{ abandonItem(i int) }
 
 // Deadline is the call's deadline (HandlerTimeout after it started).
 func (c *handlerCall) Deadline() (time.Time, bool) {
@@ -360,18 +370,22 @@ func (c *handlerCall) Err() error {
 }
 
 // expire acts on a call past its deadline, unless its try has ended. A
-// message's call ends its try (ended). A batch item's is cancelled alone,
-// and expire asks to be called again after grace (again): if the item is
-// still running then, its try ends. A try ended so lets its message
-// reappear, since its renewals stop.
+// message's call ends its try (ended): its renewals stop, so that its
+// message reappears even if the handler never returns. A batch item's is
+// cancelled alone, and expire asks to be called again after grace (again):
+// if the item is still running then, its batch goes on without it.
 func (c *handlerCall) expire(grace time.Duration) (again time.Duration, ended bool) {
 	t := c.try
 	if t.ctx.Err() != nil {
 		return 0, false
 	}
-	if c.cancel != nil && !c.timedOut.Swap(true) {
-		c.cancel(ErrHandlerTimeout)
-		return max(grace, time.Nanosecond), false
+	if c.batch != nil {
+		if !c.timedOut.Swap(true) {
+			c.cancel(ErrHandlerTimeout)
+			return max(grace, time.Nanosecond), false
+		}
+		c.batch.abandonItem(c.item)
+		return 0, false
 	}
 	c.timedOut.Store(true)
 	t.end(ErrHandlerTimeout)

@@ -16,9 +16,11 @@ const workerIdle = 5 * time.Second
 // gives back to its dequeuer once it is settled. A work with no message
 // tells the goroutine that takes it to stop.
 type work struct {
-	d        *Delivery
-	slots    *syncx.Slots
-	received time.Time // when the receive that brought d was asked for
+	d     *Delivery
+	slots *syncx.Slots
+	// received is when the receive that brought d was asked for, and
+	// answered when it returned: the service hid d at some moment between.
+	received, answered time.Time
 }
 
 // workers are the session's handler goroutines. They are reused because a
@@ -49,8 +51,7 @@ func (l *Listener[T]) hand(s *session, w work) {
 // stop or the channel is closed at the end of the session.
 func (l *Listener[T]) worker(s *session, w work) {
 	for {
-		l.process(s, w.d, w.received)
-		w.slots.Give(1)
+		l.process(s, w) // gives back w's slot, whatever becomes of its goroutine
 		s.workers.idle.Add(1)
 		w = <-s.workers.ch
 		s.workers.idle.Add(-1)

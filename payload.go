@@ -180,11 +180,13 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 	// grows as it reads would copy the payload once or twice on the way.
 	data := make([]byte, p.Size)
 	body := s.stall.count(ctx, resp.Body)
-	n, err := io.ReadFull(body, data)
-	switch {
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("%w: %s read %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, n, p.Size)
-	case err != nil:
+	if n, err := io.ReadFull(body, data); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The response said p.Size bytes (checked above): a body that
+			// ends sooner is a connection that broke, not a blob that is
+			// short, and the next try may read it whole.
+			err = fmt.Errorf("the response ended after %d of its %d bytes: %w", n, p.Size, err)
+		}
 		return nil, s.err(opBlobRead, p.Blob, s.stall.explain(ctx, err))
 	}
 	// One byte more tells a longer body from a correct one without

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -26,6 +27,10 @@ import (
 // land on every shard, are found at the next call. A message found resets
 // the listener's idle back-off, and the shards are then read in quick turn.
 //
+// A listener's receive for messages it knows are due again (released for a
+// retry, or left hidden by a request that failed) asks every shard that is
+// not backed off, however recently it was found empty: they may be on any.
+//
 // Each failing shard is backed off and the next one asked, until messages
 // are in hand: then they are returned at once, a partial batch, rather than
 // held (hidden, their visibility running) while more shards are tried. It
@@ -39,12 +44,16 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 		return nil, fmt.Errorf("azdispatch: receive visibility %v: must be more than 0 and at most 7 days", visibility)
 	}
 	now := s.set.now()
-	order := s.readOrder(now)
+	look := lookingForDue(ctx)
+	if look != nil {
+		s.unasked(look, now)
+	}
+	order := s.readOrder(now, look != nil)
 	var errs []error
 	var got []*Delivery
 	answered := false
 	for _, c := range order {
-		if answered && !c.warm && !s.set.exhaustive {
+		if answered && !c.warm && !s.set.exhaustive && look == nil {
 			continue // known empty a moment ago: not worth a request now
 		}
 		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
@@ -80,9 +89,10 @@ type readCandidate struct {
 
 // readOrder lists the shards a receive may ask, in round-robin order from
 // where the last receive started: the healthy ones that are warm or whose
-// EmptySkip has passed; if there are none, the healthy one looked at longest
-// ago. The next receive starts after the first one listed.
-func (s *ShardedQueue) readOrder(now time.Time) []readCandidate {
+// EmptySkip has passed (every healthy one if all is set); if there are
+// none, the healthy one looked at longest ago. The next receive starts
+// after the first one listed.
+func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	set := s.set
@@ -98,7 +108,7 @@ func (s *ShardedQueue) readOrder(now time.Time) []readCandidate {
 			continue
 		}
 		r := set.read[i]
-		if !r.empty || now.Sub(r.emptyAt) >= set.opts.EmptySkip || set.exhaustive {
+		if !r.empty || now.Sub(r.emptyAt) >= set.opts.EmptySkip || set.exhaustive || all {
 			out = append(out, readCandidate{index: i, warm: !r.empty})
 			if first < 0 {
 				first = p
@@ -117,6 +127,74 @@ func (s *ShardedQueue) readOrder(now time.Time) []readCandidate {
 		s.readNext = (first + 1) % n
 	}
 	return out
+}
+
+// dueLook is what a listener asks of a receive made for messages it knows
+// are due again (released for a retry, or left hidden by a failed
+// request): that a sharded queue ask every shard it can, however recently
+// it found one empty, since those messages may be on any of them, and
+// tell which it could not ask. A listener that took a partial batch from
+// such a receive for "all that was due has been received" would otherwise
+// forget messages on a shard that was passed over, and a push-only
+// listener would never come back for them. It travels in the receive's
+// context, so that a Source that wraps a ShardedQueue passes it on.
+type dueLook struct {
+	mu sync.Mutex
+	// skippedUntil is when the earliest shard that could not be asked
+	// (backed off) may be asked again; zero if every shard was asked.
+	skippedUntil time.Time
+}
+
+type dueLookKey struct{}
+
+// withDueLook returns ctx carrying look.
+func withDueLook(ctx context.Context, look *dueLook) context.Context {
+	return context.WithValue(ctx, dueLookKey{}, look)
+}
+
+// lookingForDue returns the dueLook ctx carries, if any.
+func lookingForDue(ctx context.Context) *dueLook {
+	look, _ := ctx.Value(dueLookKey{}).(*dueLook)
+	return look
+}
+
+// skipped records that a shard could not be asked until until.
+func (look *dueLook) skipped(until time.Time) {
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	if look.skippedUntil.IsZero() || until.Before(look.skippedUntil) {
+		look.skippedUntil = until
+	}
+}
+
+// unaskedUntil reports whether a shard could not be asked, and when the
+// earliest such may be asked again. A nil look asked no shard for anything.
+func (look *dueLook) unaskedUntil() (time.Time, bool) {
+	if look == nil {
+		return time.Time{}, false
+	}
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	return look.skippedUntil, !look.skippedUntil.IsZero()
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// unasked records in look the shards a receive now cannot ask: those
+// backed off.
+func (s *ShardedQueue) unasked(look *dueLook, now time.Time) {
+	for _, i := range s.members {
+		if !s.set.available(i, now) {
+			_, until, _ := s.set.retryAt(i)
+			look.skipped(until)
+		}
+	}
 }
 
 // receiveFrom receives from shard i, records what it found, and wraps each
