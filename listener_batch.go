@@ -189,6 +189,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	l.stats.items.Add(1)
 	item := &struct {
 		call handlerCall
+		own  itemCall
 		m    Message[T]
 	}{}
 	m := &item.m
@@ -204,8 +205,8 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	// batch's try (see handlerCall).
 	var cancel context.CancelCauseFunc
 	item.call.Context, cancel = context.WithCancelCause(b.t.ctx)
-	item.call.cancel = cancel
-	item.call.batch, item.call.item = b, i
+	item.own = itemCall{cancel: cancel, batch: b, index: i}
+	item.call.item = &item.own
 	err := l.callHandler(b.t, &item.call, m, len(text))
 	cancel(nil)
 	if _, ok := b.finish(i); !ok {

@@ -79,7 +79,7 @@ func (l *Listener[T]) dequeue(s *session) {
 			l.releaseNow(s, slots, batch)
 		default:
 			for _, d := range batch {
-				l.hand(s, work{d, slots, asked, answered})
+				l.hand(s, work{d, slots, asked, answered.Sub(asked)})
 			}
 		}
 		if err != nil {

@@ -201,11 +201,15 @@ func (l *Listener[T]) settle(t *try, a action) {
 
 // reappears records that t's message, left hidden, is due again when its
 // visibility timeout ends, so that the listener looks for it then (and
-// again later, if a failed renewal may have hidden it for longer).
+// again later, if a failed renewal may have hidden it for longer). It is
+// called once t is out of the watch, or by the watch under its lock: its
+// renewer, if any, is then set for good.
 func (l *Listener[T]) reappears(t *try) {
 	l.due.Add(t.reappearsBy())
-	if later, ok := t.reappearsIfApplied(); ok {
-		l.due.Add(later)
+	if r := t.renew; r != nil {
+		if later := r.ifApplied.Load(); later > t.visibleBy.Load() {
+			l.due.Add(time.Unix(0, later))
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,10 @@ type renewer struct {
 	stopped bool
 	lost    bool
 	busy    sync.WaitGroup // a renewal in flight
+	// ifApplied is the latest the message reappears if the last renewal
+	// that failed took effect all the same (its answer was lost), in Unix
+	// nanoseconds; zero if none failed.
+	ifApplied atomic.Int64
 }
 
 // startRenewer renews t's message now, and again at half-life, until stop is
@@ -63,7 +68,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 			l.storageFailed(err)
 			// A renewal whose answer was lost may have taken effect: the
 			// message may stay hidden that much longer.
-			t.mayBeHidden(dueBy(time.Now(), vis))
+			r.ifApplied.Store(dueBy(time.Now(), vis).UnixNano())
 			left := time.Until(t.hiddenAtLeast())
 			l.log.Warn("visibility renewal failed", "id", d.ID, "err", err, "hidden_for", left)
 			if left <= 0 {

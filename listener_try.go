@@ -27,10 +27,6 @@ type try struct {
 	// that request, and a margin (see dueBy). Due times are set by it, so
 	// that a dequeuer started for d finds it.
 	visibleBy atomic.Int64
-	// visibleByIfApplied is the latest d reappears if a request whose
-	// answer never came (a renewal, say) took effect: after visibleBy, or
-	// zero. The listener looks for d at both.
-	visibleByIfApplied atomic.Int64
 	// ctx is this try's: it ends when ownership is lost (cause
 	// ErrOwnershipLost), when a handler runs past HandlerTimeout (cause
 	// ErrHandlerTimeout), or at the drain timeout (cause ErrDrainTimeout).
@@ -87,7 +83,7 @@ func (l *Listener[T]) process(s *session, w work) {
 	t := &h.t
 	d := w.d
 	t.s, t.d, t.origin, t.received = s, d, d.Receipt, w.received
-	t.hidden(w.received, w.answered, l.opts.VisibilityTimeout)
+	t.hidden(w.received, w.received.Add(w.took), l.opts.VisibilityTimeout)
 	t.ctx, t.end = context.WithCancelCause(s.detached)
 	s.watch.addTry(t)
 	settled := false
@@ -250,16 +246,6 @@ func (t *try) hiddenAtLeast() time.Time { return time.Unix(0, t.hiddenUntil.Load
 // reappearsBy is the latest t's message reappears unless it is settled.
 func (t *try) reappearsBy() time.Time { return time.Unix(0, t.visibleBy.Load()) }
 
-// mayBeHidden records that a request that failed, which may have taken
-// effect all the same, would keep t's message hidden until by.
-func (t *try) mayBeHidden(by time.Time) { t.visibleByIfApplied.Store(by.UnixNano()) }
-
-// reappearsIfApplied is when t's message reappears if a failed request
-// took effect, if that is after reappearsBy.
-func (t *try) reappearsIfApplied() (time.Time, bool) {
-	by := t.visibleByIfApplied.Load()
-	return time.Unix(0, by), by > t.visibleBy.Load()
-}
 
 // runHandler calls the handler for m, a single message decoded from size
 // bytes of text, and judges its result.

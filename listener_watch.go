@@ -337,15 +337,19 @@ func (l *watchList) unlink(e *watchEntry) {
 type handlerCall struct {
 	context.Context // the try's; for a batch item, its own
 	try             *try
-	// cancel cancels a batch item's own context; nil for a message's call.
-	cancel context.CancelCauseFunc
-	// batch, for a batch item's call, goes on without the item (its index
-	// in the batch) when it is abandoned.
-	batch    itemAbandoner
-	item     int
+	// item is a batch item's; nil for a message's call.
+	item     *itemCall
 	deadline time.Time // zero: none
 	timedOut atomic.Bool
 	timer    watchEntry
+}
+
+// itemCall is what a batch item's call has beside a message's: a context
+// of its own to cancel, and the batch that can go on without it.
+type itemCall struct {
+	cancel context.CancelCauseFunc
+	batch  itemAbandoner
+	index  int
 }
 
 // itemAbandoner is a batch in progress, which can go on without an item.
@@ -379,12 +383,12 @@ func (c *handlerCall) expire(grace time.Duration) (again time.Duration, ended bo
 	if t.ctx.Err() != nil {
 		return 0, false
 	}
-	if c.batch != nil {
+	if it := c.item; it != nil {
 		if !c.timedOut.Swap(true) {
-			c.cancel(ErrHandlerTimeout)
+			it.cancel(ErrHandlerTimeout)
 			return max(grace, time.Nanosecond), false
 		}
-		c.batch.abandonItem(c.item)
+		it.batch.abandonItem(it.index)
 		return 0, false
 	}
 	c.timedOut.Store(true)

@@ -18,9 +18,10 @@ const workerIdle = 5 * time.Second
 type work struct {
 	d     *Delivery
 	slots *syncx.Slots
-	// received is when the receive that brought d was asked for, and
-	// answered when it returned: the service hid d at some moment between.
-	received, answered time.Time
+	// received is when the receive that brought d was asked for, and took
+	// how long it took to return: the service hid d at some moment between.
+	received time.Time
+	took     time.Duration
 }
 
 // workers are the session's handler goroutines. They are reused because a
