@@ -246,7 +246,6 @@ func (t *try) hiddenAtLeast() time.Time { return time.Unix(0, t.hiddenUntil.Load
 // reappearsBy is the latest t's message reappears unless it is settled.
 func (t *try) reappearsBy() time.Time { return time.Unix(0, t.visibleBy.Load()) }
 
-
 // runHandler calls the handler for m, a single message decoded from size
 // bytes of text, and judges its result.
 func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T], size int) action {
