@@ -3,6 +3,7 @@ package azdispatch_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,14 +70,20 @@ func TestRunLeavesNoGoroutineAfterAnyShutdown(t *testing.T) {
 			release := make(chan struct{})
 			defer close(release) // lets an abandoned handler end before goleak looks
 			opts := tc.opts
-			l, err := azdispatch.NewListener(q, tc.handler(release), &opts)
+			// Shut down once every message is in its handler: a message
+			// received a moment before the shutdown is released unhandled.
+			var entered atomic.Int64
+			h := tc.handler(release)
+			l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[order]) error {
+				entered.Add(1)
+				return h(ctx, m)
+			}, &opts)
 			require.NoError(t, err)
 			runCtx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- l.Run(runCtx) }()
 			require.Eventually(t, func() bool {
-				s := l.State()
-				return int(s.Received) >= tc.messages && (tc.fail == nil || s.ReceiveErrors > 0)
+				return int(entered.Load()) >= tc.messages && (tc.fail == nil || l.State().ReceiveErrors > 0)
 			}, 10*time.Second, time.Millisecond)
 			if tc.fail == nil {
 				stop()
