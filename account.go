@@ -17,6 +17,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/azdispatch/azdispatch/internal/redact"
 )
 
 // Account is one storage account's queue service: a client with its
@@ -165,12 +167,12 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	co, tx := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: new account client: %w", redactURLError(err))
+		return nil, fmt.Errorf("azdispatch: new account client: %w", redact.URLError(err))
 	}
 	a := newAccount(svc, tx, co)
 	if u := blobServiceURL(serviceURLWithSAS, opts); u != "" {
 		if a.blob, err = service.NewClientWithNoCredential(u, blobOptions(co)); err != nil {
-			return nil, fmt.Errorf("azdispatch: new blob client: %w", redactURLError(err))
+			return nil, fmt.Errorf("azdispatch: new blob client: %w", redact.URLError(err))
 		}
 	}
 	return a, nil
@@ -245,7 +247,7 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 	co, _ := clientOptions(opts)
 	client, err := azqueue.NewQueueClientWithNoCredential(queueURLWithSAS, co)
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: new queue client: %w", redactURLError(err))
+		return nil, fmt.Errorf("azdispatch: new queue client: %w", redact.URLError(err))
 	}
 	return &Queue{name: name, client: client, tx: new(Counter)}, nil
 }

@@ -77,9 +77,10 @@
 // dequeuer whose idle back-off has reached its cap stops, down to the floor,
 // but not within ScaleInterval of a scale-up. Notify ends the back-off at
 // once. A send through the listener's own *Queue (or ShardedQueue) in the
-// same process calls it; for publishers elsewhere, mount a WakeHandler and
-// have them call an HTTPNotifier from PublisherOptions.OnSent, which hears of
-// every message sent visible at once, batches and offloaded ones included.
+// same process calls it; for publishers elsewhere, mount the endpoint
+// package's WakeHandler and have them call its Notifier from
+// PublisherOptions.OnSent, which hears of every message sent visible at
+// once, batches and offloaded ones included.
 // With PushOnly and a Wake source, an idle listener makes no request at all.
 //
 // # Batches and claim check
@@ -155,11 +156,12 @@
 //
 // # Operating it
 //
-// Health serves a process's readiness (every listener's Ready) and
-// liveness (a Run that gave up) as http.Handlers for Kubernetes probes;
-// DepthHandler serves the approximate depth of a queue, or the sum over a
-// sharded queue's shards in every account, as JSON for KEDA's metrics-api
-// scaler. The azdispatch command (cmd/azdispatch) shows depths, peeks at
+// The endpoint package holds what a process serves over HTTP: Health, a
+// process's readiness (every listener's Listener.Ready) and liveness (a
+// Run that gave up) for Kubernetes probes; DepthHandler, the approximate
+// depth of a queue, or the sum over a sharded queue's shards in every
+// account, as JSON for KEDA's metrics-api scaler; and WakeHandler, with its
+// Notifier, for wake-ups between processes. The azdispatch command (cmd/azdispatch) shows depths, peeks at
 // messages, sends, lists, requeues and purges poison queues, and sweeps
 // orphaned payloads, on one queue or a sharded set, from a shell.
 //

@@ -322,7 +322,7 @@ func TestPushOnlyListenerComesBackAfterALostRequest(t *testing.T) {
 			var calls atomic.Int64
 			var firstErr atomic.Pointer[error]
 			opts := tc.opts
-			opts.PushOnly, opts.Wake = true, &azdispatch.WakeHandler{} // nothing wakes it
+			opts.PushOnly, opts.Wake = true, noWakeUps{}
 			opts.Idle = func(azdispatch.State, int) (time.Duration, bool) { return 0, true }
 			l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[int]) error {
 				if calls.Add(1) == 1 {
@@ -688,3 +688,8 @@ func TestAShardThatFailsAfterBringingMessagesLosesNone(t *testing.T) {
 	assert.EqualValues(t, 1, l.State().ReceiveErrors)
 	assert.Zero(t, redelivered.Load(), "each handled on its first delivery: none was dropped to come back later")
 }
+
+// noWakeUps is a WakeSource that never wakes anyone.
+type noWakeUps struct{}
+
+func (noWakeUps) Subscribe(func()) (cancel func()) { return func() {} }

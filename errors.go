@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/redact"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -252,7 +252,7 @@ func storageError(o op, queue string, err error) error {
 	if err == nil {
 		return nil
 	}
-	se := &StorageError{Op: o.String(), Queue: queue, Err: redactURLError(err)}
+	se := &StorageError{Op: o.String(), Queue: queue, Err: redact.URLError(err)}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		se.StatusCode = re.StatusCode
@@ -260,31 +260,6 @@ func storageError(o op, queue string, err error) error {
 		se.RetryAfter = retryAfter(re)
 	}
 	return se
-}
-
-// redactURLError replaces a transport error's URL by one without its query,
-// where a SAS signature would be. Anything wrapping the *url.Error is
-// dropped with it; what it wraps (net errors, context errors) stays.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if !errors.As(err, &ue) {
-		return err
-	}
-	return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
-}
-
-// redactURL returns raw without its query and user info.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User = nil
-	if u.RawQuery != "" {
-		u.RawQuery = "REDACTED"
-	}
-	u.Fragment = ""
-	return u.String()
 }
 
 // checkText refuses a message text the service would refuse (longer than

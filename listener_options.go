@@ -56,8 +56,8 @@ type ListenerOptions struct {
 	PushOnly bool
 
 	// Wake is a source of wake-ups besides the listener's own queue (whose
-	// sends in this process wake it anyway), such as a WakeHandler that
-	// other processes POST to. Defaults to none.
+	// sends in this process wake it anyway), such as an endpoint.WakeHandler
+	// that other processes POST to. Defaults to none.
 	Wake WakeSource
 
 	// Scale says how many dequeuers the queue's depth calls for. Defaults to

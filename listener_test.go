@@ -614,3 +614,31 @@ func TestListenerLetsAnotherTryRunWhileAHandlerHangs(t *testing.T) {
 	assertSettled(t, l.State())
 	assert.Equal(t, 0, depth(t, q))
 }
+
+// Notify reports a EventWoken event only when it ends a back-off or starts a
+// dequeuer; a send to a listener that is busy is counted in Wakes only.
+func TestWokenEventOnlyWhenSomethingWoke(t *testing.T) {
+	var woken atomic.Int64
+	cfg := quick()
+	cfg.OnEvent = func(e Event) {
+		if e.Kind == EventWoken {
+			woken.Add(1)
+		}
+	}
+	l, err := NewListener(testQueue(t), func(context.Context, *Message[job]) error { return nil }, cfg)
+	require.NoError(t, err)
+
+	l.Notify() // no dequeuer running
+	assert.EqualValues(t, 1, woken.Load())
+
+	l.stats.active.Store(2) // both busy
+	for range 100 {
+		l.Notify()
+	}
+	assert.EqualValues(t, 1, woken.Load(), "busy dequeuers: no event")
+
+	l.stats.idle.Store(1) // one backing off
+	l.Notify()
+	assert.EqualValues(t, 2, woken.Load())
+	assert.EqualValues(t, 102, l.State().Wakes, "every call counted")
+}

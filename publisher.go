@@ -20,7 +20,7 @@ type PublisherOptions struct {
 	// OnSent, if set, is called after every successful send of a message
 	// visible at once (each Send, SendKeyed and SendBatch, offloaded or not;
 	// not SendAfter with a delay), with its ID, to tell listeners in other
-	// processes that work is there (an HTTPNotifier's Notify, or any
+	// processes that work is there (an endpoint.Notifier's Notify, or any
 	// transport). It must not block. Listeners in this process on the same
 	// *Queue are woken without it.
 	OnSent func(ctx context.Context, id string)

@@ -48,6 +48,10 @@ var (
 // Name is the queue's name.
 func (q *Queue) Name() string { return q.name }
 
+// Account returns the account the queue was opened through, or nil for a
+// queue opened by its own SAS URL (see NewQueueWithSAS).
+func (q *Queue) Account() *Account { return q.account }
+
 // Transactions counts the requests made on this queue, by anyone in this process.
 func (q *Queue) Transactions() Transactions { return q.tx.Snapshot() }
 

@@ -53,6 +53,17 @@ type PoisonQueuer interface {
 	PoisonShard() Shard
 }
 
+// WakeSource tells its subscribers that work was sent. A *Queue is one: it
+// calls them after every successful Send through it in this process. An
+// [endpoint.WakeHandler] is one for wake-ups from other processes.
+//
+// [endpoint.WakeHandler]: https://pkg.go.dev/github.com/azdispatch/azdispatch/endpoint#WakeHandler
+type WakeSource interface {
+	// Subscribe registers wake, to be called (quickly, without blocking)
+	// whenever work is sent; cancel removes it.
+	Subscribe(wake func()) (cancel func())
+}
+
 // SendOptions are the per-message options of a send. Nil means defaults.
 type SendOptions struct {
 	// Delay keeps the message invisible for this long after it is sent (up

@@ -1,7 +1,7 @@
 // Command autoscale shows a Listener that scales with the work and is woken
 // from another process. It starts a second copy of itself as the worker: the
 // worker runs a Listener that idles at its maximum back-off and serves a
-// WakeHandler over HTTP; this process publishes through a Publisher whose
+// endpoint.WakeHandler over HTTP; this process publishes through a Publisher whose
 // OnSent hook notifies the worker, so each wave of work is picked up in
 // milliseconds, not at the next poll. The worker prints its dequeuers
 // scaling up for a burst and back down as they go idle.
@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/endpoint"
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
@@ -89,7 +90,7 @@ func run(burst int, out io.Writer) error {
 		return err
 	}
 
-	notifier := azdispatch.NewHTTPNotifier(url, nil)
+	notifier := endpoint.NewNotifier(url, nil)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	notifyCtx, stopNotifier := context.WithCancel(ctx)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/endpoint"
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
@@ -44,7 +45,7 @@ func listen() error {
 	}
 
 	// The wake-up endpoint, on a loopback port of its own.
-	wake := &azdispatch.WakeHandler{}
+	wake := &endpoint.WakeHandler{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/endpoint"
 )
 
 // The wake scenario: the time from a send to its handler starting, for a
@@ -168,13 +169,13 @@ func newWakeRig(ctx context.Context, cs string, latency time.Duration, variant s
 		}
 	}
 	if variant == "notify-http" {
-		wake := &azdispatch.WakeHandler{}
+		wake := &endpoint.WakeHandler{}
 		cfg.Wake = wake
 		url, err := serve(runCtx, &wg, wake)
 		if err != nil {
 			return nil, err
 		}
-		n := azdispatch.NewHTTPNotifier(url, nil)
+		n := endpoint.NewNotifier(url, nil)
 		wg.Go(func() { _ = n.Run(runCtx) })
 		onSent = func(context.Context, string) { n.Notify() }
 	}

@@ -5,6 +5,7 @@
 package redact
 
 import (
+	"errors"
 	"net/url"
 	"regexp"
 	"strings"
@@ -55,4 +56,16 @@ func URLs(s string) string {
 		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil
 		return u.String() + tail
 	})
+}
+
+// URLError returns err with the URL of the transport error it wraps, if
+// any, stripped as URLs strips one: a request's URL may carry a SAS token.
+// Anything wrapping the *url.Error is dropped with it; what it wraps (net
+// errors, context errors) stays, for errors.Is.
+func URLError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	return &url.Error{Op: ue.Op, URL: URLs(ue.URL), Err: ue.Err}
 }

@@ -1,6 +1,10 @@
 package redact
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,4 +32,12 @@ func TestURLs(t *testing.T) {
 	} {
 		assert.Equal(t, want, URLs(in), in)
 	}
+}
+
+func TestURLErrorStripsTheURLAndKeepsTheCause(t *testing.T) {
+	err := URLError(fmt.Errorf("sending: %w", &url.Error{Op: "Post", URL: "https://user:pw@acct.queue.core.windows.net/q?sv=1&sig=abc", Err: context.DeadlineExceeded}))
+	assert.Equal(t, `Post "https://acct.queue.core.windows.net/q": context deadline exceeded`, err.Error())
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	plain := errors.New("no URL here")
+	assert.Same(t, plain, URLError(plain))
 }

@@ -1,9 +1,10 @@
-package azdispatch
+package endpoint
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // kedaValueLocation is what the README's ScaledObject gives KEDA's
@@ -92,9 +95,9 @@ func get(t testing.TB, h http.Handler) (int, []byte) {
 
 // depthTransactions sums the Get Queue Properties requests made on the
 // shards' queues.
-func depthTransactions(sq *ShardedQueue) (n int64) {
+func depthTransactions(sq *azdispatch.ShardedQueue) (n int64) {
 	for _, sh := range sq.Shards() {
-		n += sh.(*Queue).Transactions().Depth
+		n += sh.(*azdispatch.Queue).Transactions().Depth
 	}
 	return n
 }
@@ -105,12 +108,19 @@ func depthTransactions(sq *ShardedQueue) (n int64) {
 // within CacheFor costs no request.
 func TestDepthHandlerSumsEveryShardAcrossAccounts(t *testing.T) {
 	t.Parallel()
-	accts := threeAccounts(t)[:2]
-	sq := shardedQueue(t, 4, nil, accts...)
+	accts := []*azdispatch.Account{account(t, 0, nil), account(t, 1, nil)}
+	base := uniqueName(t)
+	for i := range 4 { // AccountShards names shard i base-i, and puts it in account i % 2
+		newQueue(t, accts[i%2], i%2, fmt.Sprintf("%s-%d", base, i))
+	}
+	shards, err := azdispatch.AccountShards(base, 4, accts...)
+	require.NoError(t, err)
+	sq, err := azdispatch.NewShardedQueue("tasks", shards, nil)
+	require.NoError(t, err)
 	ctx := context.Background()
 	want := 0
 	for i, sh := range sq.Shards() {
-		require.Same(t, accts[i%len(accts)], sh.(*Queue).account, "shards alternate between the accounts")
+		require.Same(t, accts[i%len(accts)], sh.(*azdispatch.Queue).Account(), "shards alternate between the accounts")
 		for range i + 1 { // 1, 2, 3, 4 messages: every shard counts
 			_, err := sh.Send(ctx, "work", nil)
 			require.NoError(t, err)
@@ -167,16 +177,16 @@ func TestDepthHandlerSumsEveryShardAcrossAccounts(t *testing.T) {
 func TestDepthHandlerFailsRatherThanServeAPartialSum(t *testing.T) {
 	t.Parallel()
 	good := testQueue(t)
-	sendTexts(t, good, 3, func(int) string { return "work" })
+	send(t, good, 3, "work")
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
 		if req.Method == http.MethodGet && req.URL.Query().Get("comp") == "metadata" {
-			return serviceError(req, http.StatusInternalServerError, "OperationTimedOut", nil)
+			return serviceError(req, http.StatusInternalServerError, "OperationTimedOut")
 		}
 		return nil
 	})
 	bad, err := a.Queue(uniqueName(t))
 	require.NoError(t, err)
-	sq, err := NewShardedQueue("tasks", []Shard{good, bad}, nil)
+	sq, err := azdispatch.NewShardedQueue("tasks", []azdispatch.Shard{good, bad}, nil)
 	require.NoError(t, err)
 
 	h, err := NewDepthHandler(sq, nil)
@@ -207,7 +217,7 @@ func TestDepthHandlerFailsRatherThanServeAPartialSum(t *testing.T) {
 func TestDepthHandlerSharesOneReadingAndServesAQueue(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	sendTexts(t, q, 5, func(int) string { return "work" })
+	send(t, q, 5, "work")
 	h, err := NewDepthHandler(q, &DepthOptions{CacheFor: -1})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -232,7 +242,7 @@ func TestDepthHandlerSharesOneReadingAndServesAQueue(t *testing.T) {
 	assert.Equal(t, q.Name(), rep.Queue)
 	require.Len(t, rep.Shards, 1)
 	assert.Equal(t, q.Name(), rep.Shards[0].Name)
-	assert.Equal(t, q.account.Name(), rep.Shards[0].Account)
+	assert.Equal(t, q.Account().Name(), rep.Shards[0].Account)
 
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", nil))
@@ -240,7 +250,7 @@ func TestDepthHandlerSharesOneReadingAndServesAQueue(t *testing.T) {
 	assert.Equal(t, "GET, HEAD", rec.Header().Get("Allow"))
 
 	_, err = NewDepthHandler(nil, nil)
-	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
 	_, err = NewDepthHandler(q, &DepthOptions{Timeout: -1})
 	assert.ErrorContains(t, err, "DepthOptions.Timeout")
 }

@@ -1,4 +1,4 @@
-package azdispatch
+package endpoint
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/internal/redact"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
@@ -48,7 +49,7 @@ type HealthOptions struct {
 // small JSON body naming each check and why it is not ready. A Listener is
 // not ready when it is not running, while a fatal storage error stands (a
 // refused credential, a deleted queue), or after several failed receives in
-// a row (see Listener.Ready); it turns ready again with the first receive
+// a row (see [azdispatch.Listener.Ready]); it turns ready again with the first receive
 // that succeeds. The reasons are error texts with every URL's query string
 // and user information removed and SAS signatures and account keys blanked,
 // so a probe never shows a credential; still, mount the probes where only
@@ -56,7 +57,7 @@ type HealthOptions struct {
 //
 // Liveness answers 503 only when a component given to Run has returned an
 // error while its context was still live: it gave up (a Listener's
-// ListenerOptions.FatalTimeout ran out) and nothing in the process will
+// [azdispatch.ListenerOptions].FatalTimeout ran out) and nothing in the process will
 // start it again, so only a restart brings the work back. A storage outage
 // or a refused credential never fails liveness, because restarting the pod
 // fixes neither and a crash loop only delays recovery: readiness reports
@@ -160,7 +161,7 @@ func (h *Health) startRun(name string) *healthRun {
 // matching ErrNotReady that joins the reasons, redacted as the probe shows
 // them. It lets a Health be a Checker itself.
 func (h *Health) Ready() error {
-	return reportError(h.readiness(time.Now()), ErrNotReady)
+	return reportError(h.readiness(time.Now()), azdispatch.ErrNotReady)
 }
 
 // Live returns nil unless a component given to Run has given up (see

@@ -1,4 +1,4 @@
-package azdispatch
+package endpoint
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // DepthOptions configures a DepthHandler. Nil, or a zero field, means the
@@ -47,7 +49,7 @@ type DepthOptions struct {
 // count does; "at" is when it was read. For a ShardedQueue it is the sum
 // over every shard of the view it was given (give it the whole set, not a
 // Subset, to count everything), read from each shard directly: unlike
-// ShardedQueue.Depth, which leaves out shards backed off after failures,
+// [azdispatch.ShardedQueue.Depth], which leaves out shards backed off after failures,
 // it never reports a sum that skipped a shard. A queue that does not exist
 // counts as empty, as Queue.Depth has it, so a mistyped name reads as 0;
 // the listeners' readiness is what reports a missing queue.
@@ -107,16 +109,16 @@ type shardDepth struct {
 // NewDepthHandler returns a handler serving src's depth: a *Queue,
 // a *ShardedQueue (every shard of it), or any Source (its Depth). Nil opts
 // means defaults.
-func NewDepthHandler(src Source, opts *DepthOptions) (*DepthHandler, error) {
+func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, error) {
 	if src == nil {
-		return nil, &ConfigError{Field: "source", Reason: "is nil"}
+		return nil, &azdispatch.ConfigError{Field: "source", Reason: "is nil"}
 	}
 	h := &DepthHandler{name: src.Name()}
 	if opts != nil {
 		h.opts = *opts
 	}
 	if h.opts.Timeout < 0 {
-		return nil, &ConfigError{Field: "DepthOptions.Timeout", Reason: "must not be negative"}
+		return nil, &azdispatch.ConfigError{Field: "DepthOptions.Timeout", Reason: "must not be negative"}
 	}
 	if h.opts.CacheFor == 0 {
 		h.opts.CacheFor = 5 * time.Second
@@ -127,7 +129,7 @@ func NewDepthHandler(src Source, opts *DepthOptions) (*DepthHandler, error) {
 	if h.opts.Logger == nil {
 		h.opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if sq, ok := src.(*ShardedQueue); ok {
+	if sq, ok := src.(*azdispatch.ShardedQueue); ok {
 		for _, sh := range sq.Shards() {
 			h.shards = append(h.shards, depthShard{name: sh.Name(), account: accountOf(sh), src: sh})
 		}
@@ -137,11 +139,11 @@ func NewDepthHandler(src Source, opts *DepthOptions) (*DepthHandler, error) {
 	return h, nil
 }
 
-// accountOf names the account a queue of this package lives in; empty for
+// accountOf names the account a queue of azdispatch lives in; empty for
 // a queue opened by its own SAS URL and for sources of other kinds.
-func accountOf(s Source) string {
-	if q, ok := s.(*Queue); ok && q.account != nil {
-		return q.account.Name()
+func accountOf(s azdispatch.Source) string {
+	if q, ok := s.(*azdispatch.Queue); ok && q.Account() != nil {
+		return q.Account().Name()
 	}
 	return ""
 }

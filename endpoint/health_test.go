@@ -1,4 +1,4 @@
-package azdispatch
+package endpoint
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // probe GETs h (method, if given, instead) and decodes its answer.
@@ -57,7 +59,7 @@ func TestHealthReadinessNamesEachCheckAndItsReason(t *testing.T) {
 	h.Add("orders", CheckerFunc(func() error { return nil }))
 	h.Add("billing", CheckerFunc(func() error {
 		if broken.Load() {
-			return fmt.Errorf("%w: GET https://acct.queue.core.windows.net/billing?sv=2023&sig=SECRET: refused", ErrNotReady)
+			return fmt.Errorf("%w: GET https://acct.queue.core.windows.net/billing?sv=2023&sig=SECRET: refused", azdispatch.ErrNotReady)
 		}
 		return nil
 	}))
@@ -78,7 +80,7 @@ func TestHealthReadinessNamesEachCheckAndItsReason(t *testing.T) {
 	assert.NotContains(t, b.Reason, "SECRET")
 	assert.NotContains(t, b.Reason, "sv=")
 	err := h.Ready()
-	assert.ErrorIs(t, err, ErrNotReady)
+	assert.ErrorIs(t, err, azdispatch.ErrNotReady)
 	assert.Contains(t, err.Error(), "billing")
 	assert.NotContains(t, err.Error(), "SECRET")
 
@@ -146,7 +148,7 @@ func TestHealthLivenessFailsOnlyWhenARunGivesUp(t *testing.T) {
 		done <- h.Run(ctx, "orders", func(ctx context.Context) error {
 			close(entered)
 			<-ctx.Done()
-			return ErrHandlersAbandoned // an error at shutdown: the process is ending anyway
+			return azdispatch.ErrHandlersAbandoned // an error at shutdown: the process is ending anyway
 		})
 	}()
 	<-entered
@@ -154,11 +156,11 @@ func TestHealthLivenessFailsOnlyWhenARunGivesUp(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.True(t, *check(t, rep, "orders").Live)
 	cancel()
-	assert.ErrorIs(t, <-done, ErrHandlersAbandoned)
+	assert.ErrorIs(t, <-done, azdispatch.ErrHandlersAbandoned)
 	code, _ = probe(t, h.Liveness())
 	assert.Equal(t, http.StatusOK, code, "an error after the context ended is a shutdown, not a wedge")
 
-	gaveUp := fmt.Errorf("listener stopped: %w", ErrFatal)
+	gaveUp := fmt.Errorf("listener stopped: %w", azdispatch.ErrFatal)
 	assert.Equal(t, gaveUp, h.Run(context.Background(), "orders", func(context.Context) error { return gaveUp }))
 	code, rep = probe(t, h.Liveness())
 	assert.Equal(t, http.StatusServiceUnavailable, code)
@@ -176,6 +178,9 @@ func TestHealthLivenessFailsOnlyWhenARunGivesUp(t *testing.T) {
 	_, rep = probe(t, h.Liveness())
 	assert.Len(t, rep.Checks, 1, "one record per name")
 }
+
+// handleNothing is a handler that succeeds at once.
+func handleNothing(context.Context, *azdispatch.Message[int]) error { return nil }
 
 // readinessLatency polls h's readiness until it answers want, checking on
 // every poll that liveness stays 200 (a storage fault must never restart
@@ -209,7 +214,7 @@ func TestHealthReadinessFollowsStorageFaultsAndRecovers(t *testing.T) {
 		failures int
 	}{
 		{"fatal 403", http.StatusForbidden, "AuthorizationFailure", 1},
-		{"a run of 503s", http.StatusServiceUnavailable, "ServerBusy", readyReceiveFailures},
+		{"a run of 503s", http.StatusServiceUnavailable, "ServerBusy", 3}, // a listener is not ready after 3 in a row
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,15 +222,13 @@ func TestHealthReadinessFollowsStorageFaultsAndRecovers(t *testing.T) {
 			var faulty atomic.Bool
 			a := answeringAccount(t, func(req *http.Request) *http.Response {
 				if faulty.Load() && isReceive(req) {
-					return serviceError(req, tt.status, tt.code, nil)
+					return serviceError(req, tt.status, tt.code)
 				}
 				return nil
 			})
-			q, err := a.Queue(uniqueName(t))
-			require.NoError(t, err)
-			createQueue(t, q.Name())
+			q := newQueue(t, a, 0, uniqueName(t))
 			cfg := quick() // idle back-off up to 200 ms
-			l, err := NewListener(q, newTally().handler(nil), cfg)
+			l, err := azdispatch.NewListener(q, handleNothing, cfg)
 			require.NoError(t, err)
 
 			h := NewHealth(nil)
@@ -284,22 +287,20 @@ func TestHealthLivenessFailsWhenAListenerGivesUpAfterFatalTimeout(t *testing.T) 
 	revoked.Store(true)
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
 		if revoked.Load() && isReceive(req) {
-			return serviceError(req, http.StatusForbidden, "AuthenticationFailed", nil)
+			return serviceError(req, http.StatusForbidden, "AuthenticationFailed")
 		}
 		return nil
 	})
-	q, err := a.Queue(uniqueName(t))
-	require.NoError(t, err)
-	createQueue(t, q.Name())
+	q := newQueue(t, a, 0, uniqueName(t))
 	cfg := quick()
 	cfg.FatalTimeout = 300 * time.Millisecond
-	l, err := NewListener(q, newTally().handler(nil), cfg)
+	l, err := azdispatch.NewListener(q, handleNothing, cfg)
 	require.NoError(t, err)
 	h := NewHealth(nil)
 	h.Add("orders", l)
 
 	err = h.Run(context.Background(), "orders", l.Run)
-	require.ErrorIs(t, err, ErrFatal)
+	require.ErrorIs(t, err, azdispatch.ErrFatal)
 	code, rep := probe(t, h.Liveness())
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, check(t, rep, "orders").Reason, "403 AuthenticationFailed")

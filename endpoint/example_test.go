@@ -1,4 +1,4 @@
-package azdispatch_test
+package endpoint_test
 
 import (
 	"context"
@@ -9,8 +9,12 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/endpoint"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
+
+// Order is the example's message.
+type Order struct{ ID string }
 
 // A worker's probes and its scaling metric on one mux: /readyz and /livez
 // for Kubernetes, /metrics/depth for KEDA's metrics-api scaler. In a real
@@ -26,11 +30,11 @@ func ExampleHealth() {
 	if err != nil {
 		panic(err)
 	}
-	depth, err := azdispatch.NewDepthHandler(queue, nil)
+	depth, err := endpoint.NewDepthHandler(queue, nil)
 	if err != nil {
 		panic(err)
 	}
-	health := azdispatch.NewHealth(nil)
+	health := endpoint.NewHealth(nil)
 	health.Add("orders", listener)
 
 	mux := http.NewServeMux()
