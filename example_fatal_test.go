@@ -41,7 +41,7 @@ func ExampleListener_Ready() {
 	fmt.Println("ready:", errors.Is(listener.Ready(), azdispatch.ErrNotReady))
 	fmt.Println("state:", listener.State().Fatal)
 	err = <-done
-	fmt.Println("run returned a fatal error:", azdispatch.IsFatal(err))
+	fmt.Println("run returned a fatal error:", errors.Is(err, azdispatch.ErrFatal))
 	// Output:
 	// ready: true
 	// state: azdispatch: receive on queue "orders": 403 AuthenticationFailed

@@ -42,7 +42,7 @@ func TestForbiddenIsFatalUntilStorageAcceptsAgain(t *testing.T) {
 	s := l.State()
 	require.Error(t, s.Fatal)
 	assert.ErrorIs(t, s.Fatal, ErrFatal)
-	assert.True(t, IsFatal(s.Fatal))
+	assert.ErrorIs(t, s.Fatal, ErrFatal)
 	var se *StorageError
 	require.ErrorAs(t, s.Fatal, &se)
 	assert.Equal(t, http.StatusForbidden, se.StatusCode)
@@ -197,7 +197,7 @@ func TestReceiveHonoursRetryAfter(t *testing.T) {
 	require.ErrorAs(t, s.LastError, &se)
 	assert.Equal(t, "OperationTimedOut", se.Code)
 	assert.Equal(t, 2*time.Second, se.RetryAfter)
-	assert.False(t, IsFatal(se), "a timeout is transient")
+	assert.NotErrorIs(t, se, ErrFatal, "a timeout is transient")
 	assert.NoError(t, s.Fatal)
 }
 

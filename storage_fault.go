@@ -37,10 +37,6 @@ func (e *StorageError) Fatal() bool {
 	return false
 }
 
-// IsFatal reports whether err holds a *StorageError whose Fatal method says
-// so. Equivalent to errors.Is(err, ErrFatal).
-func IsFatal(err error) bool { return errors.Is(err, ErrFatal) }
-
 // retryAfter reads the service's hint of when to try again from a failed
 // response: retry-after-ms, x-ms-retry-after-ms, then Retry-After in seconds
 // or as an HTTP date, as the Azure SDK's retry policy reads them. Zero when
