@@ -3,7 +3,6 @@ package azdispatch
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -77,7 +76,7 @@ func NewAccountFromConnectionString(connectionString string, opts *AccountOption
 	if err != nil {
 		// The SDK's message does not quote the string, but be sure: never
 		// echo it, it holds a key or a signature.
-		return nil, errors.New("azdispatch: invalid connection string (it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true)")
+		return nil, &ConfigError{Field: "connection string", Reason: "it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true"}
 	}
 	a := newAccount(svc, tx, co)
 	if opts != nil && opts.BlobServiceURL != "" {
@@ -130,12 +129,16 @@ func NewAccount(serviceURL string, cred azcore.TokenCredential, opts *AccountOpt
 	return a, nil
 }
 
+// errBadAccountKey is the error of an account key that is not base64. It
+// never quotes the key.
+var errBadAccountKey = &ConfigError{Field: "account key", Reason: "must be base64"}
+
 // NewAccountWithSharedKey opens the account at serviceURL with its name and
 // one of its access keys.
 func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *AccountOptions) (*Account, error) {
 	cred, err := azqueue.NewSharedKeyCredential(accountName, accountKey)
 	if err != nil {
-		return nil, errors.New("azdispatch: invalid shared key credential (the key must be base64)")
+		return nil, errBadAccountKey
 	}
 	co, tx := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithSharedKeyCredential(serviceURL, cred, co)
@@ -146,7 +149,7 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 	if u := blobServiceURL(serviceURL, opts); u != "" {
 		bcred, err := service.NewSharedKeyCredential(accountName, accountKey)
 		if err != nil {
-			return nil, errors.New("azdispatch: invalid shared key credential (the key must be base64)")
+			return nil, errBadAccountKey
 		}
 		if a.blob, err = service.NewClientWithSharedKeyCredential(u, bcred, blobOptions(co)); err != nil {
 			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
@@ -233,7 +236,7 @@ func (a *Account) queue(name string, reserve int) (*Queue, error) {
 func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, error) {
 	u, err := url.Parse(queueURLWithSAS)
 	if err != nil {
-		return nil, errors.New("azdispatch: invalid queue URL")
+		return nil, &ConfigError{Field: "queue URL", Reason: "it does not parse"}
 	}
 	name := strings.Trim(u.Path, "/")
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {

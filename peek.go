@@ -34,8 +34,8 @@ type PeekedMessage struct {
 // Transactions.Other, since it is neither a receive (it hides nothing) nor a
 // read of the queue's properties.
 func (q *Queue) Peek(ctx context.Context, max int) ([]*PeekedMessage, error) {
-	if max < 1 || max > MaxBatch {
-		return nil, fmt.Errorf("azdispatch: peek of %d messages: must be 1 to %d", max, MaxBatch)
+	if err := checkCount("Peek's max", max); err != nil {
+		return nil, err
 	}
 	resp, err := q.client.PeekMessages(tagRequest(ctx, opOther, q.tx), &azqueue.PeekMessagesOptions{NumberOfMessages: to.Ptr(int32(max))})
 	if err != nil {
@@ -87,8 +87,8 @@ type peeker interface {
 // look, and should show what is there rather than what the sharded queue
 // thinks of its shards.
 func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*PeekedMessage, error) {
-	if max < 1 || max > MaxBatch {
-		return nil, fmt.Errorf("azdispatch: peek of %d messages: must be 1 to %d", max, MaxBatch)
+	if err := checkCount("Peek's max", max); err != nil {
+		return nil, err
 	}
 	got := make([][]*PeekedMessage, len(s.members))
 	errs := make([]error, len(s.members))

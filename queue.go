@@ -3,7 +3,6 @@ package azdispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -135,11 +134,8 @@ func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe
 // (rounded up to whole seconds, at least one). It does not create a missing
 // queue: that is a *StorageError matching ErrFatal.
 func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
-	if max < 1 || max > MaxBatch {
-		return nil, fmt.Errorf("azdispatch: receive of %d messages: must be 1 to %d", max, MaxBatch)
-	}
-	if visibility <= 0 || visibility > MaxVisibility {
-		return nil, fmt.Errorf("azdispatch: receive visibility %v: must be more than 0 and at most 7 days", visibility)
+	if err := checkReceive(max, visibility); err != nil {
+		return nil, err
 	}
 	opts := &azqueue.DequeueMessagesOptions{
 		NumberOfMessages:  to.Ptr(int32(max)),
@@ -202,8 +198,8 @@ func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Durat
 	if err != nil {
 		return err
 	}
-	if after < 0 || after > MaxVisibility {
-		return fmt.Errorf("azdispatch: visibility %v: must be between 0 and 7 days", after)
+	if err := checkVisibility("SetVisibility's after", after, true); err != nil {
+		return err
 	}
 	opts := &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(seconds(after))}
 	resp, err := q.client.UpdateMessage(tagRequest(ctx, opUpdate, q.tx), d.ID, r.value, d.Text, opts)

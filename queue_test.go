@@ -330,3 +330,28 @@ func TestStorageErrorLeavesTheSASOut(t *testing.T) {
 	assert.NotContains(t, err.Error(), "pw@")
 	assert.Contains(t, err.Error(), "http://h/q")
 }
+
+// A call's arguments that the service would refuse are refused before any
+// request, with one kind of error: a *ConfigError naming the argument,
+// matching ErrInvalidConfig, as options are.
+func TestArgumentErrorsAreConfigErrors(t *testing.T) {
+	t.Parallel()
+	q, err := NewQueueWithSAS("https://acct.queue.core.windows.net/orders?sv=1&sig=x", nil)
+	require.NoError(t, err)
+	sq, err := NewShardedQueue("s", []Shard{q}, nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"Receive's max":         func() error { _, err := q.Receive(ctx, 33, time.Second); return err }(),
+		"Receive's visibility":  func() error { _, err := sq.Receive(ctx, 1, 0); return err }(),
+		"SetVisibility's after": q.SetVisibility(ctx, &Delivery{ID: "m", Receipt: &popReceipt{queue: q, value: "r"}}, -time.Second),
+		"Peek's max":            func() error { _, err := sq.Peek(ctx, 0); return err }(),
+		"connection string":     func() error { _, err := NewAccountFromConnectionString("AccountName=a", nil); return err }(),
+		"account key":           func() error { _, err := NewAccountWithSharedKey("https://a.queue.core.windows.net", "a", "not base64!", nil); return err }(),
+	} {
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, name)
+		assert.Equal(t, name, ce.Field)
+		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+	}
+}

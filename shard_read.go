@@ -3,7 +3,6 @@ package azdispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -37,11 +36,8 @@ import (
 // fails with ErrNoHealthyShard only when no shard answered.
 func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	// Checked here so that a bad argument is not taken for a shard's failure.
-	if max < 1 || max > MaxBatch {
-		return nil, fmt.Errorf("azdispatch: receive of %d messages: must be 1 to %d", max, MaxBatch)
-	}
-	if visibility <= 0 || visibility > MaxVisibility {
-		return nil, fmt.Errorf("azdispatch: receive visibility %v: must be more than 0 and at most 7 days", visibility)
+	if err := checkReceive(max, visibility); err != nil {
+		return nil, err
 	}
 	now := s.set.now()
 	look := lookingForDue(ctx)

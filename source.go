@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -72,6 +73,37 @@ type SendOptions struct {
 	// TTL is how long the message lives. Zero means the service default of
 	// 7 days; a negative value means it never expires.
 	TTL time.Duration
+}
+
+// checkCount refuses a number of messages to receive or peek that the
+// service would refuse; what names the argument ("Receive's max").
+func checkCount(what string, n int) error {
+	if n < 1 || n > MaxBatch {
+		return &ConfigError{Field: what, Reason: fmt.Sprintf("%d: must be 1 to %d", n, MaxBatch)}
+	}
+	return nil
+}
+
+// checkVisibility refuses a visibility timeout the service would refuse:
+// more than 7 days, negative, or zero unless zeroOK (a release may make a
+// message visible at once; a receive must hide it).
+func checkVisibility(what string, d time.Duration, zeroOK bool) error {
+	if d < 0 || d > MaxVisibility || d == 0 && !zeroOK {
+		limits := "more than 0 and at most 7 days"
+		if zeroOK {
+			limits = "between 0 and 7 days"
+		}
+		return &ConfigError{Field: what, Reason: fmt.Sprintf("%v: must be %s", d, limits)}
+	}
+	return nil
+}
+
+// checkReceive refuses a receive's arguments that the service would refuse.
+func checkReceive(max int, visibility time.Duration) error {
+	if err := checkCount("Receive's max", max); err != nil {
+		return err
+	}
+	return checkVisibility("Receive's visibility", visibility, false)
 }
 
 // checkDelay refuses a SendOptions.Delay the service would refuse.
