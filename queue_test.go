@@ -347,7 +347,10 @@ func TestArgumentErrorsAreConfigErrors(t *testing.T) {
 		"SetVisibility's after": q.SetVisibility(ctx, &Delivery{ID: "m", Receipt: &popReceipt{queue: q, value: "r"}}, -time.Second),
 		"Peek's max":            func() error { _, err := sq.Peek(ctx, 0); return err }(),
 		"connection string":     func() error { _, err := NewAccountFromConnectionString("AccountName=a", nil); return err }(),
-		"account key":           func() error { _, err := NewAccountWithSharedKey("https://a.queue.core.windows.net", "a", "not base64!", nil); return err }(),
+		"account key": func() error {
+			_, err := NewAccountWithSharedKey("https://a.queue.core.windows.net", "a", "not base64!", nil)
+			return err
+		}(),
 	} {
 		var ce *ConfigError
 		require.ErrorAs(t, err, &ce, name)
