@@ -340,7 +340,7 @@ func validateName(field, name string, suffix int) error {
 // the queue client's credential, options and transaction counter.
 func (a *Account) blobService() (*service.Client, error) {
 	if a.blob == nil {
-		return nil, ErrNoBlobService
+		return nil, fmt.Errorf("%w: the account's blob service URL is unknown; set AccountOptions.BlobServiceURL", ErrNoBlobService)
 	}
 	return a.blob, nil
 }

@@ -352,7 +352,7 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := testQueue(t)
-	store := q.payloadStore()
+	store := q.PayloadStore()
 	const items, size = 768, 64 << 10 // 48 MiB of item text
 	w := payload.NewWriter(payload.Limits(defaultLimits(t)))
 	item := strings.Repeat("x", size)

@@ -194,7 +194,7 @@ func queueWithoutBlobs(t testing.TB) *Queue {
 	require.NoError(t, err)
 	q, err := a.Queue(uniqueName(t))
 	require.NoError(t, err)
-	require.Nil(t, q.payloadStore())
+	require.Nil(t, q.PayloadStore())
 	return q
 }
 

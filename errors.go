@@ -55,10 +55,12 @@ var (
 	// type it does not handle.
 	ErrUnsupportedType = errors.New("azdispatch: type not supported by codec")
 
-	// ErrNoBlobService is returned by features that need the account's blob
-	// service (offloaded payloads, leases) when its URL is not known: set
-	// AccountOptions.BlobServiceURL.
-	ErrNoBlobService = errors.New("azdispatch: the account's blob service URL is unknown; set AccountOptions.BlobServiceURL")
+	// ErrNoBlobService is matched by the error of a feature that needs a
+	// blob service and has none: an account whose blob service URL is not
+	// known (set AccountOptions.BlobServiceURL) for payloads and leases; a
+	// publisher or listener whose target or source has no PayloadStore (see
+	// PayloadStorer) and whose options name none. The error says which.
+	ErrNoBlobService = errors.New("azdispatch: no blob service")
 
 	// ErrInvalidPointer means a message claims to point at an offloaded
 	// payload but the pointer is malformed or outside the listener's limits.

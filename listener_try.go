@@ -144,7 +144,8 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		case err != nil:
 			return poison(err.Error())
 		case l.opts.Payloads == nil:
-			return poison(fmt.Sprintf("payload %s cannot be read: %v", p.Blob, ErrNoBlobService))
+			return poison(fmt.Sprintf("payload %s cannot be read: %v: %s has no payload store (see PayloadStorer); set ListenerOptions.Payloads",
+				p.Blob, ErrNoBlobService, l.src.Name()))
 		case p.Kind == payload.KindBatch:
 			return l.runBatch(t, p)
 		}

@@ -64,9 +64,10 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 // Container is the store's container name.
 func (s *PayloadStore) Container() string { return s.name }
 
-// payloadStore is the default store of a queue opened through an account
-// with a known blob service; nil otherwise (a queue opened by SAS URL).
-func (q *Queue) payloadStore() *PayloadStore {
+// PayloadStore implements PayloadStorer: the store of the queue's account
+// (see Account.Payloads); nil for a queue opened by its own SAS URL, or
+// through an account whose blob service is unknown.
+func (q *Queue) PayloadStore() *PayloadStore {
 	if q.account == nil {
 		return nil
 	}
@@ -79,8 +80,8 @@ func (q *Queue) payloadStore() *PayloadStore {
 
 // defaultPayloadStore finds the store of a source or target that has one.
 func defaultPayloadStore(v any) *PayloadStore {
-	if h, ok := v.(interface{ payloadStore() *PayloadStore }); ok {
-		return h.payloadStore()
+	if h, ok := v.(PayloadStorer); ok {
+		return h.PayloadStore()
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func TestTamperedPointersArePoisonedWithoutAnyBlobRequest(t *testing.T) {
 // would, and returns its pointer: for payloads no publisher would write.
 func putRaw(t testing.TB, q *Queue, kind string, items int, data []byte) *payload.Pointer {
 	t.Helper()
-	p, err := q.payloadStore().put(context.Background(), payload.Meta{Kind: kind, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data)
+	p, err := q.PayloadStore().put(context.Background(), payload.Meta{Kind: kind, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data)
 	require.NoError(t, err)
 	return p
 }
@@ -85,7 +85,7 @@ func TestMissingCorruptAndOversizedPayloadsArePoisonedAndKept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := testQueue(t)
-	store := q.payloadStore()
+	store := q.PayloadStore()
 	good := payload.NewWriter(payload.Limits(defaultLimits(t)))
 	require.NoError(t, good.Add(`{"n":1}`))
 	data, err := good.Finish()

@@ -159,7 +159,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, err
 		return SentBatch{}, ErrEmptyBatch
 	}
 	if p.store == nil {
-		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", ErrNoBlobService)
+		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", p.noStore())
 	}
 	if p.mw == nil {
 		return p.sendBatch(ctx, items, nil)
@@ -300,6 +300,11 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (strin
 	return id, nil
 }
 
+// noStore is the error of a publisher with no payload store.
+func (p *Publisher[T]) noStore() error {
+	return fmt.Errorf("%w: %s has no payload store (see PayloadStorer); set PublisherOptions.Payloads", ErrNoBlobService, p.target.Name())
+}
+
 // claimCheck writes one encoded message that cannot go on the queue as it is
 // to a payload blob, and returns the pointer text to send in its place. The
 // listener resolves the pointer before decoding, so the handler sees the
@@ -312,7 +317,7 @@ func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int) (s
 		if size <= MaxMessageSize {
 			why = fmt.Errorf("azdispatch: message text starts with a reserved prefix (%q or %q)", payload.Magic, metadataMagic)
 		}
-		return "", fmt.Errorf("%w; offloading it needs a payload store: %w", why, ErrNoBlobService)
+		return "", fmt.Errorf("%w; offloading it needs a payload store: %w", why, p.noStore())
 	}
 	w := payload.NewWriter(p.limits)
 	if err := w.Add(text); err != nil {

@@ -45,6 +45,14 @@ type ShardedQueueOptions struct {
 	// Logger receives a line when a shard is backed off and when it
 	// recovers. Defaults to none.
 	Logger *slog.Logger
+
+	// Payloads is where messages sent through the sharded queue that do
+	// not fit a queue message, and batches, are offloaded, and where its
+	// listeners read them: one store for every shard, so that a listener
+	// validates every pointer against one container. Defaults to the store
+	// of the first shard that has one (see PayloadStorer): for shards made
+	// by AccountShards, that of the first account.
+	Payloads *PayloadStore
 }
 
 // ShardedQueue is one logical queue over many shards, which may live in
@@ -129,6 +137,13 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 	var o ShardedQueueOptions
 	if opts != nil {
 		o = *opts
+	}
+	if o.Payloads == nil {
+		for _, sh := range shards {
+			if o.Payloads = defaultPayloadStore(sh); o.Payloads != nil {
+				break
+			}
+		}
 	}
 	setDefault(&o.EmptySkip, 5*time.Second)
 	setDefault(&o.RetryMin, 100*time.Millisecond)
@@ -242,6 +257,11 @@ func (s *ShardedQueue) Subset(i, n int) (*ShardedQueue, error) {
 	}
 	return s.set.view(m), nil
 }
+
+// PayloadStore implements PayloadStorer: ShardedQueueOptions.Payloads, or
+// the store of the first shard that has one. The poison queue of a sharded
+// queue, and its subsets, share it.
+func (s *ShardedQueue) PayloadStore() *PayloadStore { return s.set.opts.Payloads }
 
 // Create creates every shard that can be created (those with a Create
 // method, such as *Queue), in parallel. Shards are also created on first

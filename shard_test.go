@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 func TestShardedQueueSpreadsSendsAndListenerDrainsThroughOrigins(t *testing.T) {
@@ -601,3 +603,93 @@ func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {
 	require.NoError(t, stop())
 	assertSettled(t, l.State())
 }
+
+// A sharded queue over accounts built from connection strings, with nothing
+// else configured, offloads what does not fit a queue message through a
+// payload store of its own (its first account's): a keyed send of a
+// 100 KiB body, and of a Raw text that starts with the pointer prefix,
+// arrive intact, and OnSent hears of both. (A sharded queue used to have no
+// store, and such sends failed with an error that blamed the account.)
+func TestShardedQueueOffloadsThroughAPayloadStoreOfItsOwn(t *testing.T) {
+	t.Parallel()
+	accts := threeAccounts(t)[:2]
+	sq := shardedQueue(t, 4, nil, accts...)
+	store := sq.PayloadStore()
+	require.NotNil(t, store, "the first account's store")
+	assert.Equal(t, DefaultPayloadContainer, store.Container())
+	require.NotNil(t, sq.PoisonQueue())
+	assert.Same(t, store, sq.PoisonQueue().PayloadStore(), "its poison queue shares it")
+
+	var mu sync.Mutex
+	var onSent []string
+	p, err := NewPublisher[string](sq, &PublisherOptions{Codec: Raw(), OnSent: func(_ context.Context, id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		onSent = append(onSent, id)
+	}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	bodies := []string{strings.Repeat("large body ", 100<<10/11), payload.Magic + "a text, not a pointer"}
+	var ids []string
+	for _, b := range bodies {
+		id, err := p.SendKeyed(ctx, "customer-7", b)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	mu.Lock()
+	assert.Equal(t, ids, onSent)
+	mu.Unlock()
+
+	got := make(chan string, len(bodies))
+	cfg := quick()
+	cfg.Codec = Raw()
+	l, err := NewListener(sq, func(_ context.Context, m *Message[string]) error {
+		got <- m.Body
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	stop := started(t, l)
+	var received []string
+	for range bodies {
+		select {
+		case b := <-got:
+			received = append(received, b)
+		case <-time.After(time.Minute):
+			t.Fatal("not received")
+		}
+	}
+	require.NoError(t, stop())
+	assert.ElementsMatch(t, bodies, received, "intact")
+	assert.Zero(t, l.State().Poisoned)
+}
+
+// With no store to be had (shards of memqueue), an offloading send through
+// a sharded queue says so, and names what to set.
+func TestShardedQueueWithoutAStoreSaysWhatToSet(t *testing.T) {
+	t.Parallel()
+	sq, err := NewShardedQueue("bare", []Shard{&bareShard{name: "bare-0"}}, nil)
+	require.NoError(t, err)
+	assert.Nil(t, sq.PayloadStore())
+	p, err := NewPublisher[string](sq, &PublisherOptions{Codec: Raw()})
+	require.NoError(t, err)
+	_, err = p.SendKeyed(context.Background(), "k", strings.Repeat("x", 100<<10))
+	require.ErrorIs(t, err, ErrNoBlobService)
+	assert.Contains(t, err.Error(), `bare has no payload store`)
+	assert.Contains(t, err.Error(), "PublisherOptions.Payloads")
+	assert.NotContains(t, err.Error(), "BlobServiceURL", "nothing about an account it does not have")
+}
+
+// bareShard is a shard with no payload store, which a send that needs one
+// never reaches.
+type bareShard struct{ name string }
+
+func (b *bareShard) Name() string { return b.name }
+func (b *bareShard) Send(context.Context, string, *SendOptions) (string, error) {
+	return "", errors.New("not reached")
+}
+func (b *bareShard) Receive(context.Context, int, time.Duration) ([]*Delivery, error) {
+	return nil, nil
+}
+func (b *bareShard) Delete(context.Context, *Delivery) error                       { return nil }
+func (b *bareShard) SetVisibility(context.Context, *Delivery, time.Duration) error { return nil }
+func (b *bareShard) Depth(context.Context) (int, error)                            { return 0, nil }

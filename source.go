@@ -54,6 +54,16 @@ type PoisonQueuer interface {
 	PoisonShard() Shard
 }
 
+// PayloadStorer is a Source or Target with a PayloadStore of its own, such
+// as a *Queue of an Account or a ShardedQueue: a Publisher offloads to it,
+// and a Listener reads from it, unless their options name another (see
+// PublisherOptions.Payloads and ListenerOptions.Payloads). A Source of your
+// own that wraps one passes it on by implementing PayloadStorer too.
+type PayloadStorer interface {
+	// PayloadStore returns the store, or nil if there is none.
+	PayloadStore() *PayloadStore
+}
+
 // WakeSource tells its subscribers that work was sent. A *Queue is one: it
 // calls them after every successful Send through it in this process. An
 // [endpoint.WakeHandler] is one for wake-ups from other processes.
