@@ -445,6 +445,41 @@ func TestAStormOfWakeUpsCostsFewReceives(t *testing.T) {
 	assert.Positive(t, receives, "wake-ups are not ignored")
 }
 
+// A message released for a retry sends one idle dequeuer to look for it
+// when it is due, not all of them: each receive is billable, and all but
+// one would come back empty. (Eight idle dequeuers once made eight receives
+// for every retry, and a quickstart run twice the receives it needed.)
+func TestARetryWakesOneIdleDequeuerNotAll(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New("corner-retry-one-waiter", nil)
+	const n = 10
+	for i := range n {
+		_, err := q.Send(context.Background(), fmt.Sprint(i), nil)
+		require.NoError(t, err)
+	}
+	l, err := azdispatch.NewListener(q, func(_ context.Context, m *azdispatch.Message[int]) error {
+		if m.DequeueCount == 1 {
+			// Failures 150 ms apart: each retry is due at a time of its own.
+			time.Sleep(time.Duration(m.Body) * 150 * time.Millisecond)
+			return errors.New("not yet")
+		}
+		return nil
+	}, &azdispatch.ListenerOptions{
+		MinDequeuers: 8, MaxDequeuers: 8, BatchSize: 1, // eight dequeuers, all idle between retries
+		Idle:  func(azdispatch.State, int) (time.Duration, bool) { return 10 * time.Second, false },
+		Retry: func(int64) time.Duration { return time.Second },
+	})
+	require.NoError(t, err)
+	stop := running(t, l)
+	waitUntil(t, "every message handled on its retry", func() bool { return l.State().Succeeded == n })
+	require.NoError(t, stop())
+	s := l.State()
+	t.Logf("%d messages retried once: %d receives, %d of them empty", n, s.Transactions.Receive, s.EmptyReceives)
+	// About one look per due time (10), and the dequeuers' own idle
+	// receives, 8 at the start; every idle dequeuer for each was 36.
+	assert.Less(t, s.EmptyReceives, int64(25))
+}
+
 // slowFailingDeletes makes every delete until `until` take `took`, as a
 // delete the SDK retries against a throttled account does, and then fail
 // with 503 ServerBusy.

@@ -242,8 +242,12 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	for {
 		// With no dequeuer left (PushOnly), nothing receives the messages
 		// the listener let go of when they are due: start one then.
+		// While dequeuers run, a change of the due times is theirs to
+		// hear (see sleepIdle): Run does not take the signal.
 		var due <-chan time.Time
+		var changed <-chan struct{}
 		if l.stats.active.Load() == 0 {
+			changed = l.due.Changed()
 			if next, ok := l.due.Next(); ok {
 				dueTimer.Reset(time.Until(next))
 				due = dueTimer.C
@@ -252,7 +256,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 		select {
 		case <-due:
 			l.ask(1)
-		case <-l.due.Changed():
+		case <-changed:
 		case <-ctx.Done():
 			return l.shutdown(s, &dequeuers, stopWork)
 		case now := <-fatalCheck:

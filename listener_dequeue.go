@@ -43,6 +43,10 @@ func (l *Listener[T]) dequeue(s *session) {
 		return
 	}
 	defer func() { l.seats <- slots }()
+	// sentTo is the due time this dequeuer was sent to look at (see
+	// syncx.DueTimes.Limit), if any; given back if it stops first.
+	var sentTo time.Time
+	defer func() { l.due.Release(sentTo) }()
 	idle, failures := 0, 0
 	for {
 		n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
@@ -133,8 +137,7 @@ func (l *Listener[T]) dequeue(s *session) {
 			// then received in batches, not one receive per send.
 			idle = 0
 			delay, _ := l.opts.Idle(l.State(), 1)
-			delay = l.due.Limit(time.Now(), delay)
-			if !syncx.Sleep(ctx, min(delay, wakeCoalesce), nil) || !syncx.Sleep(ctx, delay-wakeCoalesce, woken) {
+			if !l.sleepIdle(ctx, delay, woken, &sentTo) {
 				return
 			}
 			continue
@@ -148,18 +151,54 @@ func (l *Listener[T]) dequeue(s *session) {
 		}
 		l.event(Event{Kind: EventIdle, Dequeuers: int(l.stats.active.Load()), IdleCount: idle, Delay: delay})
 		l.stats.idle.Add(1)
-		// Wake-ups end the wait, but not within its first wakeCoalesce: a
-		// storm of them (an open wake endpoint, a sender that notifies in
-		// a loop) then costs at most one receive per wakeCoalesce, not
-		// one each.
-		delay = l.due.Limit(time.Now(), delay)
-		live := syncx.Sleep(ctx, min(delay, wakeCoalesce), nil) && syncx.Sleep(ctx, delay-min(delay, wakeCoalesce), woken)
+		live := l.sleepIdle(ctx, delay, woken, &sentTo)
 		l.stats.idle.Add(-1)
 		if !live {
 			return
 		}
 		if syncx.IsClosed(woken) {
 			idle = 0 // told there is work: start the curve again
+		}
+	}
+}
+
+// sleepIdle waits delay before the next receive, or less: until a wake-up
+// closes woken, but not within the first wakeCoalesce (a storm of wake-ups,
+// from an open wake endpoint or a sender that notifies in a loop, then
+// costs at most one receive per wakeCoalesce, not one each); or until a
+// message the listener let go of is due, if this dequeuer is the one sent
+// to look for it (see syncx.DueTimes.Limit; sentTo holds that time across
+// calls). A new earliest due time wakes one sleeping dequeuer, which sees
+// whether it should go. It reports whether ctx is still live.
+func (l *Listener[T]) sleepIdle(ctx context.Context, delay time.Duration, woken <-chan struct{}, sentTo *time.Time) bool {
+	start := time.Now()
+	end, wakeFrom := start.Add(delay), start.Add(wakeCoalesce)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		wait, to := l.due.Limit(now, max(end.Sub(now), 0), *sentTo)
+		*sentTo = to
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
+		var wake <-chan struct{}
+		if now.Before(wakeFrom) {
+			wait = min(wait, wakeFrom.Sub(now)) // then listen for wake-ups
+		} else {
+			wake = woken
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+			return true
+		case <-l.due.Changed():
+		case <-timer.C:
+			if now := time.Now(); !now.Before(end) || !to.IsZero() && !now.Before(to) {
+				return true
+			}
 		}
 	}
 }

@@ -21,12 +21,23 @@ const maxDue = 1024
 // message due by then was visible to it. A dequeuer that wakes for a time
 // and finds a full batch receives again at once, and so comes back round.
 //
+// One waiter is sent to each time (see Limit): a listener whose idle
+// dequeuers all woke for every time would make a receive per dequeuer for
+// each message released for a retry, and all but one would come back empty.
+//
 // The zero value is ready; it is safe for concurrent use.
 type DueTimes struct {
 	mu      sync.Mutex
 	h       timeHeap
 	changed chan struct{} // has a value when the earliest time changed
+	// sent is the time a waiter was last sent to (see Limit); zero once a
+	// receive has covered it.
+	sent time.Time
 }
+
+// staleSend is how long past the time a waiter was sent to another may be
+// sent instead: the first may have stopped on its way.
+const staleSend = time.Second
 
 // Add records that a message becomes visible at t. Past 1024 times it
 // keeps a time at or after every one it was given, so that each message
@@ -58,6 +69,9 @@ func (d *DueTimes) Covered(start time.Time) {
 	for len(d.h) > 0 && !d.h[0].After(start) {
 		heap.Pop(&d.h)
 	}
+	if !d.sent.IsZero() && !d.sent.After(start) {
+		d.sent = time.Time{}
+	}
 }
 
 // Next returns the earliest time remembered, if any.
@@ -71,12 +85,50 @@ func (d *DueTimes) Next() (time.Time, bool) {
 }
 
 // Limit shortens a wait of delay from now so that it ends at the earliest
-// time remembered; a time already past shortens it to nothing.
-func (d *DueTimes) Limit(now time.Time, delay time.Duration) time.Duration {
-	if next, ok := d.Next(); ok {
-		return max(min(delay, next.Sub(now)), 0)
+// time remembered (a time already past shortens it to nothing), unless a
+// waiter has been sent to that time, or to an earlier one, already: that
+// one looks, and, if it finds the queue drained before the time, comes back
+// for it. A waiter still not back a second after the time it was sent to is
+// taken to have stopped on its way, and another is sent.
+//
+// held is the time the caller was sent to by its last call, zero if none: a
+// waiter that comes back before its time (woken) is sent again. Limit
+// returns the wait, and the time the caller is sent to now, zero if none;
+// a caller that stops waiting for good gives it to Release.
+func (d *DueTimes) Limit(now time.Time, delay time.Duration, held time.Time) (time.Duration, time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.h) == 0 {
+		return delay, time.Time{}
 	}
-	return delay
+	next := d.h[0]
+	wait := next.Sub(now)
+	if wait >= delay {
+		if !held.IsZero() && d.sent.Equal(held) {
+			d.sent = time.Time{} // its own wait ends first: no longer on its way
+		}
+		return delay, time.Time{}
+	}
+	mine := !held.IsZero() && d.sent.Equal(held)
+	going := !d.sent.IsZero() && !d.sent.After(next) && now.Before(d.sent.Add(staleSend))
+	if going && !mine {
+		return delay, time.Time{}
+	}
+	d.sent = next
+	return max(wait, 0), next
+}
+
+// Release tells that the waiter sent to held (see Limit) will not go: one
+// may be sent in its place at once.
+func (d *DueTimes) Release(held time.Time) {
+	if held.IsZero() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sent.Equal(held) {
+		d.sent = time.Time{}
+	}
 }
 
 // Changed returns a channel that has a value once the earliest time

@@ -13,20 +13,38 @@ func TestDueTimesLimitAWaitUntilAReceiveCoversThem(t *testing.T) {
 	t.Parallel()
 	var d DueTimes
 	now := time.Now()
-	assert.Equal(t, 10*time.Second, d.Limit(now, 10*time.Second), "nothing due")
+	assert.Equal(t, 10*time.Second, limit(&d, now, 10*time.Second), "nothing due")
 	d.Add(now.Add(2 * time.Second))
 	d.Add(now.Add(20 * time.Second))
-	assert.Equal(t, 2*time.Second, d.Limit(now, 10*time.Second))
-	assert.Equal(t, 2*time.Second, d.Limit(now, 10*time.Second), "still due: no receive has covered it")
-	assert.Zero(t, d.Limit(now.Add(3*time.Second), 10*time.Second), "past and not covered: look now")
+	assert.Equal(t, 2*time.Second, limit(&d, now, 10*time.Second), "one waiter is sent to it")
+	assert.Equal(t, 10*time.Second, limit(&d, now, 10*time.Second), "one is on its way: the others wait as they would")
+	assert.Equal(t, time.Second, limit(&d, now, time.Second), "a shorter wait of their own stays")
+	assert.Equal(t, 10*time.Second, limit(&d, now.Add(2500*time.Millisecond), 10*time.Second),
+		"past, and the one sent may still be looking")
+	assert.Zero(t, limit(&d, now.Add(3*time.Second), 10*time.Second), "past, the one sent long ago is taken to have stopped: look now")
 
 	d.Covered(now.Add(time.Second))
-	assert.Equal(t, 2*time.Second, d.Limit(now, 10*time.Second), "a receive before it does not cover it")
-	d.Covered(now.Add(2 * time.Second))
-	assert.Equal(t, 10*time.Second, d.Limit(now, 10*time.Second), "covered by a receive that started at it")
 	next, ok := d.Next()
 	require.True(t, ok)
-	assert.Equal(t, now.Add(20*time.Second), next)
+	assert.Equal(t, now.Add(2*time.Second), next, "a receive before it does not cover it")
+	d.Covered(now.Add(2 * time.Second))
+	next, ok = d.Next()
+	require.True(t, ok)
+	assert.Equal(t, now.Add(20*time.Second), next, "covered by a receive that started at it")
+	assert.Equal(t, 18*time.Second, limit(&d, now.Add(2*time.Second), time.Minute), "the next time gets a waiter of its own")
+}
+
+// An earlier time than the one a waiter was sent to gets a waiter of its
+// own; the later one is looked for by whoever comes back first.
+func TestDueTimesSendAWaiterToAnEarlierTime(t *testing.T) {
+	t.Parallel()
+	var d DueTimes
+	now := time.Now()
+	d.Add(now.Add(5 * time.Second))
+	assert.Equal(t, 5*time.Second, limit(&d, now, time.Minute))
+	d.Add(now.Add(2 * time.Second))
+	assert.Equal(t, 2*time.Second, limit(&d, now, time.Minute), "earlier than the one a waiter was sent to")
+	assert.Equal(t, time.Minute, limit(&d, now, time.Minute))
 }
 
 func TestDueTimesTellWhenTheEarliestChanges(t *testing.T) {
@@ -65,4 +83,26 @@ func TestDueTimesPastTheirBoundKeepATimeAtOrAfterEveryOne(t *testing.T) {
 	for i := range d.h {
 		assert.False(t, d.h[i].Before(d.h[0]), "still a heap")
 	}
+}
+
+// limit is Limit for a caller that was sent nowhere before.
+func limit(d *DueTimes, now time.Time, delay time.Duration) time.Duration {
+	wait, _ := d.Limit(now, delay, time.Time{})
+	return wait
+}
+
+// A waiter that comes back before its time is sent again; one that will
+// not go releases its time, and another is sent at once.
+func TestDueTimesSendTheSameWaiterAgainOrAnother(t *testing.T) {
+	t.Parallel()
+	var d DueTimes
+	now := time.Now()
+	d.Add(now.Add(5 * time.Second))
+	wait, held := d.Limit(now, time.Minute, time.Time{})
+	assert.Equal(t, 5*time.Second, wait)
+	wait, held = d.Limit(now.Add(time.Second), time.Minute, held)
+	assert.Equal(t, 4*time.Second, wait, "woken early, it is sent again")
+	assert.Equal(t, time.Minute, limit(&d, now.Add(time.Second), time.Minute), "another is not")
+	d.Release(held)
+	assert.Equal(t, 4*time.Second, limit(&d, now.Add(time.Second), time.Minute), "released: another is sent")
 }
