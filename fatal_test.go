@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/storagefault"
 )
 
 // A revoked credential (403) is fatal: an event, State, and Ready say so;
@@ -22,7 +24,7 @@ func TestForbiddenIsFatalUntilStorageAcceptsAgain(t *testing.T) {
 	revoked.Store(true)
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
 		if revoked.Load() {
-			return serviceError(req, http.StatusForbidden, "AuthenticationFailed", nil)
+			return storagefault.ServiceError(req, http.StatusForbidden, "AuthenticationFailed", nil)
 		}
 		return nil
 	})
@@ -71,7 +73,7 @@ func TestForbiddenIsFatalUntilStorageAcceptsAgain(t *testing.T) {
 func TestRunReturnsAFatalErrorAfterFatalTimeout(t *testing.T) {
 	t.Parallel()
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
-		return serviceError(req, http.StatusForbidden, "AuthorizationPermissionMismatch", nil)
+		return storagefault.ServiceError(req, http.StatusForbidden, "AuthorizationPermissionMismatch", nil)
 	})
 	q, err := a.Queue(uniqueName(t))
 	require.NoError(t, err)
@@ -167,14 +169,14 @@ func TestReceiveHonoursRetryAfter(t *testing.T) {
 	var mu sync.Mutex
 	var attempts []time.Time
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
-		if !isReceive(req) {
+		if !storagefault.IsReceive(req) {
 			return nil
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		attempts = append(attempts, time.Now())
 		if len(attempts) == 1 {
-			return serviceError(req, http.StatusInternalServerError, "OperationTimedOut", http.Header{"Retry-After": {"2"}})
+			return storagefault.ServiceError(req, http.StatusInternalServerError, "OperationTimedOut", http.Header{"Retry-After": {"2"}})
 		}
 		return nil
 	})
@@ -239,9 +241,9 @@ func TestPoisonQueueThatCannotBeCreatedIsFatal(t *testing.T) {
 			return nil
 		}
 		if req.Method == http.MethodPut {
-			return serviceError(req, http.StatusForbidden, "AuthorizationPermissionMismatch", nil)
+			return storagefault.ServiceError(req, http.StatusForbidden, "AuthorizationPermissionMismatch", nil)
 		}
-		return serviceError(req, http.StatusNotFound, "QueueNotFound", nil)
+		return storagefault.ServiceError(req, http.StatusNotFound, "QueueNotFound", nil)
 	})
 	lq, err := a.Queue(q.Name())
 	require.NoError(t, err)

@@ -126,7 +126,12 @@ func (l *Listener[T]) dequeue(s *session) {
 		// shards it could not ask, which are looked for again when it may.
 		l.due.Covered(asked)
 		if until, ok := look.unaskedUntil(); ok {
-			l.due.Add(latest(until, answered.Add(dueMargin)))
+			// Not before a moment from now: a time already past would
+			// send a dequeuer to ask the backed-off shard at once.
+			if soonest := answered.Add(dueMargin); until.Before(soonest) {
+				until = soonest
+			}
+			l.due.Add(until)
 		}
 		if len(batch) > 0 {
 			// The queue had no more just now, so an immediate receive

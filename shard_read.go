@@ -174,14 +174,6 @@ func (look *dueLook) unaskedUntil() (time.Time, bool) {
 	return look.skippedUntil, !look.skippedUntil.IsZero()
 }
 
-// latest returns the later of a and b.
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // unasked records in look the shards a receive now cannot ask: those
 // backed off.
 func (s *ShardedQueue) unasked(look *dueLook, now time.Time) {

@@ -117,12 +117,7 @@ func checkReceive(max int, visibility time.Duration) error {
 }
 
 // checkDelay refuses a SendOptions.Delay the service would refuse.
-func checkDelay(delay time.Duration) error {
-	if delay < 0 || delay > MaxVisibility {
-		return &ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
-	}
-	return nil
-}
+func checkDelay(delay time.Duration) error { return checkVisibility("SendOptions.Delay", delay, true) }
 
 // Delivery is one received message as its Source returned it. The listener
 // hands it from the dequeuer to one goroutine that settles it; while a batch

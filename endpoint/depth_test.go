@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/storagefault"
 )
 
 // kedaValueLocation is what the README's ScaledObject gives KEDA's
@@ -180,7 +181,7 @@ func TestDepthHandlerFailsRatherThanServeAPartialSum(t *testing.T) {
 	send(t, good, 3, "work")
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
 		if req.Method == http.MethodGet && req.URL.Query().Get("comp") == "metadata" {
-			return serviceError(req, http.StatusInternalServerError, "OperationTimedOut")
+			return storagefault.ServiceError(req, http.StatusInternalServerError, "OperationTimedOut", nil)
 		}
 		return nil
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/storagefault"
 )
 
 // probe GETs h (method, if given, instead) and decodes its answer.
@@ -221,8 +222,8 @@ func TestHealthReadinessFollowsStorageFaultsAndRecovers(t *testing.T) {
 			t.Parallel()
 			var faulty atomic.Bool
 			a := answeringAccount(t, func(req *http.Request) *http.Response {
-				if faulty.Load() && isReceive(req) {
-					return serviceError(req, tt.status, tt.code)
+				if faulty.Load() && storagefault.IsReceive(req) {
+					return storagefault.ServiceError(req, tt.status, tt.code, nil)
 				}
 				return nil
 			})
@@ -286,8 +287,8 @@ func TestHealthLivenessFailsWhenAListenerGivesUpAfterFatalTimeout(t *testing.T) 
 	var revoked atomic.Bool
 	revoked.Store(true)
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
-		if revoked.Load() && isReceive(req) {
-			return serviceError(req, http.StatusForbidden, "AuthenticationFailed")
+		if revoked.Load() && storagefault.IsReceive(req) {
+			return storagefault.ServiceError(req, http.StatusForbidden, "AuthenticationFailed", nil)
 		}
 		return nil
 	})

@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/internal/storagefault"
 )
 
 // The tests that read queues run against Azurite processes of their own,
@@ -112,43 +111,15 @@ func send(t testing.TB, q azdispatch.Target, n int, text string) {
 	}
 }
 
-// answerTransport lets answer reply to a request in the service's place;
-// a nil reply sends the request on.
-type answerTransport struct {
-	answer func(*http.Request) *http.Response
-}
-
-func (a *answerTransport) Do(req *http.Request) (*http.Response, error) {
-	if r := a.answer(req); r != nil {
-		return r, nil
-	}
-	return http.DefaultTransport.RoundTrip(req)
-}
-
-// answeringAccount opens emulator 0 with answer in front of it and no SDK
-// retries, so that each call is one HTTP attempt.
+// answeringAccount opens emulator 0 with answer in front of it (see
+// storagefault.Transport) and no SDK retries, so that each call is one
+// HTTP attempt.
 func answeringAccount(t testing.TB, answer func(*http.Request) *http.Response) *azdispatch.Account {
 	t.Helper()
 	return account(t, 0, &azdispatch.AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: &answerTransport{answer: answer},
+		Transport: &storagefault.Transport{Answer: answer},
 		Retry:     policy.RetryOptions{MaxRetries: -1, RetryDelay: time.Millisecond},
 	}}})
-}
-
-// serviceError is the service's answer to a refused request: status, and
-// its error code in the header and the XML body.
-func serviceError(req *http.Request, status int, code string) *http.Response {
-	body := `<?xml version="1.0" encoding="utf-8"?><Error><Code>` + code + `</Code><Message>injected</Message></Error>`
-	return &http.Response{
-		StatusCode: status, Status: http.StatusText(status), Request: req, ContentLength: int64(len(body)),
-		Header: http.Header{"X-Ms-Error-Code": {code}, "Content-Type": {"application/xml"}},
-		Body:   io.NopCloser(strings.NewReader(body)),
-	}
-}
-
-// isReceive reports whether req is a queue receive (GET of messages).
-func isReceive(req *http.Request) bool {
-	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/messages")
 }
 
 // quick is listener options for tests: a short idle back-off (up to
