@@ -10,12 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"golang.org/x/time/rate"
 
 	"github.com/azdispatch/azdispatch/internal/redact"
 )
@@ -52,11 +54,26 @@ type AccountOptions struct {
 	// SAS in the URL must cover the blob service too.
 	BlobServiceURL string
 
-	// Limiter paces every request of the account (queue and blob; a retry
-	// takes a turn too) to a rate, so that this process stays under the
-	// account's scalability target rather than meeting it as 503 ServerBusy
-	// answers. Nil, the default, means no pacing. See RequestLimiter.
-	Limiter *RequestLimiter
+	// Limiter paces every request of the account to a rate, so that this
+	// process stays under the account's scalability target (about 20,000
+	// requests per second) rather than meeting it as 503 ServerBusy
+	// answers, each a request spent for nothing and a delay. Every HTTP
+	// attempt of the account's queue and blob clients waits for its turn,
+	// deletes and a lease's renewals too; a retry takes a turn without
+	// waiting (the SDK's retry back-off is its wait), which makes later
+	// requests wait the longer. The wait comes before the SDK's
+	// TryTimeout starts, so that a wait in line does not use up the time
+	// a request has on the wire. Several Account values of one storage
+	// account in a process may share a limiter.
+	//
+	// The rate is this process's share: the service counts the account's
+	// requests from every client, so a fleet of n processes gives each 1/n
+	// of what it means to use, with some headroom (say 90%), since the
+	// service does not say over what window it measures. A burst of a
+	// tenth of a second's worth suits it:
+	// rate.NewLimiter(r, max(1, int(r/10))). Nil, the default, means no
+	// pacing.
+	Limiter *rate.Limiter
 }
 
 // emulatorKey is the published, well-known key of the Azure Storage emulator's
@@ -278,6 +295,42 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 	}
 	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx})
 	return &co, tx
+}
+
+// The limiter sits in an account's pipeline twice. limitPolicy, per call,
+// waits for the first attempt's turn on the caller's context, before the
+// SDK's retry policy starts the attempt's TryTimeout; limitRetryPolicy, per
+// attempt, takes a turn for each retry without waiting for it. Both sit
+// before the counting policy, so that an attempt is counted when it is
+// sent, not when it starts to wait.
+type (
+	limitPolicy      struct{ limiter *rate.Limiter }
+	limitRetryPolicy struct{ limiter *rate.Limiter }
+	attemptsKey      struct{}
+)
+
+func (p limitPolicy) Do(req *policy.Request) (*http.Response, error) {
+	ctx := req.Raw().Context()
+	if err := p.limiter.Wait(ctx); err != nil {
+		_, deadline := ctx.Deadline()
+		switch {
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case deadline && p.limiter.Burst() > 0:
+			// The limiter refuses at once a wait that would outlast the
+			// context; that is the context's deadline, met early.
+			return nil, fmt.Errorf("azdispatch: no turn of AccountOptions.Limiter before the context's deadline: %w", context.DeadlineExceeded)
+		}
+		return nil, fmt.Errorf("azdispatch: AccountOptions.Limiter: %w", err)
+	}
+	return req.WithContext(context.WithValue(ctx, attemptsKey{}, new(atomic.Int32))).Next()
+}
+
+func (p limitRetryPolicy) Do(req *policy.Request) (*http.Response, error) {
+	if attempts, _ := req.Raw().Context().Value(attemptsKey{}).(*atomic.Int32); attempts != nil && attempts.Add(1) > 1 {
+		p.limiter.Reserve()
+	}
+	return req.Next()
 }
 
 // newHTTPClient returns a client like net/http's default, keeping enough idle

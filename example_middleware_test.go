@@ -57,15 +57,19 @@ func ExampleMiddlewareFunc() {
 }
 
 // Two listeners share one quota for a downstream API: together their
-// handlers start no faster than the limiter allows.
-func ExampleRateLimit() {
+// handlers start no faster than the limiter allows, and each receives no
+// more messages than it has turns for soon.
+func ExampleListenerOptions_rateLimit() {
 	quota := rate.NewLimiter(rate.Every(10*time.Millisecond), 1) // 100 calls a second, shared
 	var mu sync.Mutex
 	calls := 0
+	tenth := make(chan struct{})
 	handler := func(context.Context, *azdispatch.Message[Order]) error {
 		mu.Lock()
-		calls++
-		mu.Unlock()
+		defer mu.Unlock()
+		if calls++; calls == 10 {
+			close(tenth)
+		}
 		return nil
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -78,22 +82,15 @@ func ExampleRateLimit() {
 				panic(err)
 			}
 		}
-		listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerOptions{
-			Middleware: []azdispatch.Middleware{azdispatch.RateLimit(quota)},
-		})
+		listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerOptions{RateLimit: quota})
 		if err != nil {
 			panic(err)
 		}
 		running.Go(func() { _ = listener.Run(ctx) })
 	}
-	for {
-		mu.Lock()
-		n := calls
-		mu.Unlock()
-		if n == 10 {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-tenth:
+	case <-time.After(time.Minute):
 	}
 	fmt.Println("10 calls took at least 90 ms:", time.Since(start) >= 90*time.Millisecond)
 	stop()

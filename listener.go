@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
@@ -54,10 +55,13 @@ type Listener[T any] struct {
 	// message holds one slot, do not take the listener past
 	// MaxDequeuers × Concurrency handlers at once.
 	handlers *semaphore.Weighted
-	memo     *handledMemo // handled, not yet deleted
-	budget   *payloadBudget
-	health   health
-	stats    stats
+	// gate books the turns of RateLimit before each receive; nil without
+	// one.
+	gate   *ratelimit.Gate
+	memo   *handledMemo // handled, not yet deleted
+	budget *payloadBudget
+	health health
+	stats  stats
 	// mw is the handler middleware, outermost first; storage are those of
 	// them that wrap storage requests too. invoke and doStorage are the
 	// ends of their chains, made once rather than per call.
@@ -130,6 +134,9 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	}
 	for range o.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)
+	}
+	if o.RateLimit != nil {
+		l.gate = ratelimit.New(o.RateLimit, min(rateHorizon, o.VisibilityTimeout/8), o.VisibilityTimeout/4)
 	}
 	if len(o.Middleware) > 0 {
 		l.mw = slices.Clone(o.Middleware)

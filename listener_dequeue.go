@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
@@ -22,6 +23,14 @@ const (
 	// receiving them in batches, and a storm of wake-ups on an empty
 	// queue one receive each.
 	wakeCoalesce = 20 * time.Millisecond
+	// rateHorizon is about how far ahead a rate-limited listener keeps
+	// turns booked (an eighth of the visibility timeout if that is
+	// shorter): long enough that a receive brings several messages at a
+	// modest rate, short enough that a listener sharing the limiter gets
+	// its first turn soon. No turn is booked further ahead than a quarter
+	// of the visibility timeout, so that a message waiting for its turn is
+	// never renewed (see ratelimit.Gate).
+	rateHorizon = 500 * time.Millisecond
 )
 
 // dequeue is one receive loop, counted in stats.active by Run. It returns when
@@ -59,6 +68,27 @@ func (l *Listener[T]) dequeue(s *session) {
 			slots.Give(n)
 			return
 		}
+		// Under a rate limit, no more messages than there are turns for
+		// soon: the rest wait in the queue, visible to other workers.
+		turns, err := l.takeTurns(ctx, n)
+		if err != nil {
+			slots.Give(n)
+			if ctx.Err() != nil {
+				return
+			}
+			// The limiter's burst was set to 0 after the listener was
+			// made: nothing may start until it is raised.
+			l.log.Error("the rate limiter gives no turns; set its burst to 1 or more", "err", err)
+			if !syncx.Sleep(ctx, time.Second, nil) {
+				return
+			}
+			continue
+		}
+		limited := turns != nil && turns.Len() < n
+		if limited {
+			slots.Give(n - turns.Len())
+			n = turns.Len()
+		}
 		// Taken before the receive: a wake-up that comes while the
 		// receive is under way closes it, so the back-off below ends at once.
 		woken := l.wake.Current()
@@ -77,13 +107,14 @@ func (l *Listener[T]) dequeue(s *session) {
 		// or a Source's): what it brought is received all the same.
 		batch = l.keep(s, batch, n)
 		slots.Give(n - len(batch))
+		turns.Keep(len(batch))
 		l.stats.received.Add(int64(len(batch)))
 		switch {
 		case ctx.Err() != nil:
 			l.releaseNow(s, slots, batch)
 		default:
-			for _, d := range batch {
-				l.hand(s, work{d, slots, asked, answered.Sub(asked)})
+			for i, d := range batch {
+				l.hand(s, work{d: d, slots: slots, received: asked, took: answered.Sub(asked), turn: turns.At(i)})
 			}
 		}
 		if err != nil {
@@ -110,6 +141,13 @@ func (l *Listener[T]) dequeue(s *session) {
 		l.storageSucceeded(opReceive)
 		if ctx.Err() != nil {
 			return
+		}
+		if len(batch) == n && limited {
+			// As many as the rate limit has turns for: more dequeuers
+			// would only wait at the gate. Ask again (the gate waits for
+			// the next turns).
+			idle = 0
+			continue
 		}
 		if len(batch) == n {
 			// A full batch, whether the first after a quiet spell or one
@@ -165,6 +203,16 @@ func (l *Listener[T]) dequeue(s *session) {
 			idle = 0 // told there is work: start the curve again
 		}
 	}
+}
+
+// takeTurns books the turns of up to n messages under the rate limit (nil
+// without one), waiting while there are none soon. It fails only when ctx
+// ends.
+func (l *Listener[T]) takeTurns(ctx context.Context, n int) (*ratelimit.Turns, error) {
+	if l.gate == nil {
+		return nil, nil
+	}
+	return l.gate.Take(ctx, n)
 }
 
 // sleepIdle waits delay before the next receive, or less: until a wake-up

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // ListenerOptions configures a Listener. Nil, or a zero field, means the
@@ -184,6 +186,30 @@ type ListenerOptions struct {
 	// to none, which costs nothing per message.
 	Middleware []Middleware
 
+	// RateLimit, if set, starts handler calls no faster than it allows:
+	// for a downstream API with a quota. Listeners (of any types, in one
+	// process) given the same limiter share it.
+	//
+	// The limit gates receives, not only calls: a listener books the turns
+	// of the messages it asks for before each receive, and asks for no
+	// more messages than it has turns for soon (it keeps about half a
+	// second booked, or an eighth of VisibilityTimeout if that is
+	// shorter, and never books further ahead than a quarter of it). So the
+	// messages it cannot start soon stay in the queue, visible to other
+	// workers, not hidden in this process waiting for a turn and renewed
+	// meanwhile. A received message waits for its turn before its handler
+	// call, outside HandlerTimeout. A listener books more turns only as
+	// those it holds come due, at most a quarter of a second's worth at
+	// once, so listeners sharing a limiter take turns in proportion to
+	// their demand: one with a backlog never books the limiter far ahead
+	// of another. Turns a receive found no message for are given back.
+	//
+	// A batch message takes one turn when it is received, for its first
+	// item; each further item waits for a turn of its own while the batch
+	// is in hand. A limiter with a burst of 0 (and a finite rate) gives no
+	// turns, and is refused. Nil, the default, means no limit.
+	RateLimit *rate.Limiter
+
 	// CheckpointInterval is how often a batch in progress records its
 	// completed items on its blob (one request each time, only if items
 	// completed since the last), so that a process that dies mid-batch loses
@@ -266,6 +292,8 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
 	case cfg.FatalTimeout < 0:
 		return cfg, bad("FatalTimeout", "%v is negative", cfg.FatalTimeout)
+	case cfg.RateLimit != nil && cfg.RateLimit.Burst() < 1 && cfg.RateLimit.Limit() != rate.Inf:
+		return cfg, bad("RateLimit", "a burst of %d gives no turns", cfg.RateLimit.Burst())
 	}
 	for i, m := range cfg.Middleware {
 		if m == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
 // try is one delivery of a message on its way through the listener.
@@ -60,6 +61,9 @@ type try struct {
 	origin any
 	// meta is the metadata the message carried, nil if none.
 	meta Metadata
+	// turn is when the message's handler call may start under the rate
+	// limit, booked at its receive; zero once taken, or without a limit.
+	turn time.Time
 }
 
 // inHand is everything one message needs on its way, in one allocation:
@@ -82,7 +86,7 @@ func (l *Listener[T]) process(s *session, w work) {
 	h := &inHand[T]{}
 	t := &h.t
 	d := w.d
-	t.s, t.d, t.origin, t.received = s, d, d.Receipt, w.received
+	t.s, t.d, t.origin, t.received, t.turn = s, d, d.Receipt, w.received, w.turn
 	t.hidden(w.received, w.received.Add(w.took), l.opts.VisibilityTimeout)
 	t.ctx, t.end = context.WithCancelCause(s.detached)
 	s.watch.addTry(t)
@@ -195,6 +199,9 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 // errNotStarted when Run's context ends first, or with the try's cause; a
 // unit it got then is given back.
 func (l *Listener[T]) takeHandler(t *try) error {
+	if err := l.waitTurn(t); err != nil {
+		return err
+	}
 	if !l.handlers.TryAcquire(1) {
 		// Only a wait makes a context of its own: it ends with the try's
 		// or with Run's.
@@ -217,6 +224,34 @@ func (l *Listener[T]) takeHandler(t *try) error {
 		return context.Cause(t.ctx)
 	}
 	return nil
+}
+
+// waitTurn waits for the try's turn under the rate limit, if there is one:
+// the turn booked at its receive for the message's first call, a turn of
+// its own for each further batch item. It fails as takeHandler does.
+func (l *Listener[T]) waitTurn(t *try) error {
+	if l.gate == nil {
+		return nil
+	}
+	ctx, done := t.untilRunEnds()
+	defer done()
+	var err error
+	if turn := t.turn; !turn.IsZero() {
+		t.turn = time.Time{}
+		syncx.Sleep(ctx, time.Until(turn), nil)
+		err = ctx.Err()
+	} else {
+		err = l.opts.RateLimit.Wait(ctx)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case t.ctx.Err() != nil:
+		return context.Cause(t.ctx)
+	case t.s.run.Err() != nil:
+		return errNotStarted
+	}
+	return fmt.Errorf("azdispatch: rate limit: %w", err)
 }
 
 // giveHandler gives back what takeHandler took.

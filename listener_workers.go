@@ -22,6 +22,8 @@ type work struct {
 	// how long it took to return: the service hid d at some moment between.
 	received time.Time
 	took     time.Duration
+	// turn is when d may start under the rate limit; zero without one.
+	turn time.Time
 }
 
 // workers are the session's handler goroutines. They are reused because a

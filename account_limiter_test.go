@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 )
 
 // TestAccountLimiterPacesEveryAttempt checks, against Azurite, that an
@@ -28,9 +29,9 @@ func TestAccountLimiterPacesEveryAttempt(t *testing.T) {
 		return r.Method == http.MethodGet && failures.dec()
 	}}
 	f.next = newHTTPClient()
-	const rate = 20 // a burst of 2, then one request each 50 ms
+	const perSecond = 20 // a burst of 2, then one request each 50 ms
 	opts := faultyAccountOptions(f, 3)
-	opts.Limiter = NewRequestLimiter(rate)
+	opts.Limiter = rate.NewLimiter(perSecond, 2)
 	acct := testAccount(t, opts)
 	q, err := acct.Queue(uniqueName(t))
 	require.NoError(t, err)
@@ -59,12 +60,12 @@ func TestAccountLimiterPacesEveryAttempt(t *testing.T) {
 	// A lower bound only: the limiter guarantees the spacing (the last of 11
 	// turns after a burst of 2 goes 9 intervals after the first asked); how
 	// much later the requests went depends on the machine.
-	assert.GreaterOrEqual(t, span, time.Duration(n-2)*time.Second/rate, "11 turns after a burst of 2")
+	assert.GreaterOrEqual(t, span, time.Duration(n-2)*time.Second/perSecond, "11 turns after a burst of 2")
 
 	// With ten turns taken, the next is at least 400 ms away: a context
 	// that ends first gets its error back, and the request is not sent.
 	for range 10 {
-		opts.Limiter.core.Reserve(time.Now())
+		opts.Limiter.Reserve()
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
@@ -86,7 +87,7 @@ func TestLimiterWaitIsNotPartOfTheTryTimeout(t *testing.T) {
 	f.next = newHTTPClient()
 	opts := faultyAccountOptions(f, 2)
 	opts.Client.Retry.TryTimeout = 100 * time.Millisecond
-	opts.Limiter = NewRequestLimiter(4) // a turn each 250 ms
+	opts.Limiter = rate.NewLimiter(4, 1) // a turn each 250 ms
 	q, err := testAccount(t, opts).Queue(uniqueName(t))
 	require.NoError(t, err)
 	for i := range 2 { // the second waits for the fourth turn, 750 ms on

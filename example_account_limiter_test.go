@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/azdispatch/azdispatch"
 )
 
@@ -12,10 +14,10 @@ import (
 // account's target instead of finding it through 503 ServerBusy answers.
 // Here the pace is 50 requests per second, with a burst of 5 (a tenth of a
 // second's worth), so a create and 20 sends take at least 0.3 s.
-func ExampleNewRequestLimiter() {
+func ExampleAccountOptions_limiter() {
 	ctx := context.Background()
 	account, err := azdispatch.NewAccountFromConnectionString(connectionString(),
-		&azdispatch.AccountOptions{Limiter: azdispatch.NewRequestLimiter(50)})
+		&azdispatch.AccountOptions{Limiter: rate.NewLimiter(50, 5)})
 	if err != nil {
 		panic(err)
 	}
