@@ -1,13 +1,13 @@
-// Command loadtest measures azdispatch against a baseline in the same run,
-// and prints the ratios. By default every run gets a fresh private Azurite
-// (the emulator slows with the messages it holds and stalls after many
-// deletes, so sharing one would measure the emulator, not the client);
+// Command azdispatch-load measures azdispatch against a baseline in the same
+// run, and prints the ratios. By default every run gets a fresh private
+// Azurite (the emulator slows with the messages it holds and stalls after
+// many deletes, so sharing one would measure the emulator, not the client);
 // with -real it uses the account in AZDISPATCH_CONNECTION_STRING instead.
 //
-//	go run ./examples/loadtest                      # all scenarios, a table
-//	go run ./examples/loadtest -scenario drain -latency 10ms
-//	go run ./examples/loadtest -json                # one JSON object per line
-//	go run ./examples/loadtest -scenario chaos -duration 10m -seed 42
+//	go run ./cmd/azdispatch-load                      # all scenarios, a table
+//	go run ./cmd/azdispatch-load -scenario drain -latency 10ms
+//	go run ./cmd/azdispatch-load -json                # one JSON object per line
+//	go run ./cmd/azdispatch-load -scenario chaos -duration 10m -seed 42
 package main
 
 import (
