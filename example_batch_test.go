@@ -27,10 +27,12 @@ func ExamplePublisher_SendBatch() {
 
 	var mu sync.Mutex
 	var seen []string
+	handled := make(chan struct{}, sent.Items)
 	listener, err := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, fmt.Sprintf("item %d: order %d, same batch: %v", m.Item, m.Body.ID, m.BatchID == sent.BatchID))
+		handled <- struct{}{}
 		return nil
 	}, nil)
 	if err != nil {
@@ -39,10 +41,15 @@ func ExamplePublisher_SendBatch() {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- listener.Run(runCtx) }()
-	for listener.State().Succeeded == 0 {
-		time.Sleep(10 * time.Millisecond)
+	timeout := time.After(time.Minute)
+	for range sent.Items {
+		select {
+		case <-handled:
+		case <-timeout:
+			panic("the batch's items were not all handled within a minute")
+		}
 	}
-	stop()
+	stop() // Run deletes the batch's message and blob before it returns
 	<-done
 
 	slices.Sort(seen)

@@ -19,8 +19,19 @@ func ExampleListener_Ready() {
 	queue.FailNext(memqueue.OpReceive, 100, &azdispatch.StorageError{
 		Op: "receive", Queue: "orders", StatusCode: http.StatusForbidden, Code: "AuthenticationFailed",
 	})
+	fatal := make(chan struct{}, 1)
 	listener, err := azdispatch.NewListener(queue, func(context.Context, *azdispatch.Message[Order]) error { return nil },
-		&azdispatch.ListenerOptions{FatalTimeout: 200 * time.Millisecond})
+		&azdispatch.ListenerOptions{
+			FatalTimeout: 200 * time.Millisecond,
+			OnEvent: func(e azdispatch.Event) {
+				if e.Kind == azdispatch.EventFatal {
+					select {
+					case fatal <- struct{}{}:
+					default: // reported already
+					}
+				}
+			},
+		})
 	if err != nil {
 		panic(err)
 	}
@@ -35,8 +46,10 @@ func ExampleListener_Ready() {
 
 	done := make(chan error)
 	go func() { done <- listener.Run(context.Background()) }()
-	for listener.State().Fatal == nil {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-fatal:
+	case <-time.After(time.Minute):
+		panic("no fatal error within a minute")
 	}
 	fmt.Println("ready:", errors.Is(listener.Ready(), azdispatch.ErrNotReady))
 	fmt.Println("state:", listener.State().Fatal)

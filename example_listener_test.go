@@ -100,16 +100,20 @@ func ExamplePermanent() {
 		panic(err)
 	}
 
+	handled := make(chan struct{}, 1)
 	listener, _ := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
+		handled <- struct{}{}
 		return azdispatch.Permanent(errors.New("card expired"))
 	}, nil)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- listener.Run(runCtx) }()
-	for listener.State().Poisoned == 0 {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-handled:
+	case <-time.After(time.Minute):
+		panic("the message was not handled within a minute")
 	}
-	stop()
+	stop() // Run moves the message to the poison queue before it returns
 	<-done
 
 	batch, err := queue.PoisonQueue().Receive(ctx, 1, 30*time.Second)

@@ -20,16 +20,23 @@ func ExampleRequeue() {
 		_, _ = publisher.Send(ctx, Order{ID: id})
 	}
 	// A listener whose downstream is down gives up on all three.
+	handled := make(chan struct{}, 3)
 	listener, _ := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
+		handled <- struct{}{}
 		return azdispatch.Permanent(errors.New("downstream down"))
 	}, nil)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- listener.Run(runCtx) }()
-	for listener.State().Poisoned < 3 {
-		time.Sleep(10 * time.Millisecond)
+	timeout := time.After(time.Minute)
+	for range 3 {
+		select {
+		case <-handled:
+		case <-timeout:
+			panic("the messages were not all handled within a minute")
+		}
 	}
-	stop()
+	stop() // Run moves them to the poison queue before it returns
 	<-done
 
 	// The downstream is back: requeue all but order 3.

@@ -49,10 +49,12 @@ func ExampleShardedQueue() {
 
 	var mu sync.Mutex
 	var ids []int
+	handled := make(chan struct{}, 8)
 	listener, err := azdispatch.NewListener(tasks, func(ctx context.Context, m *azdispatch.Message[Order]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ids = append(ids, m.Body.ID)
+		handled <- struct{}{}
 		return nil // deleted through the shard it came from
 	}, nil)
 	if err != nil {
@@ -61,8 +63,13 @@ func ExampleShardedQueue() {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- listener.Run(runCtx) }()
-	for listener.State().Succeeded < 8 {
-		time.Sleep(10 * time.Millisecond)
+	timeout := time.After(time.Minute)
+	for range 8 {
+		select {
+		case <-handled:
+		case <-timeout:
+			panic("the messages were not all handled within a minute")
+		}
 	}
 	stop()
 	<-done

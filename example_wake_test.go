@@ -16,6 +16,7 @@ func ExampleListenerOptions_pushOnly() {
 	queue := exampleQueue("push")
 
 	handled := make(chan int, 1)
+	stopped := make(chan struct{}, 1)
 	listener, err := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
 		handled <- m.Body.ID
 		return nil
@@ -23,14 +24,24 @@ func ExampleListenerOptions_pushOnly() {
 		PushOnly: true,
 		Wake:     queue, // the publishers are in this process and send through queue
 		Idle:     azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		OnEvent: func(e azdispatch.Event) {
+			if e.Kind == azdispatch.EventScaleDown && e.Dequeuers == 0 {
+				select {
+				case stopped <- struct{}{}:
+				default:
+				}
+			}
+		},
 	})
 	if err != nil {
 		panic(err)
 	}
 	done := make(chan error)
 	go func() { done <- listener.Run(ctx) }()
-	for listener.State().ScaleDowns == 0 { // the first dequeuer looks once, then stops
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-stopped: // the first dequeuer looks once, then stops
+	case <-time.After(time.Minute):
+		panic("the idle dequeuer did not stop within a minute")
 	}
 	fmt.Println("dequeuers while idle:", listener.State().ActiveDequeuers)
 

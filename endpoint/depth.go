@@ -11,7 +11,7 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
-// DepthOptions configures a DepthHandler. Nil, or a zero field, means the
+// DepthOptions configures a [DepthHandler]. Nil, or a zero field, means the
 // documented default.
 type DepthOptions struct {
 	// CacheFor is how long a reading is served before a request reads the
@@ -36,7 +36,7 @@ type DepthOptions struct {
 	Logger *slog.Logger
 }
 
-// DepthHandler is an http.Handler that serves the approximate depth of a
+// DepthHandler is an [http.Handler] that serves the approximate depth of a
 // queue, or of a whole sharded queue, as JSON for an autoscaler such as
 // KEDA's metrics-api scaler (valueLocation "depth"):
 //
@@ -49,10 +49,11 @@ type DepthOptions struct {
 // count does; "at" is when it was read. For a ShardedQueue it is the sum
 // over every shard of the view it was given (give it the whole set, not a
 // Subset, to count everything), read from each shard directly: unlike
-// [azdispatch.ShardedQueue.Depth], which leaves out shards backed off after failures,
-// it never reports a sum that skipped a shard. A queue that does not exist
-// counts as empty, as Queue.Depth has it, so a mistyped name reads as 0;
-// the listeners' readiness is what reports a missing queue.
+// [azdispatch.ShardedQueue.Depth], which leaves out shards backed off after
+// failures, it never reports a sum that skipped a shard. A queue that does
+// not exist counts as empty, as [azdispatch.Queue.Depth] has it, so a
+// mistyped name reads as 0; the listeners' readiness is what reports a
+// missing queue.
 //
 // If any shard cannot be read, the answer is 503 with no "depth" at all, an
 // "error", and each shard's own error in its entry. A partial sum would be
@@ -60,7 +61,7 @@ type DepthOptions struct {
 // work waits; a failed scrape is an error KEDA reports, and with a fallback
 // in the ScaledObject it holds a set replica count instead.
 //
-// Readings are cached (see DepthOptions.CacheFor), failures too, so that a
+// Readings are cached (see [DepthOptions.CacheFor]), failures too, so that a
 // failing account is not asked more often than a healthy one. It serves GET
 // and HEAD; other methods get 405. Mount it behind whatever authentication
 // the process uses: the answer names queues and accounts, never a URL or
@@ -106,9 +107,9 @@ type shardDepth struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// NewDepthHandler returns a handler serving src's depth: a *Queue,
-// a *ShardedQueue (every shard of it), or any Source (its Depth). Nil opts
-// means defaults.
+// NewDepthHandler returns a handler serving src's depth: a
+// *[azdispatch.Queue], a *[azdispatch.ShardedQueue] (every shard of it), or
+// any [azdispatch.Source] (its Depth). Nil opts means defaults.
 func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, error) {
 	if src == nil {
 		return nil, &azdispatch.ConfigError{Field: "source", Reason: "is nil"}
@@ -149,7 +150,7 @@ func accountOf(s azdispatch.Source) string {
 }
 
 // ServeHTTP answers with the latest reading, reading the queue first if the
-// cached one is older than DepthOptions.CacheFor.
+// cached one is older than [DepthOptions.CacheFor].
 func (h *DepthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")

@@ -25,8 +25,11 @@ func ExampleHealth() {
 	for range 3 {
 		_, _ = queue.Send(context.Background(), `{"ID":"o-1"}`, nil)
 	}
-	listener, err := azdispatch.NewListener(queue,
-		func(context.Context, *azdispatch.Message[Order]) error { return nil }, nil)
+	handled := make(chan struct{}, 3)
+	listener, err := azdispatch.NewListener(queue, func(context.Context, *azdispatch.Message[Order]) error {
+		handled <- struct{}{}
+		return nil
+	}, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -59,8 +62,10 @@ func ExampleHealth() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- health.Run(ctx, "orders", listener.Run) }()
-	for listener.Ready() != nil {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-handled: // the listener runs, and storage answers it
+	case <-time.After(time.Minute):
+		panic("no message handled within a minute")
 	}
 	code, body = get("/readyz")
 	fmt.Println("running:", code, body["status"])

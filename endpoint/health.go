@@ -16,34 +16,35 @@ import (
 )
 
 // Checker is anything that can say whether it is doing its work: a
-// *Listener[T] of any T is one, so a single Health serves listeners of
-// different message types. Ready is called on every probe, so it must be
-// quick and make no request; a Listener's makes none.
+// *[azdispatch.Listener][T] of any T is one, so a single [Health] serves
+// listeners of different message types. Ready is called on every probe, so
+// it must be quick and make no request; a Listener's makes none.
 type Checker interface {
 	// Ready returns nil when ready, and otherwise an error that says why.
 	Ready() error
 }
 
-// CheckerFunc adapts a function to Checker, for readiness conditions of
+// CheckerFunc adapts a function to [Checker], for readiness conditions of
 // the process's own (a cache warmed, a dependency reached).
 type CheckerFunc func() error
 
 // Ready calls f.
 func (f CheckerFunc) Ready() error { return f() }
 
-// HealthOptions configures a Health. Nil, or a zero field, means the
+// HealthOptions configures a [Health]. Nil, or a zero field, means the
 // documented default.
 type HealthOptions struct {
 	// Logger receives a line each time a check turns not ready (with the
 	// reason the probe shows) or ready again, and when a run given to
-	// Health.Run fails. Defaults to none.
+	// [Health.Run] fails. Defaults to none.
 	Logger *slog.Logger
 }
 
 // Health serves Kubernetes readiness and liveness probes for the listeners
-// (and anything else) of a process. Create one with NewHealth, register
-// checks with Add, run long-lived components through Run, and mount
-// Readiness and Liveness, conventionally at /readyz and /livez.
+// (and anything else) of a process. Create one with [NewHealth], register
+// checks with [Health.Add], run long-lived components through [Health.Run],
+// and mount [Health.Readiness] and [Health.Liveness], conventionally at
+// /readyz and /livez.
 //
 // Readiness answers 200 while every check is ready and 503 otherwise, with a
 // small JSON body naming each check and why it is not ready. A Listener is
@@ -57,12 +58,12 @@ type HealthOptions struct {
 //
 // Liveness answers 503 only when a component given to Run has returned an
 // error while its context was still live: it gave up (a Listener's
-// [azdispatch.ListenerOptions].FatalTimeout ran out) and nothing in the process will
-// start it again, so only a restart brings the work back. A storage outage
-// or a refused credential never fails liveness, because restarting the pod
-// fixes neither and a crash loop only delays recovery: readiness reports
-// them. Otherwise liveness answers 200, which shows at least that the
-// process still serves HTTP.
+// [azdispatch.ListenerOptions.FatalTimeout] ran out) and nothing in the
+// process will start it again, so only a restart brings the work back. A
+// storage outage or a refused credential never fails liveness, because
+// restarting the pod fixes neither and a crash loop only delays recovery:
+// readiness reports them. Otherwise liveness answers 200, which shows at
+// least that the process still serves HTTP.
 //
 // A Health is safe for concurrent use.
 type Health struct {
@@ -102,7 +103,7 @@ func NewHealth(opts *HealthOptions) *Health {
 
 // Add registers c under name (a queue's or a listener's, as the probe body
 // should show it) for readiness. It panics if c is nil, name is empty or
-// name is already registered, as http.ServeMux does for a bad pattern:
+// name is already registered, as [http.ServeMux] does for a bad pattern:
 // these are mistakes in the program, not conditions to handle.
 func (h *Health) Add(name string, c Checker) {
 	if name == "" || c == nil {
@@ -121,9 +122,9 @@ func (h *Health) Add(name string, c Checker) {
 // Run calls run(ctx) and returns what it returns, recording the outcome
 // under name for liveness: while it runs, and after it returns nil or
 // returns once ctx has ended (a shutdown), name is live; if it returns an
-// error while ctx is still live, it gave up, and Liveness fails until Run
-// is called again with the same name (a supervisor loop that restarts the
-// component heals liveness). Typically run is a Listener's Run:
+// error while ctx is still live, it gave up, and [Health.Liveness] fails
+// until Run is called again with the same name (a supervisor loop that
+// restarts the component heals liveness). Typically run is a Listener's Run:
 //
 //	go func() { errs <- health.Run(ctx, "orders", listener.Run) }()
 func (h *Health) Run(ctx context.Context, name string, run func(context.Context) error) error {
@@ -158,14 +159,14 @@ func (h *Health) startRun(name string) *healthRun {
 }
 
 // Ready returns nil when every check is ready, and otherwise an error
-// matching ErrNotReady that joins the reasons, redacted as the probe shows
-// them. It lets a Health be a Checker itself.
+// matching [azdispatch.ErrNotReady] that joins the reasons, redacted as the
+// probe shows them. It lets a Health be a [Checker] itself.
 func (h *Health) Ready() error {
 	return reportError(h.readiness(time.Now()), azdispatch.ErrNotReady)
 }
 
-// Live returns nil unless a component given to Run has given up (see
-// Health); then an error naming it.
+// Live returns nil unless a component given to [Health.Run] has given up (see
+// [Health]); then an error naming it.
 func (h *Health) Live() error {
 	return reportError(h.liveness(), errNotLive)
 }
@@ -190,7 +191,8 @@ func (h *Health) Readiness() http.Handler {
 }
 
 // Liveness returns the liveness probe's handler: 200 unless a component
-// given to Run has given up (see Health), then 503, with a JSON body such as
+// given to [Health.Run] has given up (see [Health]), then 503, with a JSON
+// body such as
 //
 //	{"status":"live","checks":[{"name":"orders","live":true}]}
 //

@@ -13,7 +13,7 @@ import (
 
 // WakeHandler is an [http.Handler] that accepts wake-ups from other
 // processes: a POST wakes the listeners that have it as their
-// [azdispatch.ListenerOptions].Wake (it is an [azdispatch.WakeSource]).
+// [azdispatch.ListenerOptions.Wake] (it is an [azdispatch.WakeSource]).
 // Mount it wherever the process serves HTTP, behind whatever
 // authentication the process uses: a wake-up carries nothing and costs only
 // an early receive (the listener merges a storm of them into one receive
@@ -45,10 +45,11 @@ func (h *WakeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// Notifier sends wake-ups to a [WakeHandler] in another process. Notify
-// never blocks: wake-ups that come while one is being sent are merged into
-// one more, so a publisher sending thousands of messages makes a handful of
-// HTTP requests. Run sends them; create one with [NewNotifier].
+// Notifier sends wake-ups to a [WakeHandler] in another process.
+// [Notifier.Notify] never blocks: wake-ups that come while one is being
+// sent are merged into one more, so a publisher sending thousands of
+// messages makes a handful of HTTP requests. [Notifier.Run] sends them;
+// create one with [NewNotifier].
 type Notifier struct {
 	url     string
 	client  *http.Client
@@ -68,7 +69,7 @@ func NewNotifier(url string, client *http.Client) *Notifier {
 }
 
 // Notify asks for a wake-up to be sent. It fits
-// [azdispatch.PublisherOptions].OnSent through a closure, or call it after
+// [azdispatch.PublisherOptions.OnSent] through a closure, or call it after
 // any send.
 func (n *Notifier) Notify() {
 	select {

@@ -19,7 +19,7 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-// ManualClock is a Clock that moves only when told to. Queues on it are
+// ManualClock is a [Clock] that moves only when told to. Queues on it are
 // told when it moves, and wake the listeners subscribed to them, so that a
 // message whose retry delay Advance has passed is received at once. It is
 // safe for concurrent use.

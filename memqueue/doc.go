@@ -2,16 +2,22 @@
 // storage queue, for testing handlers and listeners without Node, an
 // emulator or an account.
 //
-// A *Queue is an azdispatch.Shard (a Source and a Target), so a Listener, a
+//	queue := memqueue.New("orders", nil) // in place of account.Queue("orders")
+//	_, err := queue.Send(ctx, `{"id":1}`, nil)
+//	queue.FailNext(memqueue.OpDelete, 1, nil) // the next delete fails: 503 ServerBusy
+//	listener, err := azdispatch.NewListener(queue, handle, nil)
+//	err = listener.Run(ctx)
+//
+// A *[Queue] is an [azdispatch.Shard] (a Source and a Target), so a Listener, a
 // Publisher or a ShardedQueue over several of them works unchanged. It
 // behaves as the service does, not as a channel would:
 //
 //   - A receive returns 1 to 32 visible messages and hides them for the
 //     visibility timeout; one not deleted by then reappears.
 //   - Every receive raises a message's DequeueCount and gives it a new pop
-//     receipt; so does every SetVisibility. A stale receipt is refused with a
-//     404 MessageNotFound *azdispatch.StorageError, which matches
-//     azdispatch.ErrOwnershipLost.
+//     receipt; so does every [Queue.SetVisibility]. A stale receipt is
+//     refused with a 404 MessageNotFound *[azdispatch.StorageError], which
+//     matches [azdispatch.ErrOwnershipLost].
 //   - Messages expire after their TTL (7 days by default, never if negative)
 //     and may be sent with a delay shorter than the TTL. Durations are whole
 //     seconds, rounded up; reported times are UTC to the whole second.
@@ -22,9 +28,10 @@
 // runs against both (see internal/conformance); where Azurite and the real
 // service differ, this package follows the service.
 //
-// Time comes from a Clock: a ManualClock lets a test move a queue's time
-// forward (visibility timeouts, retry delays, expiry) without sleeping.
-// Fault hooks make calls fail (FailNext), act but report failure as if the
-// response had been lost (LoseNext), or pass through a function of your own
-// (Options.Intercept), so that a test can watch its handler redelivered.
+// Time comes from a [Clock]: a [ManualClock] lets a test move a queue's
+// time forward (visibility timeouts, retry delays, expiry) without
+// sleeping. Fault hooks make calls fail ([Queue.FailNext]), act but report
+// failure as if the response had been lost ([Queue.LoseNext]), or pass
+// through a function of your own ([Options.Intercept]), so that a test can
+// watch its handler redelivered.
 package memqueue

@@ -41,15 +41,17 @@ func Example() {
 			panic(err)
 		}
 	}
+	idle := make(chan struct{}, 1)
 	l, err := azdispatch.NewListener(q, handleOrder, &azdispatch.ListenerOptions{
 		MaxDequeueCount: 3,
 		Retry:           func(int64) time.Duration { return 0 }, // retry at once: nothing to wait for
 		HandlerTimeout:  50 * time.Millisecond,
+		OnEvent:         onIdle(idle),
 	})
 	if err != nil {
 		panic(err)
 	}
-	runUntil(l, func(s azdispatch.State) bool { return s.Succeeded+s.Poisoned == 4 })
+	runUntil(l, idle, func(s azdispatch.State) bool { return s.Succeeded+s.Poisoned == 4 })
 
 	s := l.State()
 	fmt.Printf("succeeded %d, poisoned %d, failed tries %d, retried %d\n", s.Succeeded, s.Poisoned, s.Failed, s.Retried)
@@ -70,13 +72,15 @@ func ExampleManualClock() {
 	if _, err := q.Send(ctx, `{"ID":"flaky-1"}`, nil); err != nil {
 		panic(err)
 	}
+	idle := make(chan struct{}, 1)
 	l, err := azdispatch.NewListener(q, handleOrder, &azdispatch.ListenerOptions{
-		Retry: func(int64) time.Duration { return 10 * time.Minute },
+		Retry:   func(int64) time.Duration { return 10 * time.Minute },
+		OnEvent: onIdle(idle),
 	})
 	if err != nil {
 		panic(err)
 	}
-	runUntil(l, func(s azdispatch.State) bool {
+	runUntil(l, idle, func(s azdispatch.State) bool {
 		if s.Retried == 1 && s.Succeeded == 0 {
 			clock.Advance(10 * time.Minute) // wakes the listener, which receives it again
 		}
@@ -87,14 +91,32 @@ func ExampleManualClock() {
 	// retried 1 then succeeded 1
 }
 
-// runUntil runs l until done holds for its State, then stops it and waits
-// for Run to return.
-func runUntil(l *azdispatch.Listener[order], done func(azdispatch.State) bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+// onIdle is a ListenerOptions.OnEvent hook that signals on idle, without
+// blocking, each time a dequeuer finds the queue empty (EventIdle).
+func onIdle(idle chan<- struct{}) func(azdispatch.Event) {
+	return func(e azdispatch.Event) {
+		if e.Kind == azdispatch.EventIdle {
+			select {
+			case idle <- struct{}{}:
+			default: // a signal is pending already
+			}
+		}
+	}
+}
+
+// runUntil runs l until done holds for its State, looking again each time
+// a dequeuer finds the queue empty (a signal on idle, from onIdle), then
+// stops it and waits for Run to return. It gives up after 10 seconds.
+func runUntil(l *azdispatch.Listener[order], idle <-chan struct{}, done func(azdispatch.State) bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var run sync.WaitGroup
 	run.Go(func() { _ = l.Run(ctx) })
-	for deadline := time.Now().Add(10 * time.Second); !done(l.State()) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	for ctx.Err() == nil && !done(l.State()) {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
 	}
 	cancel()
 	run.Wait()

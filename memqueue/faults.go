@@ -10,7 +10,7 @@ import (
 )
 
 // Op is a kind of call on a queue, as the fault hooks name it. Its value is
-// the Op of the *azdispatch.StorageError a failed call returns.
+// the Op of the *[azdispatch.StorageError] a failed call returns.
 type Op string
 
 // The calls a queue answers.
@@ -48,7 +48,7 @@ type faults struct {
 
 // FailNext makes the next n calls of op fail before they act. They return
 // err, or, if err is nil, the service's answer to a request over its
-// scalability target: a 503 ServerBusy *azdispatch.StorageError.
+// scalability target: a 503 ServerBusy *[azdispatch.StorageError].
 func (q *Queue) FailNext(op Op, n int, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

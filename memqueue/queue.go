@@ -26,14 +26,14 @@ const (
 	DefaultTTL = 7 * 24 * time.Hour
 )
 
-// Options configures a Queue. Nil, or a zero field, means the default.
+// Options configures a [Queue]. Nil, or a zero field, means the default.
 type Options struct {
 	// Clock tells the queue the time. Defaults to the system's clock.
 	Clock Clock
 	// Intercept, if set, is called before every call on the queue, outside
 	// its lock, with the queue's name and the kind of call; an error fails
 	// the call before it acts. It lets a test model throttling or an
-	// outage of its own, beside FailNext and LoseNext.
+	// outage of its own, beside [Queue.FailNext] and [Queue.LoseNext].
 	Intercept func(ctx context.Context, queue string, op Op) error
 }
 
@@ -106,9 +106,9 @@ type receipt struct {
 // Name is the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-// Subscribe implements azdispatch.WakeSource: wake is called after every
+// Subscribe implements [azdispatch.WakeSource]: wake is called after every
 // send of a message visible at once, every release (SetVisibility 0), and
-// every Advance of a ManualClock the queue is on.
+// every Advance of a [ManualClock] the queue is on.
 func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe(wake) }
 
 // PoisonQueue is the queue "<name>-poison" on the same clock, made on first
@@ -123,15 +123,16 @@ func (q *Queue) PoisonQueue() *Queue {
 	return q.poison
 }
 
-// PoisonShard is PoisonQueue as an azdispatch.Shard, for the Listener's and
+// PoisonShard is PoisonQueue as an [azdispatch.Shard], for the Listener's and
 // ShardedQueue's defaults.
 func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
 
 // Send puts text on the queue and returns the new message's ID. Like an
-// azdispatch.Queue, it refuses text over 64 KiB (*azdispatch.MessageTooLargeError)
-// or that XML cannot carry (azdispatch.ErrInvalidText), and a delay outside
-// 0 to 7 days (*azdispatch.ConfigError), before any request; like the
-// service, it answers a delay not shorter than a positive TTL with 400
+// [azdispatch.Queue], it refuses text over 64 KiB
+// (*[azdispatch.MessageTooLargeError]) or that XML cannot carry
+// ([azdispatch.ErrInvalidText]), and a delay outside 0 to 7 days
+// (*[azdispatch.ConfigError]), before any request; like the service, it
+// answers a delay not shorter than a positive TTL with 400
 // InvalidQueryParameterValue.
 func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
 	if len(text) > MaxTextSize {
@@ -240,7 +241,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 
 // Delete removes a received message. A stale pop receipt (the message was
 // received again or updated since, or is gone) is refused with 404
-// MessageNotFound, which matches azdispatch.ErrOwnershipLost.
+// MessageNotFound, which matches [azdispatch.ErrOwnershipLost].
 func (q *Queue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
 	r, err := q.receiptOf(d, OpDelete)
 	if err != nil {
@@ -315,12 +316,12 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 }
 
 // Transactions counts the calls made on the queue that would have been
-// requests to the service, by kind, as an azdispatch.Queue counts every
+// requests to the service, by kind, as an [azdispatch.Queue] counts every
 // attempt: a call refused by a fault hook is counted (the service bills a
 // throttled request), a call whose arguments an azdispatch.Queue would
 // refuse before any request is not. EmptyReceive counts the receives that
-// returned nothing. Each call is also counted in every azdispatch.Counter
-// its context carries (azdispatch.CountTransactions), so a Listener's
+// returned nothing. Each call is also counted in every [azdispatch.Counter]
+// its context carries ([azdispatch.CountTransactions]), so a Listener's
 // State().Transactions counts its requests on a memqueue as on a Queue.
 func (q *Queue) Transactions() azdispatch.Transactions {
 	return azdispatch.Transactions{

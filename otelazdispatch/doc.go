@@ -1,4 +1,4 @@
-// Package otelazdispatch traces and measures azdispatch publishers and
+// Package otelazdispatch traces and measures [azdispatch] publishers and
 // listeners with OpenTelemetry, by the messaging semantic conventions
 // (semconv v1.43.0; the messaging conventions are still in development
 // upstream, and this package follows the version it names), and carries
@@ -6,7 +6,7 @@
 // the send that made its message.
 //
 // It uses the OpenTelemetry API only: the application chooses the SDK and
-// exporters. One Instrumentation serves every publisher and listener:
+// exporters. One [Instrumentation] serves every publisher and listener:
 //
 //	inst, err := otelazdispatch.New(&otelazdispatch.Options{Propagate: true})
 //	publisher, err := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherOptions{
@@ -29,7 +29,7 @@
 //   - "process {queue}", CONSUMER, per handler call (a message, or one item
 //     of a batch), linked to the message's creation context. It is a child of
 //     the context the listener calls it with, which has no span, so each
-//     process span starts a trace of its own unless Options.ParentFromMessage
+//     process span starts a trace of its own unless [Options.ParentFromMessage]
 //     makes the creation context its parent as well (for single messages,
 //     as the conventions allow).
 //   - "delete {queue}", "release {queue}" and "poison {queue}", CLIENT, the
@@ -43,7 +43,7 @@
 // is the shard a message came from on process and settle spans, and the
 // sharded queue's name on send and receive spans.
 //
-// Attributes: messaging.system (System), messaging.operation.name and
+// Attributes: messaging.system ([System]), messaging.operation.name and
 // .type, messaging.destination.name, messaging.message.id,
 // messaging.message.body.size, error.type, and of this package
 // azdispatch.message.dequeue_count, azdispatch.batch.id and
@@ -51,9 +51,9 @@
 //
 // # Trace context through the queue
 //
-// A Storage queue message has no headers. With Options.Propagate, the send
+// A Storage queue message has no headers. With [Options.Propagate], the send
 // injects the trace context (W3C traceparent and tracestate, or whatever
-// the propagator writes) as azdispatch.Metadata, which travels as a first
+// the propagator writes) as [azdispatch.Metadata], which travels as a first
 // line of the message text; listeners read it whether or not they
 // propagate. It is off by default because that line would change the
 // message text, which a queue shared with the Azure Functions queue trigger
@@ -71,14 +71,14 @@
 //     receive and settle requests), messaging.process.duration (handler
 //     calls), by the conventions;
 //   - azdispatch.storage.transactions: the billable storage requests made
-//     through the accounts given to ObserveAccounts, by kind
+//     through the accounts given to [Instrumentation.ObserveAccounts], by kind
 //     (azdispatch.transaction.kind), account (azdispatch.account) and, for
 //     queue requests, queue; azdispatch.storage.empty_receives, the receives
 //     that found nothing, which is what idle polling costs;
 //   - azdispatch.listener.dequeuers (by azdispatch.dequeuer.state, busy or
 //     idle), azdispatch.listener.in_flight, azdispatch.listener.poisoned and
 //     azdispatch.listener.payload_memory for the listeners given to
-//     ObserveListener.
+//     [Instrumentation.ObserveListener].
 //
 // # With the Azure SDK's own tracing
 //

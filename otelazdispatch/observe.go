@@ -75,7 +75,8 @@ func (i *Instrumentation) ObserveAccounts(accounts ...*azdispatch.Account) (metr
 	return reg, nil
 }
 
-// StateReader is what ObserveListener reads: any azdispatch.Listener.
+// StateReader is what [Instrumentation.ObserveListener] reads: any
+// [azdispatch.Listener].
 type StateReader interface {
 	State() azdispatch.State
 }

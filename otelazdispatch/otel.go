@@ -38,19 +38,19 @@ const (
 	DequeuerStateKey   = attribute.Key("azdispatch.dequeuer.state")
 )
 
-// Options configures an Instrumentation. Nil, or a zero field, means the
+// Options configures an [Instrumentation]. Nil, or a zero field, means the
 // documented default.
 type Options struct {
-	// TracerProvider makes the spans. Defaults to otel.GetTracerProvider().
+	// TracerProvider makes the spans. Defaults to [otel.GetTracerProvider]().
 	TracerProvider trace.TracerProvider
-	// MeterProvider makes the metrics. Defaults to otel.GetMeterProvider().
+	// MeterProvider makes the metrics. Defaults to [otel.GetMeterProvider]().
 	MeterProvider metric.MeterProvider
 	// Propagator writes the trace context into messages and reads it back.
-	// Defaults to otel.GetTextMapPropagator(), or to W3C trace context if
+	// Defaults to [otel.GetTextMapPropagator](), or to W3C trace context if
 	// that propagates nothing (the global default until an SDK sets one).
 	Propagator propagation.TextMapPropagator
 	// Propagate carries the trace context in the text of every message
-	// sent (see azdispatch.Metadata). Defaults to false: message texts stay
+	// sent (see [azdispatch.Metadata]). Defaults to false: message texts stay
 	// byte for byte what the codec writes, for queues shared with readers
 	// that do not know the metadata line, such as the Azure Functions queue
 	// trigger. Listeners read a carried context either way.
@@ -64,10 +64,10 @@ type Options struct {
 	ParentFromMessage bool
 }
 
-// Instrumentation traces and measures publishers and listeners. It is a
-// Middleware, a StorageMiddleware and a SendMiddleware: give the same one
-// to every publisher and listener of the process. It is safe for
-// concurrent use.
+// Instrumentation traces and measures publishers and listeners. It is an
+// [azdispatch.Middleware], an [azdispatch.StorageMiddleware] and an
+// [azdispatch.SendMiddleware]: give the same one to every publisher and
+// listener of the process. It is safe for concurrent use.
 type Instrumentation struct {
 	tracer     trace.Tracer
 	meter      metric.Meter
@@ -98,7 +98,7 @@ type opAttrs struct {
 	ok    metric.MeasurementOption
 }
 
-// New returns an Instrumentation. It fails only if an instrument cannot be
+// New returns an [Instrumentation]. It fails only if an instrument cannot be
 // made.
 func New(opts *Options) (*Instrumentation, error) {
 	var o Options

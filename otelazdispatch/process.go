@@ -11,7 +11,7 @@ import (
 )
 
 // HandleCall makes the process span of one handler call and records its
-// duration. It implements azdispatch.Middleware.
+// duration. It implements [azdispatch.Middleware].
 func (i *Instrumentation) HandleCall(ctx context.Context, c *azdispatch.Call) error {
 	start := time.Now()
 	created := i.creationContext(c.Metadata)

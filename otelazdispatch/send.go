@@ -12,8 +12,8 @@ import (
 )
 
 // HandleSend makes the send span of one message (a batch is one message),
-// carries its context in the message when Options.Propagate is set, and
-// counts and times the send. It implements azdispatch.SendMiddleware.
+// carries its context in the message when [Options.Propagate] is set, and
+// counts and times the send. It implements [azdispatch.SendMiddleware].
 func (i *Instrumentation) HandleSend(ctx context.Context, s *azdispatch.Outgoing) error {
 	start := time.Now()
 	a := i.common("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer, s.Queue)

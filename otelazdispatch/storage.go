@@ -14,7 +14,7 @@ import (
 
 // HandleStorage makes the receive and settle spans of a listener's
 // storage requests, records their durations, and counts the messages
-// received. It implements azdispatch.StorageMiddleware.
+// received. It implements [azdispatch.StorageMiddleware].
 func (i *Instrumentation) HandleStorage(ctx context.Context, op *azdispatch.StorageOp) error {
 	if op.Kind == azdispatch.OpReceive {
 		return i.receive(ctx, op)

@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -112,7 +113,12 @@ func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
 	}
 	queueMessages, calls := small+2, small+1+batchItems
 
+	var handled atomic.Int64
+	allHandled := make(chan struct{})
 	listener, err := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
+		if handled.Add(1) == int64(calls) {
+			close(allHandled)
+		}
 		return nil // the process span covers this call
 	}, &azdispatch.ListenerOptions{
 		Middleware: []azdispatch.Middleware{inst},
@@ -126,9 +132,7 @@ func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
 		return err
 	}
 	defer func() { _ = state.Unregister() }()
-	if err := runUntil(ctx, listener, func(s azdispatch.State) bool {
-		return s.Succeeded == int64(queueMessages) && s.ItemsSucceeded == batchItems
-	}); err != nil {
+	if err := runUntil(ctx, listener, allHandled); err != nil {
 		return err
 	}
 
@@ -148,20 +152,20 @@ func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
 	return nil
 }
 
-// runUntil runs l until done holds (or a minute passes), then stops it.
-func runUntil[T any](ctx context.Context, l *azdispatch.Listener[T], done func(azdispatch.State) bool) error {
+// runUntil runs l until done is closed (or a minute passes), then stops it.
+// Run settles what its handlers finished (deletes, and the spans of them)
+// before it returns.
+func runUntil[T any](ctx context.Context, l *azdispatch.Listener[T], done <-chan struct{}) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	result := make(chan error, 1)
 	go func() { result <- l.Run(ctx) }() // waited for below
-	deadline := time.Now().Add(time.Minute)
-	for !done(l.State()) {
-		if time.Now().After(deadline) {
-			stop()
-			<-result
-			return fmt.Errorf("messages not all handled within a minute: %+v", l.State())
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		stop()
+		<-result
+		return fmt.Errorf("messages not all handled within a minute: %+v", l.State())
 	}
 	stop()
 	return <-result

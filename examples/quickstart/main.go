@@ -92,10 +92,21 @@ func run(orders int, verbose bool) error {
 	if verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	// A dequeuer that finds the queue empty signals idle: then the
+	// listener may be done with every message.
+	idle := make(chan struct{}, 1)
 	listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerOptions{
 		MaxDequeueCount: 3,                                                       // three tries, then poison
 		Retry:           azdispatch.ExponentialRetry(time.Second, 4*time.Second), // quick retries for a demo
 		Logger:          logger,
+		OnEvent: func(e azdispatch.Event) {
+			if e.Kind == azdispatch.EventIdle {
+				select {
+				case idle <- struct{}{}:
+				default: // a signal is pending already
+				}
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -105,9 +116,16 @@ func run(orders int, verbose bool) error {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- listener.Run(runCtx) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for s := listener.State(); s.Succeeded+s.Poisoned < int64(sent) && time.Now().Before(deadline); s = listener.State() {
-		time.Sleep(50 * time.Millisecond)
+	// Wait until the queue is found empty with every message handled or
+	// poisoned (messages waiting to be retried are hidden, not gone), or two
+	// minutes pass.
+	waitCtx, cancelWait := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelWait()
+	for s := listener.State(); s.Succeeded+s.Poisoned < int64(sent) && waitCtx.Err() == nil; s = listener.State() {
+		select {
+		case <-idle:
+		case <-waitCtx.Done():
+		}
 	}
 	elapsed := time.Since(start)
 	stop()

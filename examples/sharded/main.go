@@ -71,7 +71,7 @@ func run(ctx context.Context, c config) error {
 	}
 	fmt.Printf("sharded queue %q: %d shards over %d accounts\n", tasks.Name(), c.shards, c.accounts)
 
-	w, err := startWorkers(ctx, tasks, 2)
+	w, err := startWorkers(ctx, tasks, 2, c.jobs)
 	if err != nil {
 		return err
 	}
@@ -80,9 +80,9 @@ func run(ctx context.Context, c config) error {
 		w.stop()
 		return err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for w.handled() < c.jobs && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-w.allHandled:
+	case <-time.After(2 * time.Minute): // the report says what is missing
 	}
 	w.stop()
 	return w.report(c, published)
@@ -122,6 +122,9 @@ func distribute(ctx context.Context, lockAccount *azdispatch.Account, tasks *azd
 	if err != nil {
 		return [2]int{}, err
 	}
+	// A distributor that cannot publish gives up within two minutes.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	lockName := fmt.Sprintf("distributor-%d", time.Now().UnixNano())
 	var next atomic.Int64
 	var published [2]atomic.Int64
@@ -161,13 +164,8 @@ func distribute(ctx context.Context, lockAccount *azdispatch.Account, tasks *azd
 			})
 		})
 	}
-	// The distributor that stopped leaves; wait until all jobs are out.
-	for next.Load() < int64(jobs) {
-		if ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Each distributor's Run returns when its turn ends: the first one's
+	// after half of the jobs, the other's once all jobs are out.
 	wg.Wait()
 	return [2]int{int(published[0].Load()), int(published[1].Load())}, errors.Join(errs...)
 }

@@ -15,15 +15,26 @@ type workers struct {
 	listeners []*azdispatch.Listener[Job]
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+	// allHandled is closed when every job has been handled once.
+	allHandled chan struct{}
 
 	mu        sync.Mutex
+	jobs      int
 	seen      map[int]int    // job → times handled
 	byShard   map[string]int // shard → jobs handled
 	customers map[string]map[int]bool
 }
 
-func startWorkers(ctx context.Context, tasks *azdispatch.ShardedQueue, n int) (*workers, error) {
-	w := &workers{seen: map[int]int{}, byShard: map[string]int{}, customers: map[string]map[int]bool{}}
+// startWorkers starts n workers, which close allHandled once they have
+// handled jobs distinct jobs.
+func startWorkers(ctx context.Context, tasks *azdispatch.ShardedQueue, n, jobs int) (*workers, error) {
+	w := &workers{
+		allHandled: make(chan struct{}), jobs: jobs,
+		seen: map[int]int{}, byShard: map[string]int{}, customers: map[string]map[int]bool{},
+	}
+	if jobs == 0 {
+		close(w.allHandled)
+	}
 	ctx, w.cancel = context.WithCancel(ctx)
 	for i := range n {
 		mine, err := tasks.Subset(i, n)
@@ -35,6 +46,9 @@ func startWorkers(ctx context.Context, tasks *azdispatch.ShardedQueue, n int) (*
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.seen[m.Body.Seq]++
+			if w.seen[m.Body.Seq] == 1 && len(w.seen) == w.jobs {
+				close(w.allHandled)
+			}
 			w.byShard[m.Queue]++
 			if w.customers[m.Body.Customer] == nil {
 				w.customers[m.Body.Customer] = map[int]bool{}
@@ -55,12 +69,6 @@ func startWorkers(ctx context.Context, tasks *azdispatch.ShardedQueue, n int) (*
 func (w *workers) stop() {
 	w.cancel()
 	w.wg.Wait()
-}
-
-func (w *workers) handled() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.seen)
 }
 
 // report prints where the jobs went and checks that each was handled once,
