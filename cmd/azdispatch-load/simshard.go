@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
@@ -20,7 +22,7 @@ import (
 // holding a quarter of a second of its rate, so that round-robin jitter is
 // absorbed but a sustained excess is not) and answer 503 ServerBusy above
 // them, as the service does. Each account may also have a client side: the
-// RequestLimiter an azdispatch.Account would pace its requests with
+// rate.Limiter an azdispatch.Account would pace its requests with
 // (AccountOptions.Limiter), set to the account's target.
 const (
 	simQueueMsgsPerS   = 2000  // per queue: messages put or received
@@ -69,8 +71,8 @@ func (b *bucket) take(n float64) bool {
 // simAccount is one storage account of the model.
 type simAccount struct {
 	requests *bucket
-	busy     *atomic.Int64              // 503s answered, over the whole model
-	limiter  *azdispatch.RequestLimiter // the client's pacing; nil for none
+	busy     *atomic.Int64 // 503s answered, over the whole model
+	limiter  *rate.Limiter // the client's pacing; nil for none
 }
 
 // simQueue is one queue of the model: a memqueue, which gives it the
@@ -111,8 +113,10 @@ func (q *simQueue) fill(n int, text string) {
 // request is every request's way in: the client's pacing (as the pipeline
 // of an Account with a Limiter), then the account's target.
 func (q *simQueue) request(ctx context.Context, op string) error {
-	if err := q.account.limiter.Wait(ctx); err != nil {
-		return err
+	if l := q.account.limiter; l != nil {
+		if err := l.Wait(ctx); err != nil {
+			return err
+		}
 	}
 	if !q.account.requests.take(1) {
 		return q.busy(op)
@@ -187,7 +191,7 @@ func newSimModel(accounts, perAccount int, paced bool) *simModel {
 	for i := range accts {
 		accts[i] = &simAccount{requests: newBucket(simAccountReqsPerS), busy: &m.busy}
 		if paced {
-			accts[i].limiter = azdispatch.NewRequestLimiter(simAccountReqsPerS)
+			accts[i].limiter = rate.NewLimiter(simAccountReqsPerS, simAccountReqsPerS/10)
 		}
 	}
 	for i := range accounts * perAccount {

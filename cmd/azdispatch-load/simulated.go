@@ -13,7 +13,7 @@ import (
 )
 
 // The simulated scenario drives the real ShardedQueue routing, the real
-// Listener and the real RequestLimiter over the in-memory model of
+// Listener and the account limiter's pacing over the in-memory model of
 // simshard.go: 3 accounts × 10 queues (a layout for 60,000 messages/s), each queue held to 2,000
 // messages/s and each account to 20,000 requests/s. Four variants, each over
 // a fresh model:
@@ -91,7 +91,7 @@ func runSimulated(ctx context.Context, o options, progress io.Writer) ([]record,
 			simOffered, simCapacity, 100*recs[0].MsgsPerS/simCapacity, 100*recs[1].MsgsPerS/simCapacity),
 		fmt.Sprintf("drain: ceiling %.0f msgs/s (1 + 1/32 requests per message): %.1f%% of it paced, %.1f%% unpaced",
 			ceiling, 100*recs[2].MsgsPerS/ceiling, 100*recs[3].MsgsPerS/ceiling),
-		"pacing: each account's requests through a RequestLimiter at the account's target (AccountOptions.Limiter)",
+		"pacing: each account's requests through a rate.Limiter at the account's target (AccountOptions.Limiter)",
 		"503s are per run (mean); busiest/idlest compares messages per shard.",
 	}
 	return recs, lines, nil
