@@ -399,7 +399,7 @@ func (a *Account) blobService() (*service.Client, error) {
 }
 
 // tagBlob marks a blob request of kind o for counting.
-func tagBlob(ctx context.Context, o op) context.Context { return tagRequest(ctx, o, nil) }
+func tagBlob(ctx context.Context, o Op) context.Context { return tagRequest(ctx, o, nil) }
 
 // blobOptions derives the blob client's options from the queue client's. The
 // policies get slices of their own: the SDK appends to the ones it is given,

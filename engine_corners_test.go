@@ -221,14 +221,14 @@ func TestPushOnlyListenerComesBackForAMessageWhoseDeleteFailed(t *testing.T) {
 			t.Parallel()
 			var slowed atomic.Bool
 			q := memqueue.New("corner-pushonly-delete", &memqueue.Options{
-				Intercept: func(_ context.Context, _ string, op memqueue.Op) error {
-					if op == memqueue.OpReceive && tc.latency > 0 && slowed.CompareAndSwap(false, true) {
+				Intercept: func(_ context.Context, _ string, op azdispatch.Op) error {
+					if op == azdispatch.OpReceive && tc.latency > 0 && slowed.CompareAndSwap(false, true) {
 						time.Sleep(tc.latency)
 					}
 					return nil
 				},
 			})
-			q.FailNext(memqueue.OpDelete, 1, nil)
+			q.FailNext(azdispatch.OpDelete, 1, nil)
 			var calls atomic.Int64
 			l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error {
 				calls.Add(1)
@@ -306,13 +306,13 @@ func TestPushOnlyListenerComesBackAfterALostRequest(t *testing.T) {
 	}{
 		{"renewal", azdispatch.ListenerOptions{VisibilityTimeout: 4 * time.Second},
 			func(ctx context.Context, q *memqueue.Queue) error {
-				q.LoseNext(memqueue.OpUpdate, 1) // the first renewal, at 2 s
-				<-ctx.Done()                     // the next finds the receipt stale
+				q.LoseNext(azdispatch.OpUpdate, 1) // the first renewal, at 2 s
+				<-ctx.Done()                       // the next finds the receipt stale
 				return context.Cause(ctx)
 			}},
 		{"release", azdispatch.ListenerOptions{VisibilityTimeout: 2 * time.Second, Retry: func(int64) time.Duration { return 5 * time.Second }},
 			func(ctx context.Context, q *memqueue.Queue) error {
-				q.LoseNext(memqueue.OpUpdate, 1) // the release for the 5 s retry
+				q.LoseNext(azdispatch.OpUpdate, 1) // the release for the 5 s retry
 				return errors.New("not yet")
 			}},
 	} {
@@ -357,12 +357,12 @@ func TestFailingRenewalsEndTheHandlersContextWhenTheMessageReappears(t *testing.
 	var failing atomic.Bool
 	var renewals atomic.Int64
 	q := memqueue.New("corner-failing-renewals", &memqueue.Options{
-		Intercept: func(_ context.Context, queue string, op memqueue.Op) error {
-			if op != memqueue.OpUpdate || !failing.Load() {
+		Intercept: func(_ context.Context, queue string, op azdispatch.Op) error {
+			if op != azdispatch.OpUpdate || !failing.Load() {
 				return nil
 			}
 			renewals.Add(1)
-			return &azdispatch.StorageError{Op: string(op), Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
+			return &azdispatch.StorageError{Op: op, Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
 				Err: errors.New("throttled")}
 		},
 	})
@@ -483,13 +483,13 @@ func TestARetryWakesOneIdleDequeuerNotAll(t *testing.T) {
 // slowFailingDeletes makes every delete until `until` take `took`, as a
 // delete the SDK retries against a throttled account does, and then fail
 // with 503 ServerBusy.
-func slowFailingDeletes(until time.Time, took time.Duration) func(context.Context, string, memqueue.Op) error {
-	return func(ctx context.Context, queue string, op memqueue.Op) error {
-		if op != memqueue.OpDelete || !time.Now().Before(until) {
+func slowFailingDeletes(until time.Time, took time.Duration) func(context.Context, string, azdispatch.Op) error {
+	return func(ctx context.Context, queue string, op azdispatch.Op) error {
+		if op != azdispatch.OpDelete || !time.Now().Before(until) {
 			return nil
 		}
 		time.Sleep(took)
-		return &azdispatch.StorageError{Op: string(op), Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
+		return &azdispatch.StorageError{Op: op, Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
 			Err: errors.New("throttled")}
 	}
 }
@@ -555,9 +555,9 @@ func TestASuccessAfterOwnershipWasLostIsRemembered(t *testing.T) {
 	t.Parallel()
 	var staleOnce atomic.Bool
 	q := memqueue.New("corner-lost-success", &memqueue.Options{
-		Intercept: func(_ context.Context, queue string, op memqueue.Op) error {
-			if op == memqueue.OpUpdate && staleOnce.CompareAndSwap(false, true) {
-				return &azdispatch.StorageError{Op: string(op), Queue: queue, StatusCode: http.StatusNotFound, Code: "MessageNotFound",
+		Intercept: func(_ context.Context, queue string, op azdispatch.Op) error {
+			if op == azdispatch.OpUpdate && staleOnce.CompareAndSwap(false, true) {
+				return &azdispatch.StorageError{Op: op, Queue: queue, StatusCode: http.StatusNotFound, Code: "MessageNotFound",
 					Err: errors.New("the pop receipt is stale")}
 			}
 			return nil
@@ -632,7 +632,7 @@ func TestNoHealthyShardOfASubsetSaysWhenItsOwnShardIsTried(t *testing.T) {
 	require.NoError(t, err)
 	sub, err := sq.Subset(0, 2) // shard 0 only
 	require.NoError(t, err)
-	a.FailNext(memqueue.OpReceive, 1, errors.New("down"))
+	a.FailNext(azdispatch.OpReceive, 1, errors.New("down"))
 	_, err = sub.Receive(context.Background(), 1, time.Minute)
 	require.Error(t, err)
 	_, err = sub.Receive(context.Background(), 1, time.Minute)

@@ -270,10 +270,10 @@ func (e *engineRound) queue() *memqueue.Queue { return e.queues[e.r.IntN(len(e.q
 // faultOp picks the call a fault is armed for. Failed receives are backed
 // off from exponentially (up to 30 s after eight in a row), so a round arms
 // few of them: the drain's bound is for the listener, not its back-off.
-func (e *engineRound) faultOp() memqueue.Op {
-	ops := []memqueue.Op{memqueue.OpReceive, memqueue.OpDelete, memqueue.OpUpdate}
+func (e *engineRound) faultOp() azdispatch.Op {
+	ops := []azdispatch.Op{azdispatch.OpReceive, azdispatch.OpDelete, azdispatch.OpUpdate}
 	op := ops[e.r.IntN(len(ops))]
-	if op == memqueue.OpReceive {
+	if op == azdispatch.OpReceive {
 		if e.receiveFaults >= 2 {
 			return ""
 		}
@@ -584,14 +584,14 @@ func (e *engineRound) HandleStorage(ctx context.Context, op *azdispatch.StorageO
 // some rounds, some longer than half the visibility timeout, so that the
 // message's first renewal comes due while its delete is under way), and
 // receives slow in some rounds.
-func (e *engineRound) intercept(_ context.Context, queue string, op memqueue.Op) error {
+func (e *engineRound) intercept(_ context.Context, queue string, op azdispatch.Op) error {
 	if strings.HasSuffix(queue, "-poison") {
 		return nil
 	}
-	if op == memqueue.OpReceive && e.slowReceives {
+	if op == azdispatch.OpReceive && e.slowReceives {
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
 	}
-	if op != memqueue.OpDelete || !e.slowDeletes.Load() {
+	if op != azdispatch.OpDelete || !e.slowDeletes.Load() {
 		return nil
 	}
 	took := time.Duration(rand.IntN(300)) * time.Millisecond
@@ -601,7 +601,7 @@ func (e *engineRound) intercept(_ context.Context, queue string, op memqueue.Op)
 		took = e.opts.VisibilityTimeout/2 + rand.N(e.opts.VisibilityTimeout+500*time.Millisecond)
 	}
 	time.Sleep(took)
-	return &azdispatch.StorageError{Op: string(op), Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
+	return &azdispatch.StorageError{Op: op, Queue: queue, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
 		Err: errors.New("throttled")}
 }
 

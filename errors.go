@@ -195,7 +195,7 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // signature) removed before they are kept. The *azcore.ResponseError of a
 // failed response stays reachable with errors.As.
 type StorageError struct {
-	Op         string // "receive", "delete", "update", "send", "depth", "create", "blob read", …
+	Op         Op // the request that failed
 	Queue      string
 	Blob       string // for a blob request, "<container>/<blob>"; Queue is then empty
 	StatusCode int    // HTTP status; 0 when no response arrived
@@ -239,7 +239,7 @@ func (e *StorageError) Is(target error) bool {
 }
 
 func (e *StorageError) ownershipLost() bool {
-	if e.Op != opDelete.String() && e.Op != opUpdate.String() {
+	if e.Op != OpDelete && e.Op != OpUpdate {
 		return false
 	}
 	switch queueerror.Code(e.Code) {
@@ -250,11 +250,11 @@ func (e *StorageError) ownershipLost() bool {
 }
 
 // storageError wraps err from a storage call, or returns nil for nil.
-func storageError(o op, queue string, err error) error {
+func storageError(o Op, queue string, err error) error {
 	if err == nil {
 		return nil
 	}
-	se := &StorageError{Op: o.String(), Queue: queue, Err: redact.URLError(err)}
+	se := &StorageError{Op: o, Queue: queue, Err: redact.URLError(err)}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		se.StatusCode = re.StatusCode

@@ -16,7 +16,7 @@ import (
 // State; with FatalTimeout, Run returns it.
 func ExampleListener_Ready() {
 	queue := memqueue.New("orders", nil)
-	queue.FailNext(memqueue.OpReceive, 100, &azdispatch.StorageError{
+	queue.FailNext(azdispatch.OpReceive, 100, &azdispatch.StorageError{
 		Op: "receive", Queue: "orders", StatusCode: http.StatusForbidden, Code: "AuthenticationFailed",
 	})
 	fatal := make(chan struct{}, 1)

@@ -48,7 +48,7 @@ func TestForbiddenIsFatalUntilStorageAcceptsAgain(t *testing.T) {
 	var se *StorageError
 	require.ErrorAs(t, s.Fatal, &se)
 	assert.Equal(t, http.StatusForbidden, se.StatusCode)
-	assert.Equal(t, "receive", se.Op)
+	assert.Equal(t, OpReceive, se.Op)
 	assert.False(t, s.FatalSince.IsZero())
 	assert.ErrorIs(t, s.LastError, ErrFatal)
 	ready := l.Ready()
@@ -224,7 +224,7 @@ func TestStorageErrorClassification(t *testing.T) {
 		{"send", 400, "MessageTooLarge", false},
 		{"receive", 0, "", false},
 	} {
-		se := &StorageError{Op: tc.op, StatusCode: tc.status, Code: tc.code}
+		se := &StorageError{Op: Op(tc.op), StatusCode: tc.status, Code: tc.code}
 		assert.Equal(t, tc.fatal, se.Fatal(), "%s %d %s", tc.op, tc.status, tc.code)
 		assert.Equal(t, tc.fatal, errors.Is(error(se), ErrFatal))
 	}
@@ -261,7 +261,7 @@ func TestPoisonQueueThatCannotBeCreatedIsFatal(t *testing.T) {
 	s := l.State()
 	var se *StorageError
 	require.ErrorAs(t, s.Fatal, &se)
-	assert.Equal(t, "create", se.Op)
+	assert.Equal(t, opCreate, se.Op)
 	assert.Equal(t, http.StatusForbidden, se.StatusCode)
 	assert.Positive(t, s.PoisonErrors)
 	assert.Zero(t, s.Poisoned)

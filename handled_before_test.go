@@ -25,7 +25,7 @@ func TestHandledMessageWhoseDeleteFailsIsDeletedNotRunAgain(t *testing.T) {
 	q := memqueue.New("handled-before", &memqueue.Options{Clock: clock})
 	_, err := q.Send(ctx, `{"ID":"a"}`, nil)
 	require.NoError(t, err)
-	q.FailNext(memqueue.OpDelete, 3, nil) // 503 ServerBusy, three times
+	q.FailNext(azdispatch.OpDelete, 3, nil) // 503 ServerBusy, three times
 
 	var calls atomic.Int64
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[struct{ ID string }]) error {

@@ -138,7 +138,7 @@ func (l *Listener[T]) dequeue(s *session) {
 			failures = 0
 			l.health.receiveFailures.Store(0)
 		}
-		l.storageSucceeded(opReceive)
+		l.storageSucceeded(OpReceive)
 		if ctx.Err() != nil {
 			return
 		}
@@ -320,7 +320,7 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 		}
 		return
 	}
-	l.storageSucceeded(opDepth)
+	l.storageSucceeded(OpDepth)
 	l.stats.setDepth(depth, now)
 	active := int(l.stats.active.Load())
 	add := l.scale.target(now, l.opts.Scale(l.State(), depth), active)

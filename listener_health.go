@@ -32,7 +32,7 @@ type health struct {
 	mu      sync.Mutex
 	lastErr error
 	lastAt  time.Time
-	fatal   map[string]standingFault
+	fatal   map[Op]standingFault
 }
 
 // standingFault is a fatal error, when its kind of request began to fail,
@@ -59,7 +59,7 @@ func (h *health) fail(err error, now time.Time) (began bool) {
 		return false
 	}
 	if h.fatal == nil {
-		h.fatal = make(map[string]standingFault)
+		h.fatal = make(map[Op]standingFault)
 	}
 	h.fatal[se.Op] = standingFault{err: err, since: now, last: now}
 	h.standing.Store(int32(len(h.fatal)))
@@ -68,17 +68,17 @@ func (h *health) fail(err error, now time.Time) (began bool) {
 
 // succeed records a successful request of kind o; it returns the fatal error
 // it clears, if one was standing.
-func (h *health) succeed(o op) (cleared error) {
+func (h *health) succeed(o Op) (cleared error) {
 	if h.standing.Load() == 0 {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	f, ok := h.fatal[o.String()]
+	f, ok := h.fatal[o]
 	if !ok {
 		return nil
 	}
-	delete(h.fatal, o.String())
+	delete(h.fatal, o)
 	h.standing.Store(int32(len(h.fatal)))
 	return f.err
 }
@@ -125,9 +125,9 @@ func (l *Listener[T]) storageFailed(err error) {
 
 // storageSucceeded records a successful request of kind o, which ends a
 // fatal state of that kind.
-func (l *Listener[T]) storageSucceeded(o op) {
+func (l *Listener[T]) storageSucceeded(o Op) {
 	if err := l.health.succeed(o); err != nil {
-		l.log.Info("storage accepts the listener again", "op", o.String(), "was", err)
+		l.log.Info("storage accepts the listener again", "op", o, "was", err)
 		l.event(Event{Kind: EventRecovered, Err: err})
 	}
 }

@@ -27,8 +27,8 @@ func TestHealthTracksFatalErrorsByKindUntilTheySucceedOrLapse(t *testing.T) {
 	err, since := h.fatalState(t0.Add(time.Minute))
 	assert.ErrorIs(t, err, ErrFatal)
 	assert.Equal(t, t0, since)
-	assert.Nil(t, h.succeed(opReceive), "a receive's success does not clear a delete's error")
-	assert.Equal(t, error(forbidden), h.succeed(opDelete))
+	assert.Nil(t, h.succeed(OpReceive), "a receive's success does not clear a delete's error")
+	assert.Equal(t, error(forbidden), h.succeed(OpDelete))
 	err, _ = h.fatalState(t0.Add(time.Minute))
 	assert.NoError(t, err)
 

@@ -48,7 +48,7 @@ func (l *Listener[T]) srcRelease(ctx context.Context, d *Delivery, after time.Du
 	if l.storage == nil {
 		return l.src.SetVisibility(ctx, d, after)
 	}
-	return l.runStorage(ctx, &StorageOp{Kind: OpRelease, Message: d, After: after, Item: -1})
+	return l.runStorage(ctx, &StorageOp{Kind: OpUpdate, Message: d, After: after, Item: -1})
 }
 
 // poisonSend puts an envelope's text on the poison queue, routed by origin
@@ -61,7 +61,7 @@ func (l *Listener[T]) poisonSend(ctx context.Context, d *Delivery, env *PoisonEn
 	if env.Batch != "" {
 		item = env.Item
 	}
-	return l.runStorage(ctx, &StorageOp{Kind: OpPoison, Message: d, Reason: env.Reason, Item: item, text: text, origin: origin})
+	return l.runStorage(ctx, &StorageOp{Kind: OpSend, Message: d, Reason: env.Reason, Item: item, text: text, origin: origin})
 }
 
 // runStorage sends op through the storage middleware to the request.
@@ -82,9 +82,9 @@ func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
 		return err
 	case OpDelete:
 		return l.src.Delete(ctx, op.Message)
-	case OpRelease:
+	case OpUpdate:
 		return l.src.SetVisibility(ctx, op.Message, op.After)
-	default: // OpPoison
+	default: // OpSend
 		return l.sendEnvelope(ctx, op.origin, op.text)
 	}
 }

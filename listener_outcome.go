@@ -172,7 +172,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again, and deleted without running the handler", "err", err)
 			return
 		}
-		l.storageSucceeded(opDelete)
+		l.storageSucceeded(OpDelete)
 		l.memo.forget(d)
 		switch {
 		case a.poisonedBefore:
@@ -249,7 +249,7 @@ func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Durat
 		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
 		return false
 	}
-	l.storageSucceeded(opUpdate)
+	l.storageSucceeded(OpUpdate)
 	l.due.Add(dueBy(time.Now(), after))
 	return true
 }
@@ -272,7 +272,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.reappearsBy()), &l.stats.retried)
 		return
 	}
-	l.storageSucceeded(opSend)
+	l.storageSucceeded(OpSend)
 	// Remembered before the delete, as a success is: its next delivery
 	// here is deleted, not poisoned again, whenever it comes. Another
 	// listener would poison it again, and Requeue skips such a duplicate.

@@ -54,7 +54,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 		var next time.Duration
 		switch {
 		case err == nil:
-			l.storageSucceeded(opUpdate)
+			l.storageSucceeded(OpUpdate)
 			l.stats.renewed.Add(1)
 			t.hidden(start, time.Now(), vis)
 			next = vis / 2

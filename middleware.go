@@ -102,44 +102,17 @@ type StorageMiddleware interface {
 	HandleStorage(ctx context.Context, op *StorageOp) error
 }
 
-// StorageOpKind says what a StorageOp does.
-type StorageOpKind int
-
-// The storage requests a StorageMiddleware sees.
-const (
-	// OpReceive gets messages: StorageOp.Max asked for, StorageOp.Received
-	// what came back.
-	OpReceive StorageOpKind = iota + 1
-	// OpDelete deletes StorageOp.Message: handled, or moved to the poison queue.
-	OpDelete
-	// OpRelease hides StorageOp.Message for StorageOp.After for a retry,
-	// or makes it visible at once (After 0) when it was not handled.
-	OpRelease
-	// OpPoison copies StorageOp.Message (or one item of its batch) to the
-	// poison queue, for StorageOp.Reason; an OpDelete follows if it succeeds.
-	OpPoison
-)
-
-// String is the operation's name, as a span would be named: receive,
-// delete, release or poison.
-func (k StorageOpKind) String() string {
-	switch k {
-	case OpReceive:
-		return "receive"
-	case OpDelete:
-		return "delete"
-	case OpRelease:
-		return "release"
-	case OpPoison:
-		return "poison"
-	}
-	return "unknown"
-}
-
 // StorageOp is one storage request a listener makes for messages, as a
 // StorageMiddleware sees it.
 type StorageOp struct {
-	Kind StorageOpKind
+	// Kind is the request:
+	//   - [OpReceive] gets messages: Max asked for, Received what came back;
+	//   - [OpDelete] deletes Message: handled, or moved to the poison queue;
+	//   - [OpUpdate] releases Message: hidden for After for a retry, or
+	//     visible at once (After 0) when it was not handled;
+	//   - [OpSend] copies Message (or one item of its batch) to the poison
+	//     queue, for Reason; an [OpDelete] follows if it succeeds.
+	Kind Op
 	// Queue is the queue the request goes to: the message's (for a
 	// ShardedQueue, its shard's, as in Call.Queue), or for OpReceive the
 	// listener's source.
@@ -152,9 +125,9 @@ type StorageOp struct {
 	// the middleware then returns an error: they are hidden already.
 	Max      int
 	Received []*Delivery
-	// After is how long an OpRelease hides the message for.
+	// After is how long an OpUpdate hides the message for.
 	After time.Duration
-	// Reason is why an OpPoison gives up on the message; Item is the batch
+	// Reason is why an OpSend gives up on the message; Item is the batch
 	// item it moves alone, or -1 for the whole message.
 	Reason string
 	Item   int
@@ -162,7 +135,7 @@ type StorageOp struct {
 	chain []StorageMiddleware
 	pos   int
 	do    func(ctx context.Context, op *StorageOp) error
-	// text and origin are an OpPoison's envelope and the route to its
+	// text and origin are an OpSend's envelope and the route to its
 	// poison queue.
 	text   string
 	origin any

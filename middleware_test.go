@@ -59,7 +59,7 @@ type recorder struct {
 	mu    *sync.Mutex
 	calls []azdispatch.Call
 	errs  []error
-	ops   []azdispatch.StorageOpKind
+	ops   []azdispatch.Op
 }
 
 func (r *recorder) HandleCall(ctx context.Context, c *azdispatch.Call) error {
@@ -135,8 +135,8 @@ func TestMiddlewareWrapsEveryHandlerCallInOrder(t *testing.T) {
 	assert.EqualValues(t, 1, s.Panics)
 	assert.Contains(t, outer.ops, azdispatch.OpReceive)
 	assert.Contains(t, outer.ops, azdispatch.OpDelete)
-	assert.Contains(t, outer.ops, azdispatch.OpPoison)
-	assert.Contains(t, outer.ops, azdispatch.OpRelease)
+	assert.Contains(t, outer.ops, azdispatch.OpSend)
+	assert.Contains(t, outer.ops, azdispatch.OpUpdate)
 }
 
 func TestMiddlewareResultIsJudgedAsTheHandlers(t *testing.T) {

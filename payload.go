@@ -277,7 +277,7 @@ func (s *PayloadStore) remove(ctx context.Context, id string) error {
 }
 
 // err wraps a failed blob request.
-func (s *PayloadStore) err(o op, id string, err error) error {
+func (s *PayloadStore) err(o Op, id string, err error) error {
 	if err == nil {
 		return nil
 	}

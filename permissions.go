@@ -27,7 +27,7 @@ type access struct {
 // One op may stand for several REST operations ("blob write" is Put Blob,
 // Create Container or Set Blob Metadata); req, the failed request if known,
 // tells them apart. ok is false for an operation of no known kind.
-func accessFor(o string, req *http.Request) (a access, ok bool) {
+func accessFor(o Op, req *http.Request) (a access, ok bool) {
 	queue := func(permission, resourceType string) access {
 		return access{permission: permission, on: "the queue", resourceType: resourceType, service: "Queue"}
 	}
@@ -35,31 +35,31 @@ func accessFor(o string, req *http.Request) (a access, ok bool) {
 		return access{permission: permission, on: on, resourceType: resourceType, service: "Blob"}
 	}
 	switch o {
-	case opSend.String(): // Put Message
+	case OpSend: // Put Message
 		return queue("Add", "Object"), true
-	case opReceive.String(): // Get Messages
+	case OpReceive: // Get Messages
 		return queue("Process", "Object"), true
-	case opDelete.String(): // Delete Message
+	case OpDelete: // Delete Message
 		a = queue("Process", "Object")
 		a.azuriteType = "Container"
 		return a, true
-	case opUpdate.String(): // Update Message: releases and renewals
+	case OpUpdate: // Update Message: releases and renewals
 		a = queue("Update", "Object")
 		a.azuriteType = "Container"
 		return a, true
-	case opDepth.String(): // Get Queue Metadata (the approximate message count)
+	case OpDepth: // Get Queue Metadata (the approximate message count)
 		return queue("Read", "Container"), true
-	case opCreate.String(): // Create Queue; a queue SAS cannot grant it
+	case opCreate: // Create Queue; a queue SAS cannot grant it
 		return queue("Create", "Container"), true
-	case opBlobRead.String(): // Get Blob, Get Blob Properties
+	case opBlobRead: // Get Blob, Get Blob Properties
 		return blob("Read", "the blob", "Object"), true
-	case opBlobDelete.String(): // Delete Blob
+	case opBlobDelete: // Delete Blob
 		return blob("Delete", "the blob", "Object"), true
-	case opBlobLease.String(): // Lease Blob
+	case opBlobLease: // Lease Blob
 		return blob("Write", "the blob", "Object"), true
-	case opBlobList.String(): // List Blobs
+	case opBlobList: // List Blobs
 		return blob("List", "the container", "Container"), true
-	case opBlobWrite.String():
+	case opBlobWrite:
 		var q url.Values
 		if req != nil && req.URL != nil {
 			q = req.URL.Query()

@@ -11,7 +11,7 @@ import (
 
 // refused is the error a storage call gets when the service answers status
 // and code to method on rawURL.
-func refused(o op, queue string, status int, code, method, rawURL string) error {
+func refused(o Op, queue string, status int, code, method, rawURL string) error {
 	u, _ := url.Parse(rawURL)
 	resp := &http.Response{
 		StatusCode: status,
@@ -35,17 +35,17 @@ func TestPermissionHintNamesWhatTheOperationNeeds(t *testing.T) {
 		err  error
 		want string
 	}{
-		{refused(opDelete, "orders", 403, "AuthorizationPermissionMismatch", "DELETE", q+"/messages/1?popreceipt=x"),
+		{refused(OpDelete, "orders", 403, "AuthorizationPermissionMismatch", "DELETE", q+"/messages/1?popreceipt=x"),
 			`azdispatch: delete on queue "orders": 403 AuthorizationPermissionMismatch (the credential needs the Process permission on the queue)`},
-		{refused(opSend, "orders", 403, "AuthorizationPermissionMismatch", "POST", q+"/messages"),
+		{refused(OpSend, "orders", 403, "AuthorizationPermissionMismatch", "POST", q+"/messages"),
 			`azdispatch: send on queue "orders": 403 AuthorizationPermissionMismatch (the credential needs the Add permission on the queue)`},
-		{refused(opUpdate, "orders", 403, "AuthorizationPermissionMismatch", "PUT", q+"/messages/1?popreceipt=x"),
+		{refused(OpUpdate, "orders", 403, "AuthorizationPermissionMismatch", "PUT", q+"/messages/1?popreceipt=x"),
 			`azdispatch: update on queue "orders": 403 AuthorizationPermissionMismatch (the credential needs the Update permission on the queue)`},
-		{refused(opDepth, "orders", 403, "AuthorizationResourceTypeMismatch", "GET", q+"?comp=metadata"),
+		{refused(OpDepth, "orders", 403, "AuthorizationResourceTypeMismatch", "GET", q+"?comp=metadata"),
 			`azdispatch: depth on queue "orders": 403 AuthorizationResourceTypeMismatch (an account SAS needs the Container resource type for this)`},
-		{refused(opUpdate, "orders", 403, "AuthorizationResourceTypeMismatch", "PUT", q+"/messages/1?popreceipt=x"),
+		{refused(OpUpdate, "orders", 403, "AuthorizationResourceTypeMismatch", "PUT", q+"/messages/1?popreceipt=x"),
 			`azdispatch: update on queue "orders": 403 AuthorizationResourceTypeMismatch (an account SAS needs the Object resource type for this; Azurite asks for the Container resource type)`},
-		{refused(opReceive, "orders", 403, "AuthorizationServiceMismatch", "GET", q+"/messages"),
+		{refused(OpReceive, "orders", 403, "AuthorizationServiceMismatch", "GET", q+"/messages"),
 			`azdispatch: receive on queue "orders": 403 AuthorizationServiceMismatch (an account SAS needs the Queue service for this)`},
 		{refused(opCreate, "orders", 403, "AuthorizationFailure", "PUT", q),
 			`azdispatch: create on queue "orders": 403 AuthorizationFailure (the credential needs the Create permission on the queue; or the credential has expired, or the account's network rules refuse this client)`},
@@ -60,9 +60,9 @@ func TestPermissionHintNamesWhatTheOperationNeeds(t *testing.T) {
 		{blobErr("", refused(opBlobList, "", 403, "AuthorizationPermissionMismatch", "GET", b+"?restype=container&comp=list")),
 			`azdispatch: blob list on blob "azdispatch-payloads/": 403 AuthorizationPermissionMismatch (the credential needs the List permission on the container)`},
 		// Not a refusal for want of a permission: no hint.
-		{refused(opSend, "orders", 403, "AuthenticationFailed", "POST", q+"/messages"),
+		{refused(OpSend, "orders", 403, "AuthenticationFailed", "POST", q+"/messages"),
 			`azdispatch: send on queue "orders": 403 AuthenticationFailed`},
-		{refused(opSend, "orders", 404, "QueueNotFound", "POST", q+"/messages"),
+		{refused(OpSend, "orders", 404, "QueueNotFound", "POST", q+"/messages"),
 			`azdispatch: send on queue "orders": 404 QueueNotFound`},
 		{refused(opOther, "orders", 403, "AuthorizationPermissionMismatch", "GET", q),
 			`azdispatch: other on queue "orders": 403 AuthorizationPermissionMismatch`},

@@ -23,7 +23,7 @@ func TestPoisonMoveWhoseDeleteFailsIsNotRepeated(t *testing.T) {
 	q := memqueue.New("poison-once", &memqueue.Options{Clock: clock})
 	_, err := q.Send(ctx, `{"ID":"a"}`, nil)
 	require.NoError(t, err)
-	q.FailNext(memqueue.OpDelete, 1, nil) // the delete after the copy
+	q.FailNext(azdispatch.OpDelete, 1, nil) // the delete after the copy
 
 	var calls atomic.Int64
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[struct{ ID string }]) error {

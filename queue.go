@@ -108,7 +108,7 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 		}
 	}
 	var id string
-	err := q.createIfMissing(ctx, opSend, func(ctx context.Context) error {
+	err := q.createIfMissing(ctx, OpSend, func(ctx context.Context) error {
 		resp, err := q.client.EnqueueMessage(ctx, text, &o)
 		if err == nil && len(resp.Messages) > 0 && resp.Messages[0].MessageID != nil {
 			id = *resp.Messages[0].MessageID
@@ -143,9 +143,9 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	}
 	// Unlike Send, Receive never creates a missing queue: a listener whose
 	// queue was deleted must say so (ErrFatal), not bring it back empty.
-	resp, err := q.client.DequeueMessages(tagRequest(ctx, opReceive, q.tx), opts)
+	resp, err := q.client.DequeueMessages(tagRequest(ctx, OpReceive, q.tx), opts)
 	if err != nil {
-		return nil, storageError(opReceive, q.name, err)
+		return nil, storageError(OpReceive, q.name, err)
 	}
 	msgs := resp.Messages
 	if len(msgs) == 0 {
@@ -185,8 +185,8 @@ func (q *Queue) Delete(ctx context.Context, d *Delivery) error {
 	if err != nil {
 		return err
 	}
-	_, err = q.client.DeleteMessage(tagRequest(ctx, opDelete, q.tx), d.ID, r.value, nil)
-	return storageError(opDelete, q.name, err)
+	_, err = q.client.DeleteMessage(tagRequest(ctx, OpDelete, q.tx), d.ID, r.value, nil)
+	return storageError(OpDelete, q.name, err)
 }
 
 // SetVisibility hides a message received from this queue for after from now
@@ -202,9 +202,9 @@ func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Durat
 		return err
 	}
 	opts := &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(seconds(after))}
-	resp, err := q.client.UpdateMessage(tagRequest(ctx, opUpdate, q.tx), d.ID, r.value, d.Text, opts)
+	resp, err := q.client.UpdateMessage(tagRequest(ctx, OpUpdate, q.tx), d.ID, r.value, d.Text, opts)
 	if err != nil {
-		return storageError(opUpdate, q.name, err)
+		return storageError(OpUpdate, q.name, err)
 	}
 	if resp.PopReceipt != nil {
 		// A new receipt, not the old one changed: a copy of d made before
@@ -220,12 +220,12 @@ func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Durat
 // Depth is the approximate number of messages in the queue, invisible ones
 // included; 0 when the queue does not exist.
 func (q *Queue) Depth(ctx context.Context) (int, error) {
-	resp, err := q.client.GetProperties(tagRequest(ctx, opDepth, q.tx), nil)
+	resp, err := q.client.GetProperties(tagRequest(ctx, OpDepth, q.tx), nil)
 	if err != nil {
 		if queueerror.HasCode(err, queueerror.QueueNotFound) {
 			return 0, nil
 		}
-		return 0, storageError(opDepth, q.name, err)
+		return 0, storageError(OpDepth, q.name, err)
 	}
 	return int(deref(resp.ApproximateMessagesCount)), nil
 }
@@ -263,7 +263,7 @@ func (q *Queue) receipt(d *Delivery) (r *popReceipt, held *any, err error) {
 // createIfMissing runs call; if the queue does not exist it creates it and
 // runs call once more. Creating lazily costs one request when the queue is
 // missing and none when it is there.
-func (q *Queue) createIfMissing(ctx context.Context, o op, call func(context.Context) error) error {
+func (q *Queue) createIfMissing(ctx context.Context, o Op, call func(context.Context) error) error {
 	tagged := tagRequest(ctx, o, q.tx)
 	err := call(tagged)
 	if err != nil && queueerror.HasCode(err, queueerror.QueueNotFound) {

@@ -324,7 +324,7 @@ func TestQueueNamesFollowTheServiceRules(t *testing.T) {
 }
 
 func TestStorageErrorLeavesTheSASOut(t *testing.T) {
-	err := storageError(opSend, "q", &url.Error{Op: "Put", URL: "http://user:pw@h/q?sv=1&sig=x", Err: context.DeadlineExceeded})
+	err := storageError(OpSend, "q", &url.Error{Op: "Put", URL: "http://user:pw@h/q?sv=1&sig=x", Err: context.DeadlineExceeded})
 	assert.True(t, errors.Is(err, context.DeadlineExceeded))
 	assert.NotContains(t, err.Error(), "sig=")
 	assert.NotContains(t, err.Error(), "pw@")

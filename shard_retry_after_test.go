@@ -21,8 +21,8 @@ func TestShardBreakerHonoursRetryAfter(t *testing.T) {
 	sq, err := azdispatch.NewShardedQueue("tasks", []azdispatch.Shard{a, b}, nil)
 	require.NoError(t, err)
 	busy := &azdispatch.StorageError{Op: "send", Queue: "shard-a", StatusCode: 503, Code: "ServerBusy", RetryAfter: time.Minute}
-	a.FailNext(memqueue.OpSend, 1, busy)
-	b.FailNext(memqueue.OpSend, 1, busy)
+	a.FailNext(azdispatch.OpSend, 1, busy)
+	b.FailNext(azdispatch.OpSend, 1, busy)
 	before := time.Now()
 	for range 4 {
 		_, _ = sq.Send(ctx, "x", nil)

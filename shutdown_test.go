@@ -59,7 +59,7 @@ func TestRunLeavesNoGoroutineAfterAnyShutdown(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			q := memqueue.New("shutdown", nil)
 			if tc.fail != nil {
-				q.FailNext(memqueue.OpReceive, 1000, tc.fail)
+				q.FailNext(azdispatch.OpReceive, 1000, tc.fail)
 			}
 			var ids []string
 			for range tc.messages {

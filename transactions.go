@@ -9,23 +9,38 @@ import (
 	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
-// op is the kind of a storage request, for counting and for errors.
-type op = txcount.Op
+// Op names a kind of storage request, one way everywhere: the request a
+// [StorageError] reports, the request a [StorageMiddleware] wraps
+// ([StorageOp.Kind]), and the call a memqueue fault hook fails. Its value
+// is the request's name in errors, logs and spans.
+type Op string
 
+// The requests for messages, which a [StorageMiddleware] sees and a
+// memqueue fault hook may fail.
 const (
-	opOther      = txcount.Other
-	opReceive    = txcount.Receive
-	opDelete     = txcount.Delete
-	opUpdate     = txcount.Update
-	opSend       = txcount.Send
-	opDepth      = txcount.Depth
-	opCreate     = txcount.Create
-	opBlobRead   = txcount.BlobRead
-	opBlobWrite  = txcount.BlobWrite
-	opBlobDelete = txcount.BlobDelete
-	opBlobLease  = txcount.BlobLease
-	opBlobList   = txcount.BlobList
+	OpReceive Op = "receive" // Get Messages
+	OpDelete  Op = "delete"  // Delete Message
+	// OpUpdate is Update Message: a renewal of a message's visibility, or
+	// a release (hidden for a retry delay, or visible again at once).
+	OpUpdate Op = "update"
+	// OpSend is Put Message: a send, or a copy to the poison queue.
+	OpSend  Op = "send"
+	OpDepth Op = "depth" // Get Queue Properties, for the approximate depth
 )
+
+// The other requests a [StorageError] may name.
+const (
+	opCreate     Op = "create"      // Create Queue
+	opBlobRead   Op = "blob read"   // Get Blob, Get Blob Properties
+	opBlobWrite  Op = "blob write"  // Put Blob, Put Block, Set Blob Metadata, Create Container
+	opBlobDelete Op = "blob delete" // Delete Blob
+	opBlobLease  Op = "blob lease"  // Lease Blob
+	opBlobList   Op = "blob list"   // List Blobs
+	opOther      Op = "other"       // Peek Messages, and whatever else
+)
+
+// counted is where o is counted in a Transactions.
+func (o Op) counted() txcount.Op { return txcount.Named(string(o)) }
 
 // Transactions counts billable storage requests by kind. Every HTTP attempt
 // counts, retries included, because the service bills each one.
@@ -61,24 +76,24 @@ func (t Transactions) Blob() int64 {
 // a piece of work cost.
 type Counter struct{ c txcount.Counter }
 
-func (c *Counter) add(o op) { c.c.Add(o) }
+func (c *Counter) add(o Op) { c.c.Add(o.counted()) }
 
 // Snapshot returns the counts so far.
 func (c *Counter) Snapshot() Transactions {
 	return Transactions{
-		Receive:      c.c.Load(opReceive),
+		Receive:      c.c.Load(txcount.Receive),
 		EmptyReceive: c.c.Empty(),
-		Delete:       c.c.Load(opDelete),
-		Update:       c.c.Load(opUpdate),
-		Send:         c.c.Load(opSend),
-		Depth:        c.c.Load(opDepth),
-		Create:       c.c.Load(opCreate),
-		BlobRead:     c.c.Load(opBlobRead),
-		BlobWrite:    c.c.Load(opBlobWrite),
-		BlobDelete:   c.c.Load(opBlobDelete),
-		BlobLease:    c.c.Load(opBlobLease),
-		BlobList:     c.c.Load(opBlobList),
-		Other:        c.c.Load(opOther),
+		Delete:       c.c.Load(txcount.Delete),
+		Update:       c.c.Load(txcount.Update),
+		Send:         c.c.Load(txcount.Send),
+		Depth:        c.c.Load(txcount.Depth),
+		Create:       c.c.Load(txcount.Create),
+		BlobRead:     c.c.Load(txcount.BlobRead),
+		BlobWrite:    c.c.Load(txcount.BlobWrite),
+		BlobDelete:   c.c.Load(txcount.BlobDelete),
+		BlobLease:    c.c.Load(txcount.BlobLease),
+		BlobList:     c.c.Load(txcount.BlobList),
+		Other:        c.c.Load(txcount.Other),
 	}
 }
 
@@ -93,13 +108,13 @@ func CountTransactions(ctx context.Context, c *Counter) context.Context {
 // requestTag says what a request is and which queue's counter it belongs to
 // (nil for blob requests).
 type requestTag struct {
-	op    op
+	op    Op
 	queue *Counter
 }
 
 type requestTagKey struct{}
 
-func tagRequest(ctx context.Context, o op, queue *Counter) context.Context {
+func tagRequest(ctx context.Context, o Op, queue *Counter) context.Context {
 	return context.WithValue(ctx, requestTagKey{}, requestTag{op: o, queue: queue})
 }
 
@@ -118,6 +133,6 @@ func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
 		}
 	}
 	p.account.add(o)
-	txcount.Add(ctx, o)
+	txcount.Add(ctx, o.counted())
 	return req.Next()
 }

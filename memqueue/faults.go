@@ -9,51 +9,21 @@ import (
 	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
-// Op is a kind of call on a queue, as the fault hooks name it. Its value is
-// the Op of the *[azdispatch.StorageError] a failed call returns.
-type Op string
-
-// The calls a queue answers.
-const (
-	OpSend    Op = "send"
-	OpReceive Op = "receive"
-	OpDelete  Op = "delete"
-	OpUpdate  Op = "update" // SetVisibility
-	OpDepth   Op = "depth"
-)
-
-// kind is the kind of request op stands for, as azdispatch counts them.
-func (op Op) kind() txcount.Op {
-	switch op {
-	case OpSend:
-		return txcount.Send
-	case OpReceive:
-		return txcount.Receive
-	case OpDelete:
-		return txcount.Delete
-	case OpUpdate:
-		return txcount.Update
-	case OpDepth:
-		return txcount.Depth
-	}
-	return txcount.Other
-}
-
 // faults are the failures armed by FailNext and LoseNext, counted down per
 // call. They are guarded by the queue's mutex.
 type faults struct {
-	fail map[Op][]error // one entry per call to fail, in order
-	lose map[Op]int
+	fail map[azdispatch.Op][]error // one entry per call to fail, in order
+	lose map[azdispatch.Op]int
 }
 
 // FailNext makes the next n calls of op fail before they act. They return
 // err, or, if err is nil, the service's answer to a request over its
 // scalability target: a 503 ServerBusy *[azdispatch.StorageError].
-func (q *Queue) FailNext(op Op, n int, err error) {
+func (q *Queue) FailNext(op azdispatch.Op, n int, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.faults.fail == nil {
-		q.faults.fail = map[Op][]error{}
+		q.faults.fail = map[azdispatch.Op][]error{}
 	}
 	for range n {
 		q.faults.fail[op] = append(q.faults.fail[op], err)
@@ -65,11 +35,11 @@ func (q *Queue) FailNext(op Op, n int, err error) {
 // the queue (a retry sends a second copy), a lost receive leaves its
 // messages hidden for the visibility timeout with their DequeueCount raised,
 // a lost delete has deleted the message.
-func (q *Queue) LoseNext(op Op, n int) {
+func (q *Queue) LoseNext(op azdispatch.Op, n int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.faults.lose == nil {
-		q.faults.lose = map[Op]int{}
+		q.faults.lose = map[azdispatch.Op]int{}
 	}
 	q.faults.lose[op] += n
 }
@@ -78,9 +48,9 @@ func (q *Queue) LoseNext(op Op, n int) {
 // and an armed failure. It returns the error the call fails with, if any.
 // A request refused or lost is still a request: an azdispatch.Queue counts
 // every attempt, and the service bills a throttled one.
-func (q *Queue) before(ctx context.Context, op Op) error {
+func (q *Queue) before(ctx context.Context, op azdispatch.Op) error {
 	q.calls[opIndex(op)].Add(1)
-	txcount.Add(ctx, op.kind())
+	txcount.Add(ctx, txcount.Named(string(op)))
 	if q.intercept != nil {
 		if err := q.intercept(ctx, q.name, op); err != nil {
 			return err
@@ -106,7 +76,7 @@ func (q *Queue) before(ctx context.Context, op Op) error {
 
 // lost reports whether the response to a call of op that has acted is to be
 // lost, counting one down. The caller holds q.mu.
-func (q *Queue) lost(op Op) bool {
+func (q *Queue) lost(op azdispatch.Op) bool {
 	if q.faults.lose[op] == 0 {
 		return false
 	}
@@ -115,12 +85,12 @@ func (q *Queue) lost(op Op) bool {
 }
 
 // lostError is what a call whose response was lost returns.
-func (q *Queue) lostError(op Op) error {
+func (q *Queue) lostError(op azdispatch.Op) error {
 	return q.storageError(op, 0, "", fmt.Errorf("memqueue: response to %s lost: %w", op, context.DeadlineExceeded))
 }
 
 // storageError is the error a call of op fails with, shaped as the error an
 // azdispatch.Queue returns for the same answer from the service.
-func (q *Queue) storageError(op Op, status int, code string, err error) error {
-	return &azdispatch.StorageError{Op: string(op), Queue: q.name, StatusCode: status, Code: code, Err: err}
+func (q *Queue) storageError(op azdispatch.Op, status int, code string, err error) error {
+	return &azdispatch.StorageError{Op: op, Queue: q.name, StatusCode: status, Code: code, Err: err}
 }

@@ -43,11 +43,11 @@ func receive(t *testing.T, q *memqueue.Queue, visibility time.Duration) []*azdis
 
 // assertStorageError checks err is the *azdispatch.StorageError an
 // azdispatch.Queue would return for op with this status and code.
-func assertStorageError(t *testing.T, err error, op memqueue.Op, status int, code string) {
+func assertStorageError(t *testing.T, err error, op azdispatch.Op, status int, code string) {
 	t.Helper()
 	var se *azdispatch.StorageError
 	if assert.ErrorAs(t, err, &se) {
-		assert.Equal(t, string(op), se.Op)
+		assert.Equal(t, op, se.Op)
 		assert.Equal(t, "q", se.Queue)
 		assert.Equal(t, status, se.StatusCode)
 		assert.Equal(t, code, se.Code)
@@ -58,10 +58,10 @@ func TestFailNextDefaultsToServerBusyAndCountsDown(t *testing.T) {
 	t.Parallel()
 	q, _ := newQueue(t, nil)
 	ctx := context.Background()
-	q.FailNext(memqueue.OpSend, 2, nil)
+	q.FailNext(azdispatch.OpSend, 2, nil)
 	for range 2 {
 		_, err := q.Send(ctx, "m", nil)
-		assertStorageError(t, err, memqueue.OpSend, http.StatusServiceUnavailable, "ServerBusy")
+		assertStorageError(t, err, azdispatch.OpSend, http.StatusServiceUnavailable, "ServerBusy")
 	}
 	assert.Zero(t, depth(t, q), "a failed send stores nothing")
 	_, err := q.Send(ctx, "m", nil)
@@ -74,7 +74,7 @@ func TestFailNextReturnsACustomErrorForItsOpOnly(t *testing.T) {
 	q, _ := newQueue(t, nil)
 	ctx := context.Background()
 	boom := errors.New("boom")
-	q.FailNext(memqueue.OpReceive, 1, boom)
+	q.FailNext(azdispatch.OpReceive, 1, boom)
 	_, err := q.Send(ctx, "m", nil)
 	require.NoError(t, err, "only receives are armed")
 
@@ -88,11 +88,11 @@ func TestFailNextReturnsACustomErrorForItsOpOnly(t *testing.T) {
 func TestLoseNextSendStoresTheMessageButFails(t *testing.T) {
 	t.Parallel()
 	q, _ := newQueue(t, nil)
-	q.LoseNext(memqueue.OpSend, 1)
+	q.LoseNext(azdispatch.OpSend, 1)
 	id, err := q.Send(context.Background(), "m", nil)
 	assert.Empty(t, id)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "a lost response times out")
-	assertStorageError(t, err, memqueue.OpSend, 0, "")
+	assertStorageError(t, err, azdispatch.OpSend, 0, "")
 
 	got := receive(t, q, time.Minute)
 	require.Len(t, got, 1, "the message is there: a retry would send a second copy")
@@ -107,7 +107,7 @@ func TestLoseNextReceiveHidesTheMessagesAndCountsTheirDelivery(t *testing.T) {
 		_, err := q.Send(ctx, "m", nil)
 		require.NoError(t, err)
 	}
-	q.LoseNext(memqueue.OpReceive, 1)
+	q.LoseNext(azdispatch.OpReceive, 1)
 	got, err := q.Receive(ctx, azdispatch.MaxBatch, 10*time.Second)
 	assert.Empty(t, got)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -128,14 +128,14 @@ func TestLoseNextDeleteDeletesButFails(t *testing.T) {
 	_, err := q.Send(ctx, "m", nil)
 	require.NoError(t, err)
 	d := receive(t, q, time.Minute)[0]
-	q.LoseNext(memqueue.OpDelete, 1)
+	q.LoseNext(azdispatch.OpDelete, 1)
 	err = q.Delete(ctx, d)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Zero(t, depth(t, q), "the delete happened")
 
 	err = q.Delete(ctx, d)
 	assert.ErrorIs(t, err, azdispatch.ErrOwnershipLost, "a retry finds it gone")
-	assertStorageError(t, err, memqueue.OpDelete, http.StatusNotFound, "MessageNotFound")
+	assertStorageError(t, err, azdispatch.OpDelete, http.StatusNotFound, "MessageNotFound")
 }
 
 func TestLoseNextUpdateLeavesTheDeliveryStale(t *testing.T) {
@@ -145,7 +145,7 @@ func TestLoseNextUpdateLeavesTheDeliveryStale(t *testing.T) {
 	_, err := q.Send(ctx, "m", nil)
 	require.NoError(t, err)
 	d := receive(t, q, time.Minute)[0]
-	q.LoseNext(memqueue.OpUpdate, 1)
+	q.LoseNext(azdispatch.OpUpdate, 1)
 	assert.ErrorIs(t, q.SetVisibility(ctx, d, 0), context.DeadlineExceeded)
 	assert.Len(t, receive(t, q, time.Minute), 1, "the release happened")
 	assert.ErrorIs(t, q.Delete(ctx, d), azdispatch.ErrOwnershipLost, "its new receipt never reached d")
@@ -157,11 +157,11 @@ func TestInterceptSeesEveryCallAndFailsItBeforeItActs(t *testing.T) {
 	var seen []string
 	throttled := errors.New("throttled")
 	failSends := true
-	q, _ := newQueue(t, &memqueue.Options{Intercept: func(_ context.Context, queue string, op memqueue.Op) error {
+	q, _ := newQueue(t, &memqueue.Options{Intercept: func(_ context.Context, queue string, op azdispatch.Op) error {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, queue+" "+string(op))
-		if op == memqueue.OpSend && failSends {
+		if op == azdispatch.OpSend && failSends {
 			return throttled
 		}
 		return nil
@@ -206,7 +206,7 @@ func TestTransactionsCountEveryRequestByKind(t *testing.T) {
 	require.Error(t, q.Delete(ctx, got[0]), "a stale receipt is a request refused by the service")
 	depth(t, q)
 
-	q.FailNext(memqueue.OpSend, 1, nil)
+	q.FailNext(azdispatch.OpSend, 1, nil)
 	_, err := q.Send(ctx, "m", nil)
 	require.Error(t, err, "a throttled request is billed")
 	_, err = q.Send(ctx, string(make([]byte, memqueue.MaxTextSize+1)), nil)

@@ -34,7 +34,7 @@ type Options struct {
 	// its lock, with the queue's name and the kind of call; an error fails
 	// the call before it acts. It lets a test model throttling or an
 	// outage of its own, beside [Queue.FailNext] and [Queue.LoseNext].
-	Intercept func(ctx context.Context, queue string, op Op) error
+	Intercept func(ctx context.Context, queue string, op azdispatch.Op) error
 }
 
 // Queue is an in-memory queue with the semantics of an Azure storage queue
@@ -42,7 +42,7 @@ type Options struct {
 type Queue struct {
 	name      string
 	clock     Clock
-	intercept func(context.Context, string, Op) error
+	intercept func(context.Context, string, azdispatch.Op) error
 	idPrefix  string
 
 	mu       sync.Mutex
@@ -148,13 +148,13 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 		}
 		delay, ttl = opts.Delay, opts.TTL
 	}
-	if err := q.before(ctx, OpSend); err != nil {
+	if err := q.before(ctx, azdispatch.OpSend); err != nil {
 		return "", err
 	}
 	if ttl > 0 && wholeSeconds(delay) >= wholeSeconds(ttl) {
 		// The service takes the request, and refuses a message that would
 		// expire before anyone could see it.
-		return "", q.storageError(OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
+		return "", q.storageError(azdispatch.OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
 			fmt.Errorf("memqueue: delay %v must be shorter than the TTL %v", delay, ttl))
 	}
 	q.mu.Lock()
@@ -173,13 +173,13 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 		m.expires = now.Add(wholeSeconds(ttl))
 	}
 	q.push(m)
-	lost := q.lost(OpSend)
+	lost := q.lost(azdispatch.OpSend)
 	q.mu.Unlock()
 	if delay == 0 {
 		q.sent.Wake()
 	}
 	if lost {
-		return "", q.lostError(OpSend)
+		return "", q.lostError(azdispatch.OpSend)
 	}
 	return m.id, nil
 }
@@ -188,14 +188,14 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 // visibility (1 s to 7 days, rounded up to whole seconds).
 func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*azdispatch.Delivery, error) {
 	if max < 1 || max > azdispatch.MaxBatch {
-		return nil, q.storageError(OpReceive, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+		return nil, q.storageError(azdispatch.OpReceive, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
 			fmt.Errorf("memqueue: receive of %d messages: must be 1 to %d", max, azdispatch.MaxBatch))
 	}
 	if visibility <= 0 || visibility > azdispatch.MaxVisibility {
-		return nil, q.storageError(OpReceive, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+		return nil, q.storageError(azdispatch.OpReceive, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
 			fmt.Errorf("memqueue: receive visibility %v: must be more than 0 and at most 7 days", visibility))
 	}
-	if err := q.before(ctx, OpReceive); err != nil {
+	if err := q.before(ctx, azdispatch.OpReceive); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
@@ -229,8 +229,8 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		deliveries = append(deliveries, q.delivery(m, &receipts[len(receipts)-1]))
 		out = append(out, &deliveries[len(deliveries)-1])
 	}
-	if q.lost(OpReceive) {
-		return nil, q.lostError(OpReceive)
+	if q.lost(azdispatch.OpReceive) {
+		return nil, q.lostError(azdispatch.OpReceive)
 	}
 	if len(out) == 0 {
 		q.emptyReceives.Add(1)
@@ -243,21 +243,21 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 // received again or updated since, or is gone) is refused with 404
 // MessageNotFound, which matches [azdispatch.ErrOwnershipLost].
 func (q *Queue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
-	r, err := q.receiptOf(d, OpDelete)
+	r, err := q.receiptOf(d, azdispatch.OpDelete)
 	if err != nil {
 		return err
 	}
-	if err := q.before(ctx, OpDelete); err != nil {
+	if err := q.before(ctx, azdispatch.OpDelete); err != nil {
 		return err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := q.check(r, OpDelete); err != nil {
+	if err := q.check(r, azdispatch.OpDelete); err != nil {
 		return err
 	}
 	q.remove(r.m)
-	if q.lost(OpDelete) {
-		return q.lostError(OpDelete)
+	if q.lost(azdispatch.OpDelete) {
+		return q.lostError(azdispatch.OpDelete)
 	}
 	return nil
 }
@@ -266,19 +266,19 @@ func (q *Queue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
 // rounded up to whole seconds; 0 makes it visible at once), keeping its
 // text, and puts the new pop receipt and the time it is next visible in d.
 func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after time.Duration) error {
-	r, err := q.receiptOf(d, OpUpdate)
+	r, err := q.receiptOf(d, azdispatch.OpUpdate)
 	if err != nil {
 		return err
 	}
 	if after < 0 || after > azdispatch.MaxVisibility {
-		return q.storageError(OpUpdate, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+		return q.storageError(azdispatch.OpUpdate, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
 			fmt.Errorf("memqueue: visibility %v: must be between 0 and 7 days", after))
 	}
-	if err := q.before(ctx, OpUpdate); err != nil {
+	if err := q.before(ctx, azdispatch.OpUpdate); err != nil {
 		return err
 	}
 	q.mu.Lock()
-	if err := q.check(r, OpUpdate); err != nil {
+	if err := q.check(r, azdispatch.OpUpdate); err != nil {
 		q.mu.Unlock()
 		return err
 	}
@@ -288,14 +288,14 @@ func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after
 	q.requeue(m)
 	next := &receipt{q: q, m: m, pop: m.receipt}
 	visibleAt := m.visibleAt
-	lost := q.lost(OpUpdate)
+	lost := q.lost(azdispatch.OpUpdate)
 	q.mu.Unlock()
 	if after == 0 {
 		q.sent.Wake()
 	}
 	if lost {
 		// The update happened: the receipt d holds is stale now.
-		return q.lostError(OpUpdate)
+		return q.lostError(azdispatch.OpUpdate)
 	}
 	d.Receipt, d.NextVisibleAt = next, reported(visibleAt)
 	return nil
@@ -304,13 +304,13 @@ func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after
 // Depth is the number of messages in the queue, invisible ones included
 // (and expired ones not yet removed, as the service's approximate count).
 func (q *Queue) Depth(ctx context.Context) (int, error) {
-	if err := q.before(ctx, OpDepth); err != nil {
+	if err := q.before(ctx, azdispatch.OpDepth); err != nil {
 		return 0, err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.lost(OpDepth) {
-		return 0, q.lostError(OpDepth)
+	if q.lost(azdispatch.OpDepth) {
+		return 0, q.lostError(azdispatch.OpDepth)
 	}
 	return len(q.messages), nil
 }
@@ -325,12 +325,12 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // State().Transactions counts its requests on a memqueue as on a Queue.
 func (q *Queue) Transactions() azdispatch.Transactions {
 	return azdispatch.Transactions{
-		Send:         q.calls[opIndex(OpSend)].Load(),
-		Receive:      q.calls[opIndex(OpReceive)].Load(),
+		Send:         q.calls[opIndex(azdispatch.OpSend)].Load(),
+		Receive:      q.calls[opIndex(azdispatch.OpReceive)].Load(),
 		EmptyReceive: q.emptyReceives.Load(),
-		Delete:       q.calls[opIndex(OpDelete)].Load(),
-		Update:       q.calls[opIndex(OpUpdate)].Load(),
-		Depth:        q.calls[opIndex(OpDepth)].Load(),
+		Delete:       q.calls[opIndex(azdispatch.OpDelete)].Load(),
+		Update:       q.calls[opIndex(azdispatch.OpUpdate)].Load(),
+		Depth:        q.calls[opIndex(azdispatch.OpDepth)].Load(),
 	}
 }
 
@@ -344,7 +344,7 @@ func (q *Queue) delivery(m *message, r *receipt) azdispatch.Delivery {
 }
 
 // receiptOf returns d's receipt if it came from q.
-func (q *Queue) receiptOf(d *azdispatch.Delivery, op Op) (*receipt, error) {
+func (q *Queue) receiptOf(d *azdispatch.Delivery, op azdispatch.Op) (*receipt, error) {
 	if d != nil {
 		if r, ok := d.Receipt.(*receipt); ok && r.q == q {
 			return r, nil
@@ -355,7 +355,7 @@ func (q *Queue) receiptOf(d *azdispatch.Delivery, op Op) (*receipt, error) {
 }
 
 // check refuses a stale receipt as the service does. The caller holds q.mu.
-func (q *Queue) check(r *receipt, op Op) error {
+func (q *Queue) check(r *receipt, op azdispatch.Op) error {
 	m := r.m
 	if m.index < 0 || m.receipt != r.pop || q.expired(m, q.clock.Now()) {
 		return q.storageError(op, http.StatusNotFound, "MessageNotFound",
@@ -418,15 +418,15 @@ func wholeSeconds(d time.Duration) time.Duration {
 // numOps is the number of kinds of call counted.
 const numOps = 5
 
-func opIndex(op Op) int {
+func opIndex(op azdispatch.Op) int {
 	switch op {
-	case OpSend:
+	case azdispatch.OpSend:
 		return 0
-	case OpReceive:
+	case azdispatch.OpReceive:
 		return 1
-	case OpDelete:
+	case azdispatch.OpDelete:
 		return 2
-	case OpUpdate:
+	case azdispatch.OpUpdate:
 		return 3
 	}
 	return 4

@@ -254,7 +254,7 @@ func TestFailuresAreRecordedWithTheirType(t *testing.T) {
 	q := memqueue.New("failing", nil)
 	_, err := q.Send(context.Background(), `{"id":1}`, nil)
 	require.NoError(t, err)
-	q.FailNext(memqueue.OpDelete, 1, nil) // one 503 ServerBusy
+	q.FailNext(azdispatch.OpDelete, 1, nil) // one 503 ServerBusy
 	calls := 0
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[order]) error {
 		calls++

@@ -53,7 +53,7 @@ func (i *Instrumentation) receive(ctx context.Context, op *azdispatch.StorageOp)
 func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) error {
 	start := time.Now()
 	d := op.Message
-	a := i.common(op.Kind.String(), semconv.MessagingOperationTypeSettle, trace.SpanKindClient, op.Queue)
+	a := i.common(settleName(op.Kind), semconv.MessagingOperationTypeSettle, trace.SpanKindClient, op.Queue)
 	var created trace.SpanContext
 	if meta, _, err := azdispatch.ParseMetadata(d.Text); err == nil {
 		created = i.creationContext(meta)
@@ -61,7 +61,7 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 	spanCtx, span := i.startSpan(ctx, a, created)
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingMessageID(d.ID), DequeueCountKey.Int64(d.DequeueCount))
-		if op.Kind == azdispatch.OpPoison {
+		if op.Kind == azdispatch.OpSend {
 			// Handler error text may hold payload data: a bounded prefix.
 			span.SetAttributes(PoisonReasonKey.String(xmltext.TruncateUTF8(op.Reason, 256)))
 		}
@@ -72,4 +72,17 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 	err := op.Next(spanCtx)
 	i.opTime.Record(ctx, seconds(start), end(span, err, a))
 	return err
+}
+
+// settleName names a settling request's span by what it does for the
+// message: a delete, a release (an update of its visibility) or a poison
+// move (a send to the poison queue).
+func settleName(op azdispatch.Op) string {
+	switch op {
+	case azdispatch.OpUpdate:
+		return "release"
+	case azdispatch.OpSend:
+		return "poison"
+	}
+	return string(op)
 }

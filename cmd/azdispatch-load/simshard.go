@@ -94,7 +94,7 @@ func newSimQueue(name string, a *simAccount) *simQueue {
 }
 
 // busy is the service's answer to a request over a target.
-func (q *simQueue) busy(op string) error {
+func (q *simQueue) busy(op azdispatch.Op) error {
 	q.account.busy.Add(1)
 	return &azdispatch.StorageError{Op: op, Queue: q.Name(), StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
 		Err: errors.New("over the simulated scalability target")}
@@ -112,7 +112,7 @@ func (q *simQueue) fill(n int, text string) {
 
 // request is every request's way in: the client's pacing (as the pipeline
 // of an Account with a Limiter), then the account's target.
-func (q *simQueue) request(ctx context.Context, op string) error {
+func (q *simQueue) request(ctx context.Context, op azdispatch.Op) error {
 	if l := q.account.limiter; l != nil {
 		if err := l.Wait(ctx); err != nil {
 			return err
@@ -125,7 +125,7 @@ func (q *simQueue) request(ctx context.Context, op string) error {
 }
 
 func (q *simQueue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
-	if err := q.request(ctx, "send"); err != nil {
+	if err := q.request(ctx, azdispatch.OpSend); err != nil {
 		return "", err
 	}
 	if !q.msgs.take(1) {
@@ -139,7 +139,7 @@ func (q *simQueue) Send(ctx context.Context, text string, opts *azdispatch.SendO
 }
 
 func (q *simQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*azdispatch.Delivery, error) {
-	if err := q.request(ctx, "receive"); err != nil {
+	if err := q.request(ctx, azdispatch.OpReceive); err != nil {
 		return nil, err
 	}
 	// The queue's target counts messages; how many a receive takes is known
@@ -156,21 +156,21 @@ func (q *simQueue) Receive(ctx context.Context, max int, visibility time.Duratio
 }
 
 func (q *simQueue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
-	if err := q.request(ctx, "delete"); err != nil {
+	if err := q.request(ctx, azdispatch.OpDelete); err != nil {
 		return err
 	}
 	return q.Queue.Delete(ctx, d)
 }
 
 func (q *simQueue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after time.Duration) error {
-	if err := q.request(ctx, "update"); err != nil {
+	if err := q.request(ctx, azdispatch.OpUpdate); err != nil {
 		return err
 	}
 	return q.Queue.SetVisibility(ctx, d, after)
 }
 
 func (q *simQueue) Depth(ctx context.Context) (int, error) {
-	if err := q.request(ctx, "depth"); err != nil {
+	if err := q.request(ctx, azdispatch.OpDepth); err != nil {
 		return 0, err
 	}
 	return q.Queue.Depth(ctx)

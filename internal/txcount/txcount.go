@@ -30,33 +30,34 @@ const (
 	NumOps
 )
 
-// String names the kind as errors and logs do.
-func (o Op) String() string {
-	switch o {
-	case Receive:
-		return "receive"
-	case Delete:
-		return "delete"
-	case Update:
-		return "update"
-	case Send:
-		return "send"
-	case Depth:
-		return "depth"
-	case Create:
-		return "create"
-	case BlobRead:
-		return "blob read"
-	case BlobWrite:
-		return "blob write"
-	case BlobDelete:
-		return "blob delete"
-	case BlobLease:
-		return "blob lease"
-	case BlobList:
-		return "blob list"
+// Named is the counter of the request named name, as azdispatch.Op names
+// it; Other for a name it does not know.
+func Named(name string) Op {
+	switch name {
+	case "receive":
+		return Receive
+	case "delete":
+		return Delete
+	case "update":
+		return Update
+	case "send":
+		return Send
+	case "depth":
+		return Depth
+	case "create":
+		return Create
+	case "blob read":
+		return BlobRead
+	case "blob write":
+		return BlobWrite
+	case "blob delete":
+		return BlobDelete
+	case "blob lease":
+		return BlobLease
+	case "blob list":
+		return BlobList
 	}
-	return "other"
+	return Other
 }
 
 // Counter counts requests by kind, and the receives that found nothing.

@@ -21,6 +21,6 @@ func TestCountersNestAndEachCountsWhatItsContextDid(t *testing.T) {
 	assert.EqualValues(t, 1, outer.Empty())
 	assert.Zero(t, inner.Load(Send), "what the outer context did is not the inner one's")
 	assert.EqualValues(t, 1, inner.Load(Receive))
-	assert.Equal(t, "blob read", BlobRead.String())
-	assert.Equal(t, "other", Op(99).String())
+	assert.Equal(t, BlobRead, Named("blob read"))
+	assert.Equal(t, Other, Named("peek"))
 }
