@@ -29,7 +29,7 @@ type Account struct {
 	name    string // for logs and errors; never a credential
 	service *azqueue.ServiceClient
 	blob    *service.Client // nil when the blob service URL is unknown
-	tx      *Counter
+	tx      *counter
 	retry   policy.RetryOptions // the clients' retry options, which blob downloads adapt
 
 	mu     sync.Mutex
@@ -198,7 +198,7 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	return a, nil
 }
 
-func newAccount(svc *azqueue.ServiceClient, tx *Counter, co *azqueue.ClientOptions) *Account {
+func newAccount(svc *azqueue.ServiceClient, tx *counter, co *azqueue.ClientOptions) *Account {
 	return &Account{name: accountName(svc.URL()), service: svc, tx: tx, retry: co.Retry, queues: make(map[string]*Queue)}
 }
 
@@ -206,7 +206,7 @@ func newAccount(svc *azqueue.ServiceClient, tx *Counter, co *azqueue.ClientOptio
 func (a *Account) Name() string { return a.name }
 
 // Transactions counts every request made through this account's client.
-func (a *Account) Transactions() Transactions { return a.tx.Snapshot() }
+func (a *Account) Transactions() Transactions { return a.tx.snapshot() }
 
 // Queues returns the queues opened through this account so far (by Queue,
 // as poison queues or as shards), sorted by name: for metrics that report
@@ -242,7 +242,7 @@ func (a *Account) queue(name string, reserve int) (*Queue, error) {
 	if q, ok := a.queues[name]; ok {
 		return q, nil
 	}
-	q := &Queue{name: name, account: a, client: a.service.NewQueueClient(name), tx: new(Counter)}
+	q := &Queue{name: name, account: a, client: a.service.NewQueueClient(name), tx: new(counter)}
 	a.queues[name] = q
 	return q, nil
 }
@@ -269,13 +269,13 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new queue client: %w", redact.URLError(err))
 	}
-	return &Queue{name: name, client: client, tx: new(Counter)}, nil
+	return &Queue{name: name, client: client, tx: new(counter)}, nil
 }
 
 // clientOptions copies the caller's SDK options, fills our defaults and adds
 // the pacing and counting policies. The caller's struct and slices are not
 // modified: the SDK appends its own policies to the slices it is given.
-func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
+func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter) {
 	var co azqueue.ClientOptions
 	if opts != nil && opts.Client != nil {
 		co = *opts.Client
@@ -286,7 +286,7 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *Counter) {
 	if co.Retry.TryTimeout == 0 {
 		co.Retry.TryTimeout = 30 * time.Second
 	}
-	tx := new(Counter)
+	tx := new(counter)
 	co.PerCallPolicies = append([]policy.Policy(nil), co.PerCallPolicies...)
 	co.PerRetryPolicies = append([]policy.Policy(nil), co.PerRetryPolicies...)
 	if opts != nil && opts.Limiter != nil {

@@ -27,13 +27,12 @@ func TestAccountBlobServiceIsCounted(t *testing.T) {
 	svc, err := a.blobService()
 	require.NoError(t, err)
 	before := a.Transactions()
-	var seen Counter
-	ctx := CountTransactions(context.Background(), &seen)
+	ctx, seen := CountTransactions(context.Background())
 	_, err = svc.NewContainerClient(uniqueName(t)).Create(tagBlob(ctx, opBlobWrite), nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), a.Transactions().BlobWrite-before.BlobWrite)
-	assert.Equal(t, Transactions{BlobWrite: 1}, seen.Snapshot())
-	assert.Equal(t, int64(1), seen.Snapshot().Total())
+	assert.Equal(t, Transactions{BlobWrite: 1}, seen())
+	assert.Equal(t, int64(1), seen().Total())
 }
 
 func TestAccountWithoutBlobURL(t *testing.T) {

@@ -53,10 +53,10 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
 			q := testQueue(t)
-			var pub Counter
 			p, err := NewPublisher[job](q, nil)
 			require.NoError(t, err)
-			sent, err := p.SendBatch(CountTransactions(context.Background(), &pub), jobs(n))
+			counted, pub := CountTransactions(context.Background())
+			sent, err := p.SendBatch(counted, jobs(n))
 			require.NoError(t, err)
 			assert.Equal(t, n, sent.Items)
 			assert.Len(t, sent.BatchID, payload.BlobIDLen)
@@ -84,7 +84,7 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 			assert.Equal(t, int64(1), tx.BlobRead)
 			assert.Equal(t, int64(1), tx.BlobDelete)
 			assert.Equal(t, int64(1), tx.Delete)
-			t.Logf("%d items: publisher %d requests %+v; listener %d requests %+v", n, pub.Snapshot().Total(), pub.Snapshot(), tx.Total(), tx)
+			t.Logf("%d items: publisher %d requests %+v; listener %d requests %+v", n, pub().Total(), pub(), tx.Total(), tx)
 		})
 	}
 }

@@ -83,11 +83,11 @@ func TestClaimCheckAtThe64KiBBoundaryUnderEveryCodec(t *testing.T) {
 			for uname, unit := range units {
 				k := largestFitting(t, codec, unit)
 				for _, body := range []string{strings.Repeat(unit, k), strings.Repeat(unit, k+1)} {
-					var tx Counter
-					_, err := p.Send(CountTransactions(ctx, &tx), body)
+					counted, tx := CountTransactions(ctx)
+					_, err := p.Send(counted, body)
 					require.NoError(t, err, "%s: never MessageTooLarge from the service", uname)
 					text, _ := codec.Encode(body)
-					offloaded := tx.Snapshot().BlobWrite > 0
+					offloaded := tx().BlobWrite > 0
 					assert.Equal(t, len(text) > MaxMessageSize, offloaded, "%s at %d encoded bytes", uname, len(text))
 					want[body]++
 				}
@@ -213,7 +213,7 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	_, err = p.SendBatch(context.Background(), []string{"a"})
 	assert.ErrorIs(t, err, ErrNoBlobService)
 	_, err = p.SendBatch(context.Background(), nil)
-	assert.ErrorIs(t, err, ErrEmptyBatch)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Zero(t, a.Transactions().Total())
 
 	// A listener there poisons a pointer, with the reason, touching no blob.

@@ -20,11 +20,18 @@ var (
 	// ErrInvalidConfig is wrapped by every *ConfigError.
 	ErrInvalidConfig = errors.New("azdispatch: invalid configuration")
 
-	// ErrOwnershipLost means a pop receipt was stale: the message became
-	// visible again (or was deleted) and this process no longer owns it.
-	// The message is not lost; whoever received it last owns it now.
-	// Azurite answers 400 PopReceiptMismatch, the service 404 MessageNotFound.
-	ErrOwnershipLost = errors.New("azdispatch: message ownership lost (stale pop receipt)")
+	// ErrOwnershipLost means this process no longer owns what it worked on.
+	//
+	// For a message: its pop receipt was stale, because the message
+	// became visible again (or was deleted). The message is not lost;
+	// whoever received it last owns it now. Azurite answers 400
+	// PopReceiptMismatch, the service 404 MessageNotFound.
+	//
+	// For a [Lease]: the lease could not be kept (another holder has it,
+	// or renewals failed for so long that it may have expired). It is then
+	// the cause of the context of the function [Lease.Run] runs, and is
+	// wrapped by Run's error.
+	ErrOwnershipLost = errors.New("azdispatch: ownership lost")
 
 	// ErrMessageTooLarge is wrapped by every *MessageTooLargeError.
 	ErrMessageTooLarge = errors.New("azdispatch: message too large")
@@ -80,19 +87,13 @@ var (
 	// refuses it before any request, a listener poisons it.
 	ErrPayloadTooLarge = payload.ErrTooLarge
 
-	// ErrEmptyBatch is returned by SendBatch for a batch of no items.
-	ErrEmptyBatch = errors.New("azdispatch: empty batch")
-
-	// ErrNoHealthyShard is returned by a ShardedQueue's Send, Receive and
+	// ErrNoHealthyShard is returned by a [ShardedQueue]'s Send, Receive and
 	// Depth when no shard could serve the request: every shard was backed
 	// off after failures, or failed this time. The shards' own errors are
-	// joined to it.
+	// joined to it. A keyed send returns it when its key's shard is backed
+	// off: keyed sends do not move to another shard, so that every message
+	// of a key stays on one shard; retry later.
 	ErrNoHealthyShard = errors.New("azdispatch: no healthy shard")
-
-	// ErrShardUnavailable is returned by a keyed send whose shard is backed
-	// off after failures. Keyed sends do not move to another shard, so that
-	// every message of a key stays on one shard; retry later.
-	ErrShardUnavailable = errors.New("azdispatch: the key's shard is backed off after failures")
 
 	// ErrFatal is matched by storage errors that retrying will not fix: a
 	// refused credential, a queue that is gone or disabled (see
@@ -110,11 +111,6 @@ var (
 
 	// ErrNotReady is wrapped by Listener.Ready's error, together with the cause.
 	ErrNotReady = errors.New("azdispatch: listener not ready")
-
-	// ErrLeaseLost is the cause of the context of a function run by Lease.Run
-	// when the lease could not be kept (another holder has it, or renewals
-	// failed for so long that it may have expired), and is wrapped by Run's error.
-	ErrLeaseLost = errors.New("azdispatch: lease lost")
 )
 
 // errNotStarted is the result of a handler call that never started because
@@ -247,6 +243,17 @@ func (e *StorageError) ownershipLost() bool {
 		return true
 	}
 	return false
+}
+
+// blobError wraps err from a request for blob ("<container>/<blob>", or
+// the container alone), or returns nil for nil.
+func blobError(o Op, blob string, err error) error {
+	if err == nil {
+		return nil
+	}
+	se := storageError(o, "", err).(*StorageError)
+	se.Blob = blob
+	return se
 }
 
 // storageError wraps err from a storage call, or returns nil for nil.

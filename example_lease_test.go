@@ -21,7 +21,7 @@ func ExampleLease() {
 	}
 	err = lease.Run(context.Background(), func(ctx context.Context) error {
 		// Only one process at a time gets here. ctx ends, with cause
-		// azdispatch.ErrLeaseLost, if the lease cannot be kept.
+		// azdispatch.ErrOwnershipLost, if the lease cannot be kept.
 		fmt.Println("distributing")
 		return nil // released on return
 	})

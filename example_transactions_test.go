@@ -17,8 +17,7 @@ func ExampleCountTransactions() {
 	}
 	publisher, _ := azdispatch.NewPublisher[Order](queue, nil)
 
-	var c azdispatch.Counter
-	counted := azdispatch.CountTransactions(ctx, &c)
+	counted, c := azdispatch.CountTransactions(ctx)
 	for id := range 10 {
 		if _, err := publisher.Send(counted, Order{ID: id}); err != nil {
 			panic(err)
@@ -27,7 +26,7 @@ func ExampleCountTransactions() {
 	if _, err := queue.Receive(counted, 32, 30*time.Second); err != nil {
 		panic(err)
 	}
-	tx := c.Snapshot()
+	tx := c()
 	fmt.Printf("%d sends, %d receive: %d transactions\n", tx.Send, tx.Receive, tx.Total())
 	// Output:
 	// 10 sends, 1 receive: 11 transactions

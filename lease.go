@@ -52,7 +52,7 @@ type LeaseOptions struct {
 // blob.
 //
 // The holder renews the lease every RenewEvery. It considers the lease lost,
-// and cancels its function's context with cause ErrLeaseLost, when the
+// and cancels its function's context with cause ErrOwnershipLost, when the
 // service says another holder has it, or when no renewal has succeeded for
 // Duration less a margin (a tenth) counted from when the last successful
 // renewal was sent, so that it stops before the service can give the lease
@@ -71,7 +71,7 @@ type Lease struct {
 	blob      *blockblob.Client
 	client    *lease.BlobClient
 	log       *slog.Logger
-	tx        Counter
+	tx        counter
 }
 
 // NewLease returns a contender for the lease on the blob called name in
@@ -112,28 +112,33 @@ func NewLease(a *Account, name string, opts *LeaseOptions) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: lease client: %w", err)
 	}
-	return &Lease{name: name, opts: c, container: cc, blob: bb, client: lc, log: c.Logger.With("lease", c.Container+"/"+name)}, nil
+	l := &Lease{name: name, opts: c, container: cc, blob: bb, client: lc}
+	l.log = c.Logger.With("lease", l.path())
+	return l, nil
 }
+
+// path is the lease blob's, "<container>/<name>", as errors and logs name it.
+func (l *Lease) path() string { return l.opts.Container + "/" + l.name }
 
 // Transactions counts the requests this contender made: lease requests; for
 // each acquisition, the read and the metadata write that advance the fence;
 // and the blob writes that create the container and blob the first time.
 // The function's own requests are not counted here.
-func (l *Lease) Transactions() Transactions { return l.tx.Snapshot() }
+func (l *Lease) Transactions() Transactions { return l.tx.snapshot() }
 
 // Run waits until it holds the lease, then runs fn with a context that ends
-// when ctx does or when the lease is lost (cause ErrLeaseLost), renewing
+// when ctx does or when the lease is lost (cause ErrOwnershipLost), renewing
 // the lease meanwhile. The context carries this holder's fence (see
 // LeaseFence). When fn returns, Run releases the lease and returns fn's
 // error. If the lease is lost it waits for fn to return and returns an
-// error wrapping ErrLeaseLost. If ctx ends before the lease is held, it
+// error wrapping ErrOwnershipLost. If ctx ends before the lease is held, it
 // returns ctx's cause. To keep contending after a loss, call Run again.
 func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	// fn's context derives from the caller's, not from the counted one, so
 	// that fn's requests are not counted as the lease's.
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ctx = CountTransactions(ctx, &l.tx)
+	ctx = countIn(ctx, &l.tx)
 	sent, fence, err := l.acquire(ctx)
 	if err != nil {
 		return err
@@ -158,7 +163,7 @@ func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) err
 }
 
 // keep renews the lease until fn returns (nil result) or the lease is lost
-// (an error wrapping ErrLeaseLost). When ctx ends it waits for fn, whose
+// (an error wrapping ErrOwnershipLost). When ctx ends it waits for fn, whose
 // context ends with it, still renewing, so that fn never runs unheld.
 func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error {
 	deadline := sent.Add(l.opts.Duration - l.opts.Duration/10)
@@ -172,7 +177,7 @@ func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error
 			done <- err // for Run
 			return nil
 		case <-expire.C:
-			return fmt.Errorf("%w: no renewal succeeded for %v", ErrLeaseLost, l.opts.Duration-l.opts.Duration/10)
+			return fmt.Errorf("%w: lease %s: no renewal succeeded for %v", ErrOwnershipLost, l.path(), l.opts.Duration-l.opts.Duration/10)
 		case <-renew.C:
 			expire.Stop()
 			// Not cut short by ctx: fn may still be running and need the lease.
@@ -185,9 +190,9 @@ func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error
 				deadline = at.Add(l.opts.Duration - l.opts.Duration/10)
 				renew.Reset(l.opts.RenewEvery)
 			case leaseGone(err):
-				return fmt.Errorf("%w: %w", ErrLeaseLost, storageError(opBlobLease, l.name, err))
+				return fmt.Errorf("%w: %w", ErrOwnershipLost, blobError(opBlobLease, l.path(), err))
 			default:
-				l.log.Warn("lease renewal failed; retrying", "err", storageError(opBlobLease, l.name, err))
+				l.log.Warn("lease renewal failed; retrying", "err", blobError(opBlobLease, l.path(), err))
 				renew.Reset(min(time.Second, l.opts.RenewEvery))
 			}
 		}
@@ -225,7 +230,7 @@ func (l *Lease) acquire(ctx context.Context) (time.Time, int64, error) {
 			case ctx.Err() != nil:
 				return time.Time{}, 0, context.Cause(ctx)
 			case !held(err):
-				l.log.Warn("lease acquire failed; retrying", "err", storageError(opBlobLease, l.name, err))
+				l.log.Warn("lease acquire failed; retrying", "err", blobError(opBlobLease, l.path(), err))
 			}
 		}
 		wait := time.Duration(float64(l.opts.AcquireEvery) * (0.8 + 0.4*rand.Float64()))
@@ -239,13 +244,13 @@ func (l *Lease) acquire(ctx context.Context) (time.Time, int64, error) {
 // Another contender may be doing the same: "already exists" is success.
 func (l *Lease) create(ctx context.Context) error {
 	if _, err := l.container.Create(tagBlob(ctx, opBlobWrite), nil); err != nil && !conflict(err) {
-		return storageError(opBlobWrite, l.name, err)
+		return blobError(opBlobWrite, l.path(), err)
 	}
 	_, err := l.blob.UploadBuffer(tagBlob(ctx, opBlobWrite), nil, &blockblob.UploadBufferOptions{
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
 	})
 	if err != nil && !conflict(err) {
-		return storageError(opBlobWrite, l.name, err)
+		return blobError(opBlobWrite, l.path(), err)
 	}
 	return nil
 }
@@ -256,7 +261,7 @@ func (l *Lease) release(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := l.client.ReleaseLease(tagBlob(rctx, opBlobLease), nil); err != nil {
-		l.log.Warn("lease release failed; it expires on its own", "err", storageError(opBlobLease, l.name, err))
+		l.log.Warn("lease release failed; it expires on its own", "err", blobError(opBlobLease, l.path(), err))
 		return
 	}
 	l.log.Info("lease released")

@@ -76,11 +76,11 @@ func (l *Lease) advance(ctx context.Context) (int64, error) {
 	for try := 0; ; try++ {
 		props, err := l.blob.GetProperties(tagBlob(ctx, opBlobRead), nil)
 		if err != nil {
-			return 0, storageError(opBlobRead, l.name, err)
+			return 0, blobError(opBlobRead, l.path(), err)
 		}
 		meta, prev, err := splitFence(props.Metadata)
 		if err != nil {
-			return 0, fmt.Errorf("azdispatch: lease %s: %w", l.name, err)
+			return 0, fmt.Errorf("azdispatch: lease %s: %w", l.path(), err)
 		}
 		next := prev + 1
 		meta[leaseFenceMeta] = to.Ptr(strconv.FormatInt(next, 10))
@@ -92,7 +92,7 @@ func (l *Lease) advance(ctx context.Context) (int64, error) {
 		case err == nil:
 			return next, nil
 		case !bloberror.HasCode(err, bloberror.ConditionNotMet) || try == 2:
-			return 0, storageError(opBlobWrite, l.name, err)
+			return 0, blobError(opBlobWrite, l.path(), err)
 		}
 	}
 }

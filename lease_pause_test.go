@@ -114,7 +114,7 @@ func TestLeaseFenceRefusesAHolderPausedPastItsLease(t *testing.T) {
 	require.NoError(t, resumeProcess(a.cmd.Process))
 	assert.Equal(t, "condition not met", a.expect(t, "write under way"), "the service refuses A's write: B changed the data")
 	assert.Equal(t, "stale fence", a.expect(t, "write again"), "A's check refuses: B's fence is greater")
-	assert.Equal(t, "true", a.expect(t, "lease lost"), "A's context ends with ErrLeaseLost once A runs again")
+	assert.Equal(t, "true", a.expect(t, "lease lost"), "A's context ends with ErrOwnershipLost once A runs again")
 	require.NoError(t, a.wait(), "holder A's process")
 	require.NoError(t, finishB(), "B's Run")
 
@@ -159,10 +159,10 @@ func TestLeasePausedHolderProcess(t *testing.T) {
 		say("write under way", outcome(plan.put(wctx, fence, []byte("A"), cond)))
 		say("write again", outcome(plan.write(wctx, fence, []byte("A"))))
 		<-ctx.Done()
-		say("lease lost", errors.Is(context.Cause(ctx), azdispatch.ErrLeaseLost))
+		say("lease lost", errors.Is(context.Cause(ctx), azdispatch.ErrOwnershipLost))
 		return nil
 	})
-	require.ErrorIs(t, err, azdispatch.ErrLeaseLost)
+	require.ErrorIs(t, err, azdispatch.ErrOwnershipLost)
 }
 
 // outcome names how a fenced write ended.

@@ -141,8 +141,8 @@ func TestLeaseHolderCutOffFromStorageStopsBeforeTheNextOneStarts(t *testing.T) {
 		t.Fatal("the cut-off holder was never told")
 	}
 	cause, _ := h1.cause.Load().(error)
-	assert.ErrorIs(t, cause, ErrLeaseLost)
-	assert.ErrorIs(t, <-h1.result, ErrLeaseLost)
+	assert.ErrorIs(t, cause, ErrOwnershipLost)
+	assert.ErrorIs(t, <-h1.result, ErrOwnershipLost)
 	at := h2.waitStarted(t, time.Minute)
 	assert.True(t, ended.Before(at), "the old holder's context ended before the new holder started")
 	h2.cancel()

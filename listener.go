@@ -69,7 +69,7 @@ type Listener[T any] struct {
 	storage   []StorageMiddleware
 	invoke    func(ctx context.Context, c *Call) error
 	doStorage func(ctx context.Context, op *StorageOp) error
-	tx        Counter
+	tx        counter
 	running   atomic.Bool
 }
 
@@ -154,7 +154,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 // State returns the listener's counters now.
 func (l *Listener[T]) State() State {
 	s := l.stats.snapshot()
-	s.Transactions = l.tx.Snapshot()
+	s.Transactions = l.tx.snapshot()
 	s.LastError, s.LastErrorAt = l.health.last()
 	s.Fatal, s.FatalSince = l.health.fatalState(time.Now())
 	s.PayloadBytes = l.budget.held.Load()
@@ -203,7 +203,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	// Run's own cancellation, for a FatalTimeout to end what ctx would.
 	ctx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	s := &session{run: CountTransactions(ctx, &l.tx), workers: workers{ch: make(chan work)}}
+	s := &session{run: countIn(ctx, &l.tx), workers: workers{ch: make(chan work)}}
 	if l.opts.CreateQueue {
 		if err := l.createQueue(s.run); err != nil || s.run.Err() != nil {
 			return err

@@ -278,12 +278,7 @@ func (s *PayloadStore) remove(ctx context.Context, id string) error {
 
 // err wraps a failed blob request.
 func (s *PayloadStore) err(o Op, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	se := storageError(o, "", err).(*StorageError)
-	se.Blob = s.name + "/" + id
-	return se
+	return blobError(o, s.name+"/"+id, err)
 }
 
 type readSeekNopCloser struct{ io.ReadSeeker }

@@ -151,12 +151,12 @@ type SentBatch struct {
 // (write the blob, send the pointer, a share of a receive, read the blob,
 // delete the message, delete the blob), where n single messages cost about 2n.
 //
-// It fails before any request with ErrEmptyBatch, with ErrNoBlobService when
+// It fails before any request with a *ConfigError for no items, with ErrNoBlobService when
 // the publisher has no payload store, and with ErrPayloadTooLarge when the
 // batch exceeds the publisher's PayloadLimits.
 func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, error) {
 	if len(items) == 0 {
-		return SentBatch{}, ErrEmptyBatch
+		return SentBatch{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
 	}
 	if p.store == nil {
 		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", p.noStore())

@@ -25,7 +25,7 @@ type Queue struct {
 	name    string
 	account *Account // nil for a queue opened with its own SAS URL
 	client  *azqueue.QueueClient
-	tx      *Counter
+	tx      *counter
 	sent    syncx.Subscribers // woken after each send through this *Queue
 }
 
@@ -52,7 +52,7 @@ func (q *Queue) Name() string { return q.name }
 func (q *Queue) Account() *Account { return q.account }
 
 // Transactions counts the requests made on this queue, by anyone in this process.
-func (q *Queue) Transactions() Transactions { return q.tx.Snapshot() }
+func (q *Queue) Transactions() Transactions { return q.tx.snapshot() }
 
 // PoisonQueue is where a listener on q moves messages it gives up on:
 // "<name>-poison" in the same account. It is nil for a queue opened with

@@ -211,14 +211,14 @@ func TestQueueCountsEveryRetryOfARequest(t *testing.T) {
 	assert.EqualValues(t, 3, q.Transactions().Receive, "two 503s and the attempt that worked")
 	assert.EqualValues(t, 1, q.Transactions().EmptyReceive, "one call found nothing")
 
-	var c Counter
 	failures.set(100)
-	_, err = q.Receive(CountTransactions(ctx, &c), 32, time.Second)
+	counted, c := CountTransactions(ctx)
+	_, err = q.Receive(counted, 32, time.Second)
 	var se *StorageError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
 	assert.Equal(t, "ServerBusy", se.Code)
-	assert.EqualValues(t, 4, c.Snapshot().Receive, "MaxRetries 3: four billable attempts")
+	assert.EqualValues(t, 4, c().Receive, "MaxRetries 3: four billable attempts")
 	assert.Contains(t, err.Error(), "503 ServerBusy")
 }
 

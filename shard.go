@@ -315,7 +315,7 @@ func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions)
 // SendKeyed puts text on the shard KeyShard(key, number of shards) picks,
 // over all shards of the set (also when called on a Subset), so every
 // message of a key is on one shard and reaches one listener instance. If
-// that shard is backed off it fails with ErrShardUnavailable rather than
+// that shard is backed off it fails with ErrNoHealthyShard rather than
 // sending elsewhere, which would break that promise; the caller retries
 // later. The key is not stored and not logged.
 func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error) {
@@ -325,7 +325,7 @@ func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *Se
 	i := KeyShard(key, len(s.set.shards))
 	if !s.set.available(i, s.set.now()) {
 		_, until, last := s.set.retryAt(i)
-		return "", fmt.Errorf("%w: shard %q, until %s: %w", ErrShardUnavailable, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
+		return "", fmt.Errorf("%w: the key's shard %q is backed off until %s: %w", ErrNoHealthyShard, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
 	}
 	id, err := s.set.shards[i].Send(ctx, text, opts)
 	s.set.record(ctx, i, err)

@@ -264,7 +264,7 @@ func TestShardedQueueRoutesAroundAThrottledShard(t *testing.T) {
 	})
 	hits := f.hits.Load()
 	_, err = sq.SendKeyed(context.Background(), key, "k", nil)
-	assert.ErrorIs(t, err, ErrShardUnavailable)
+	assert.ErrorIs(t, err, ErrNoHealthyShard)
 	assert.Equal(t, hits, f.hits.Load(), "no request to a backed-off shard")
 
 	// Once it recovers, it takes its share again.

@@ -71,15 +71,15 @@ func (t Transactions) Blob() int64 {
 	return t.BlobRead + t.BlobWrite + t.BlobDelete + t.BlobLease + t.BlobList
 }
 
-// Counter accumulates Transactions. It is safe for concurrent use; the zero
-// value is ready. Attach one to a context with CountTransactions to learn what
-// a piece of work cost.
-type Counter struct{ c txcount.Counter }
+// counter accumulates Transactions: an account's, a queue's, a listener's,
+// or one a context carries. It is safe for concurrent use; the zero value
+// is ready.
+type counter struct{ c txcount.Counter }
 
-func (c *Counter) add(o Op) { c.c.Add(o.counted()) }
+func (c *counter) add(o Op) { c.c.Add(o.counted()) }
 
-// Snapshot returns the counts so far.
-func (c *Counter) Snapshot() Transactions {
+// snapshot returns the counts so far.
+func (c *counter) snapshot() Transactions {
 	return Transactions{
 		Receive:      c.c.Load(txcount.Receive),
 		EmptyReceive: c.c.Empty(),
@@ -97,31 +97,36 @@ func (c *Counter) Snapshot() Transactions {
 	}
 }
 
-// CountTransactions returns a copy of ctx in which every storage request this
-// package makes is also counted in c (besides the queue's and the account's
-// own counters), and so is every call on a memqueue.Queue. Contexts nest: an
-// inner counter does not hide an outer one.
-func CountTransactions(ctx context.Context, c *Counter) context.Context {
-	return txcount.With(ctx, &c.c)
+// CountTransactions returns a copy of ctx in which every storage request
+// this package makes is counted (besides the queue's and the account's own
+// counts), and so is every call on a memqueue.Queue, and a function that
+// returns the counts so far: what a piece of work cost. Contexts nest: an
+// inner count does not hide an outer one.
+func CountTransactions(ctx context.Context) (context.Context, func() Transactions) {
+	c := new(counter)
+	return countIn(ctx, c), c.snapshot
 }
+
+// countIn returns a copy of ctx whose requests c counts too.
+func countIn(ctx context.Context, c *counter) context.Context { return txcount.With(ctx, &c.c) }
 
 // requestTag says what a request is and which queue's counter it belongs to
 // (nil for blob requests).
 type requestTag struct {
 	op    Op
-	queue *Counter
+	queue *counter
 }
 
 type requestTagKey struct{}
 
-func tagRequest(ctx context.Context, o Op, queue *Counter) context.Context {
+func tagRequest(ctx context.Context, o Op, queue *counter) context.Context {
 	return context.WithValue(ctx, requestTagKey{}, requestTag{op: o, queue: queue})
 }
 
 // countingPolicy sits in the SDK pipeline's per-retry slot, so it sees every
 // HTTP attempt, and counts it in the account's counter, the queue's counter
 // and every counter attached to the request's context.
-type countingPolicy struct{ account *Counter }
+type countingPolicy struct{ account *counter }
 
 func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
 	ctx := req.Raw().Context()

@@ -320,7 +320,7 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // attempt: a call refused by a fault hook is counted (the service bills a
 // throttled request), a call whose arguments an azdispatch.Queue would
 // refuse before any request is not. EmptyReceive counts the receives that
-// returned nothing. Each call is also counted in every [azdispatch.Counter]
+// returned nothing. Each call is also counted in every count
 // its context carries ([azdispatch.CountTransactions]), so a Listener's
 // State().Transactions counts its requests on a memqueue as on a Queue.
 func (q *Queue) Transactions() azdispatch.Transactions {

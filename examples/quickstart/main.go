@@ -64,8 +64,7 @@ func run(orders int, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	var publishing azdispatch.Counter // what sending costs, counted apart
-	sendCtx := azdispatch.CountTransactions(ctx, &publishing)
+	sendCtx, publishing := azdispatch.CountTransactions(ctx) // what sending costs, counted apart
 	for i := 1; i <= orders; i++ {
 		if _, err := publisher.Send(sendCtx, Order{ID: i, Amount: float64(i) * 1.5}); err != nil {
 			return err
@@ -141,7 +140,7 @@ func run(orders int, verbose bool) error {
 	fmt.Printf("  poisoned   %4d  moved to %q\n", s.Poisoned, queue.PoisonQueue().Name())
 	fmt.Printf("  transactions by the listener: %d = %.2f per message (%d receives, %d of them empty; %d deletes; %d updates; %d poison-queue sends, %d create)\n",
 		tx.Total(), float64(tx.Total())/float64(sent), tx.Receive, tx.EmptyReceive, tx.Delete, tx.Update, tx.Send, tx.Create)
-	pub := publishing.Snapshot()
+	pub := publishing()
 	fmt.Printf("  transactions by the publisher: %d (%d sends, %d create)\n", pub.Total(), pub.Send, pub.Create)
 
 	// What the poison queue holds: the original text and why.
