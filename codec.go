@@ -90,7 +90,7 @@ func (rawCodec) Encode(v any) (string, error) {
 	case *[]byte:
 		return string(*x), nil
 	}
-	return "", fmt.Errorf("%w: raw codec encodes string or []byte, not %T", ErrUnsupportedType, v)
+	return "", &ConfigError{Field: "value", Reason: fmt.Sprintf("the raw codec encodes string or []byte, not %T", v)}
 }
 
 func (rawCodec) Decode(text string, v any) error {
@@ -102,7 +102,7 @@ func (rawCodec) Decode(text string, v any) error {
 		*x = []byte(text)
 		return nil
 	}
-	return fmt.Errorf("%w: raw codec decodes into *string or *[]byte, not %T", ErrUnsupportedType, v)
+	return &ConfigError{Field: "value", Reason: fmt.Sprintf("the raw codec decodes into *string or *[]byte, not %T", v)}
 }
 
 // checkCodecType tells, before any message arrives, whether codec can decode

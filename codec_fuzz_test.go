@@ -152,7 +152,7 @@ func FuzzCodecBase64(f *testing.F) {
 		require.NoError(t, err)
 		assert.Equal(t, text, enc)
 		var n int
-		assert.ErrorIs(t, Raw().Decode(text, &n), ErrUnsupportedType)
+		assert.ErrorIs(t, Raw().Decode(text, &n), ErrInvalidConfig)
 	})
 }
 

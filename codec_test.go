@@ -45,8 +45,8 @@ func TestCodecsRoundTrip(t *testing.T) {
 	assert.Equal(t, []byte{0, 1, 0xff}, b, "binary through base64")
 
 	_, err = Raw().Encode(42)
-	assert.ErrorIs(t, err, ErrUnsupportedType)
-	assert.ErrorIs(t, Raw().Decode("x", new(int)), ErrUnsupportedType)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.ErrorIs(t, Raw().Decode("x", new(int)), ErrInvalidConfig)
 	assert.Error(t, Base64(JSON()).Decode("not base64!", &s))
 }
 

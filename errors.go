@@ -58,10 +58,6 @@ var (
 	// poison envelope written by this package.
 	ErrNotPoison = errors.New("azdispatch: not a poison envelope")
 
-	// ErrUnsupportedType is returned by a codec asked to encode or decode a
-	// type it does not handle.
-	ErrUnsupportedType = errors.New("azdispatch: type not supported by codec")
-
 	// ErrNoBlobService is matched by the error of a feature that needs a
 	// blob service and has none: an account whose blob service URL is not
 	// known (set AccountOptions.BlobServiceURL) for payloads and leases; a
@@ -175,15 +171,10 @@ type PanicError struct {
 // Error gives the panic value (the stack is in Stack).
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
-// DecodeError reports a message text the codec could not turn into the
-// listener's type. Such messages are poisoned without reaching the handler.
-type DecodeError struct{ Err error }
-
-// Error is the codec's message.
-func (e *DecodeError) Error() string { return "decode: " + e.Err.Error() }
-
-// Unwrap returns the codec's error.
-func (e *DecodeError) Unwrap() error { return e.Err }
+// decodeFailed is the poison reason of a message text the codec could not
+// turn into the listener's type: such messages are poisoned without
+// reaching the handler.
+func decodeFailed(err error) string { return "decode: " + err.Error() }
 
 // StorageError reports a failed storage request. Its message names the
 // operation, the queue and the service's status and error code, and never a

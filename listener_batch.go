@@ -196,7 +196,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	if err := l.decode(text, &m.Body); err != nil {
 		if _, ok := b.finish(i); ok {
 			defer b.release()
-			b.poisonItem(i, text, (&DecodeError{Err: err}).Error())
+			b.poisonItem(i, text, decodeFailed(err))
 		}
 		return
 	}

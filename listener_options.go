@@ -131,11 +131,11 @@ type ListenerOptions struct {
 	Logger *slog.Logger
 
 	// Payloads is where the listener reads offloaded payloads (batches and
-	// large messages) that pointer messages name. Defaults to the store of a
-	// *Queue's account (container DefaultPayloadContainer); a ShardedQueue,
-	// whose shards may sit in several accounts, has none: give its listeners
-	// the store its publishers use. A listener with
-	// none (a queue opened by SAS URL) poisons pointer messages with
+	// large messages) that pointer messages name: the store its publishers
+	// use. Defaults to the source's own store, if it is a [PayloadStorer]:
+	// for a [*Queue], its account's (container "azdispatch-payloads"); for a
+	// [ShardedQueue], the one its options name or its first shard's. A
+	// listener with none (a queue opened by SAS URL) poisons pointer messages with
 	// ErrNoBlobService as the reason; their blobs are then not marked as
 	// poisoned, so requeue them before Sweep's rule lets their blobs go.
 	Payloads *PayloadStore

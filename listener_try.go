@@ -171,7 +171,7 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 	}
 	m := &h.m
 	if err := l.decode(text, &m.Body); err != nil {
-		return poison((&DecodeError{Err: err}).Error())
+		return poison(decodeFailed(err))
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue
 	// A message waits here, hidden and renewed, while batch items hold

@@ -21,13 +21,13 @@ import (
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// DefaultPayloadContainer is the blob container, one per account, that holds
+// defaultPayloadContainer is the blob container, one per account, that holds
 // the offloaded payloads of every queue in the account. One container rather
 // than one per queue: a queue name may take 56 of a container name's 63
 // characters, so "<queue>-payloads" would not fit, and one container is
 // created once and swept with one listing. Each blob's metadata names the
 // queue it was sent to.
-const DefaultPayloadContainer = "azdispatch-payloads"
+const defaultPayloadContainer = "azdispatch-payloads"
 
 // PayloadStore is the blob container where publishers offload batches and
 // large messages and where listeners read them back. It is safe for
@@ -41,10 +41,10 @@ type PayloadStore struct {
 }
 
 // Payloads returns the account's default payload store, the container
-// DefaultPayloadContainer. It makes no request. It fails with
+// "azdispatch-payloads". It makes no request. It fails with
 // ErrNoBlobService when the account's blob service is unknown.
 func (a *Account) Payloads() (*PayloadStore, error) {
-	return a.PayloadStore(DefaultPayloadContainer)
+	return a.PayloadStore(defaultPayloadContainer)
 }
 
 // PayloadStore returns a payload store in the named container of this

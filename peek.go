@@ -5,51 +5,42 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 )
 
-// PeekedMessage is a message seen by Peek: its text and counts as stored,
-// without a pop receipt, so it cannot be deleted or hidden through it.
-type PeekedMessage struct {
-	ID           string
-	Text         string // the message text exactly as stored
-	DequeueCount int64  // how often it has been received; a peek does not add to it
-	InsertedAt   time.Time
-	ExpiresAt    time.Time
-	Queue        string // the queue it is in: for a ShardedQueue, the shard's name
-}
-
 // Peek returns up to max (1 to MaxBatch) visible messages from the front of
 // the queue without receiving them: they stay visible, keep their dequeue
 // count, and no pop receipt is issued (the service's Peek Messages). Hidden
 // messages (received and not yet settled, or sent with a delay) are not
 // seen. A queue that does not exist has nothing to peek: Peek returns no
-// messages and no error, as Depth returns 0.
+// messages and no error, as Depth returns 0. A peeked message is a
+// [Delivery] with no Receipt and no NextVisibleAt: it cannot be deleted or
+// hidden through it, and its DequeueCount is how often it has been
+// received (a peek does not add to it).
 //
 // A peek is a billable request like any other; it is counted in
 // Transactions.Other, since it is neither a receive (it hides nothing) nor a
 // read of the queue's properties.
-func (q *Queue) Peek(ctx context.Context, max int) ([]*PeekedMessage, error) {
+func (q *Queue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 	if err := checkCount("Peek's max", max); err != nil {
 		return nil, err
 	}
-	resp, err := q.client.PeekMessages(tagRequest(ctx, opOther, q.tx), &azqueue.PeekMessagesOptions{NumberOfMessages: to.Ptr(int32(max))})
+	resp, err := q.client.PeekMessages(tagRequest(ctx, opPeek, q.tx), &azqueue.PeekMessagesOptions{NumberOfMessages: to.Ptr(int32(max))})
 	if err != nil {
 		if queueerror.HasCode(err, queueerror.QueueNotFound) {
 			return nil, nil
 		}
-		return nil, peekError(q.name, err)
+		return nil, storageError(opPeek, q.name, err)
 	}
-	out := make([]*PeekedMessage, 0, len(resp.Messages))
+	out := make([]*Delivery, 0, len(resp.Messages))
 	for _, m := range resp.Messages {
 		if m == nil || m.MessageID == nil {
 			continue // malformed response entry
 		}
-		out = append(out, &PeekedMessage{
+		out = append(out, &Delivery{
 			ID:           *m.MessageID,
 			Text:         deref(m.MessageText),
 			DequeueCount: deref(m.DequeueCount),
@@ -61,21 +52,9 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*PeekedMessage, error) {
 	return out, nil
 }
 
-// peekError is storageError under the operation's own name: the request is
-// counted as "other", but an operator reading the error wants to know it was
-// a peek.
-func peekError(queue string, err error) error {
-	err = storageError(opOther, queue, err)
-	var se *StorageError
-	if errors.As(err, &se) {
-		se.Op = "peek"
-	}
-	return err
-}
-
 // peeker is a shard that can peek, as a *Queue can.
 type peeker interface {
-	Peek(ctx context.Context, max int) ([]*PeekedMessage, error)
+	Peek(ctx context.Context, max int) ([]*Delivery, error)
 }
 
 // Peek returns up to max (1 to MaxBatch) visible messages from the front of
@@ -86,11 +65,11 @@ type peeker interface {
 // Shards backed off after failures are asked too: a peek is an operator's
 // look, and should show what is there rather than what the sharded queue
 // thinks of its shards.
-func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*PeekedMessage, error) {
+func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 	if err := checkCount("Peek's max", max); err != nil {
 		return nil, err
 	}
-	got := make([][]*PeekedMessage, len(s.members))
+	got := make([][]*Delivery, len(s.members))
 	errs := make([]error, len(s.members))
 	var wg sync.WaitGroup
 	for k, i := range s.members {
@@ -109,7 +88,7 @@ func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*PeekedMessage, err
 		})
 	}
 	wg.Wait()
-	var out []*PeekedMessage
+	var out []*Delivery
 	for _, msgs := range got {
 		out = append(out, msgs...)
 	}

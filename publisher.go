@@ -25,11 +25,12 @@ type PublisherOptions struct {
 	// *Queue are woken without it.
 	OnSent func(ctx context.Context, id string)
 	// Payloads is where batches and messages too large for the queue are
-	// offloaded. Defaults to the store of a *Queue's account (container
-	// DefaultPayloadContainer); a ShardedQueue, whose shards may sit in
-	// several accounts, has none: give its publishers and listeners one
-	// store. Without a store (or for a queue opened by SAS URL), SendBatch
-	// and large messages fail with ErrNoBlobService.
+	// offloaded. Defaults to the target's own store, if it is a
+	// [PayloadStorer]: for a [*Queue], its account's (container
+	// "azdispatch-payloads"); for a [ShardedQueue], the one its options name
+	// or its first shard's. Without a store (a queue opened by SAS URL, a
+	// Target of your own), SendBatch and large messages fail with
+	// [ErrNoBlobService].
 	Payloads *PayloadStore
 	// PayloadLimits are refused before any request, so that nothing is sent
 	// that a listener with the same limits would poison. Zero fields mean

@@ -616,7 +616,7 @@ func TestShardedQueueOffloadsThroughAPayloadStoreOfItsOwn(t *testing.T) {
 	sq := shardedQueue(t, 4, nil, accts...)
 	store := sq.PayloadStore()
 	require.NotNil(t, store, "the first account's store")
-	assert.Equal(t, DefaultPayloadContainer, store.Container())
+	assert.Equal(t, defaultPayloadContainer, store.Container())
 	require.NotNil(t, sq.PoisonQueue())
 	assert.Same(t, store, sq.PoisonQueue().PayloadStore(), "its poison queue shares it")
 

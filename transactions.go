@@ -36,7 +36,8 @@ const (
 	opBlobDelete Op = "blob delete" // Delete Blob
 	opBlobLease  Op = "blob lease"  // Lease Blob
 	opBlobList   Op = "blob list"   // List Blobs
-	opOther      Op = "other"       // Peek Messages, and whatever else
+	opPeek       Op = "peek"        // Peek Messages, counted in Other
+	opOther      Op = "other"       // whatever else
 )
 
 // counted is where o is counted in a Transactions.

@@ -83,7 +83,7 @@ func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 	return v
 }
 
-func newMessageView(m *azdispatch.PeekedMessage) messageView {
+func newMessageView(m *azdispatch.Delivery) messageView {
 	v := messageView{Queue: m.Queue, ID: m.ID, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, ExpiresAt: m.ExpiresAt, Text: m.Text}
 	v.Kind, v.Pointer, v.Poison, v.Metadata = textKind(m.Text)
 	return v
@@ -167,7 +167,7 @@ payload (claim check), a poison envelope, or plain text. One request per queue.`
 }
 
 // fullQueues lists the queues from which a peek of n got n messages.
-func fullQueues(msgs []*azdispatch.PeekedMessage, n int) []string {
+func fullQueues(msgs []*azdispatch.Delivery, n int) []string {
 	count := map[string]int{}
 	var order []string
 	for _, m := range msgs {

@@ -45,7 +45,7 @@ func (f *targetFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.shards, "shards", 0, "how many shards (`N`) the set named by -base has")
 	fs.Var(&f.accountEnv, "account-env", "an environment `variable` holding an account's connection string; repeat for a set over several accounts, in order (default "+defaultAccountEnv+")")
 	fs.Var(&f.accountURL, "account-url", "an account's queue service `URL` (https://<account>.queue.core.windows.net), signed in with DefaultAzureCredential; repeat for several accounts")
-	fs.StringVar(&f.payloadContainer, "payload-container", azdispatch.DefaultPayloadContainer, "the blob `container` of offloaded payloads, in the first account")
+	fs.StringVar(&f.payloadContainer, "payload-container", "azdispatch-payloads", "the blob `container` of offloaded payloads, in the first account")
 	fs.IntVar(&f.retries, "retries", 3, "SDK retries of a failed request (0 for none)")
 }
 
@@ -194,5 +194,5 @@ func (t *target) units() []unit {
 
 // peekable is a queue that can be peeked, as a *Queue can.
 type peekable interface {
-	Peek(ctx context.Context, max int) ([]*azdispatch.PeekedMessage, error)
+	Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
 }
