@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/redact"
@@ -218,20 +217,9 @@ func (e *StorageError) Unwrap() error { return e.Err }
 func (e *StorageError) Is(target error) bool {
 	switch target {
 	case ErrOwnershipLost:
-		return e.ownershipLost()
+		return answer{e.StatusCode, e.Code}.receiptStale(e.Op)
 	case ErrFatal:
 		return e.Fatal()
-	}
-	return false
-}
-
-func (e *StorageError) ownershipLost() bool {
-	if e.Op != OpDelete && e.Op != OpUpdate {
-		return false
-	}
-	switch queueerror.Code(e.Code) {
-	case queueerror.PopReceiptMismatch, queueerror.MessageNotFound, queueerror.QueueNotFound:
-		return true
 	}
 	return false
 }

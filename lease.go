@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -265,33 +264,4 @@ func (l *Lease) release(ctx context.Context) {
 		return
 	}
 	l.log.Info("lease released")
-}
-
-// statusOf is the HTTP status of a failed request, 0 if none came back.
-func statusOf(err error) int {
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode
-	}
-	return 0
-}
-
-// held: another contender holds the lease (409 LeaseAlreadyPresent).
-func held(err error) bool { return statusOf(err) == http.StatusConflict }
-
-// missing: the container or blob does not exist yet.
-func missing(err error) bool { return statusOf(err) == http.StatusNotFound }
-
-// conflict: it exists already, or is leased by someone else (both fine for creation).
-func conflict(err error) bool {
-	s := statusOf(err)
-	return s == http.StatusConflict || s == http.StatusPreconditionFailed
-}
-
-// leaseGone: the service answered that this holder's lease is not the
-// blob's lease any more (another ID, expired and taken, broken, or the blob
-// is gone). Throttling and timeouts are not proof and are retried.
-func leaseGone(err error) bool {
-	s := statusOf(err)
-	return s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests
 }

@@ -3,12 +3,9 @@ package azdispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -224,12 +221,6 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 		}
 	}
 	return res, nil
-}
-
-// isQueueNotFound reports whether err says the queue does not exist.
-func isQueueNotFound(err error) bool {
-	var se *StorageError
-	return errors.As(err, &se) && queueerror.Code(se.Code) == queueerror.QueueNotFound
 }
 
 // envelopeKey names the message an envelope holds: the original message's

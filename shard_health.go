@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -17,37 +16,6 @@ type ShardHealth struct {
 	LastError error     // the failure that backed it off
 }
 
-// fault classifies an error of a shard request: whether it says the shard
-// is unwell (so it should be backed off), and whether it says the whole
-// account endpoint is (a transport failure: refused connection, DNS,
-// timeout, with no HTTP answer at all). Errors about the message or the
-// caller (a too large text, a stale pop receipt, a context the caller
-// ended, a request the service calls bad) are not the shard's fault.
-func fault(ctx context.Context, err error) (shard, account bool) {
-	if err == nil || ctx.Err() != nil {
-		return false, false
-	}
-	for _, notShard := range []error{ErrMessageTooLarge, ErrInvalidText, ErrInvalidConfig, ErrOwnershipLost} {
-		if errors.Is(err, notShard) {
-			return false, false
-		}
-	}
-	var se *StorageError
-	if errors.As(err, &se) {
-		switch se.StatusCode {
-		case 0:
-			return true, true
-		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
-			// The request was wrong (a delay not shorter than the TTL,
-			// say): every shard would answer the same.
-			return false, false
-		}
-	}
-	// 503 ServerBusy, 500 OperationTimedOut, a queue that is gone and cannot
-	// be made again, a revoked credential: all of them are this shard's.
-	return true, false
-}
-
 // throttledMax caps the back-off of a shard that answers 503 ServerBusy
 // (its queue, or its account's requests, ingress or egress, over target).
 // Such a shard is alive and over a target that is a rate per second: it
@@ -56,12 +24,6 @@ func fault(ctx context.Context, err error) (shard, account bool) {
 // simulated load test's drain-unpaced variant throttles shards this way).
 // Other 503s, like other failures, back off up to RetryMax.
 const throttledMax = time.Second
-
-// throttled reports whether err is the service throttling: 503 ServerBusy.
-func throttled(err error) bool {
-	var se *StorageError
-	return errors.As(err, &se) && se.StatusCode == http.StatusServiceUnavailable && se.Code == "ServerBusy"
-}
 
 // Health returns the state of each shard of this view, in order.
 func (s *ShardedQueue) Health() []ShardHealth {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
 // DepthOptions configures a [DepthHandler]. Nil, or a zero field, means the
@@ -174,7 +175,7 @@ func (h *DepthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *DepthHandler) reading(ctx context.Context) (*depthCall, error) {
 	h.mu.Lock()
 	c := h.last
-	if c != nil && !isDone(c.done) {
+	if c != nil && !syncx.IsClosed(c.done) {
 		h.mu.Unlock()
 		select {
 		case <-c.done:
@@ -199,15 +200,6 @@ func (h *DepthHandler) reading(ctx context.Context) (*depthCall, error) {
 	defer cancel()
 	c.code, c.body = h.read(rctx)
 	return c, nil
-}
-
-func isDone(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // read asks every shard for its depth in parallel and sums them; any

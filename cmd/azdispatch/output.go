@@ -9,9 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // Exit codes, as the help and the README document them.
@@ -97,10 +97,7 @@ func stamp(t time.Time) string {
 func preview(s string, max int) string {
 	cut := false
 	if len(s) > max {
-		s = s[:max]
-		for !utf8.ValidString(s) && len(s) > 0 {
-			s = s[:len(s)-1]
-		}
+		s = xmltext.TruncateUTF8(s, max)
 		cut = true
 	}
 	q := strconv.Quote(s)
