@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -58,7 +59,7 @@ type Listener[T any] struct {
 	// gate books the turns of RateLimit before each receive; nil without
 	// one.
 	gate   *ratelimit.Gate
-	memo   *handledMemo // handled, not yet deleted
+	memo   *memo.Memo // handled, not yet deleted
 	budget *payloadBudget
 	health health
 	stats  stats
@@ -94,9 +95,14 @@ type session struct {
 	// watch renews messages that run long and times out handler calls.
 	watch *watch
 	// settle hands out the contexts of deletes, releases, renewals and
-	// poison moves.
-	settle settleContexts
+	// poison moves: they keep the session's values (its transaction
+	// counter) but not its cancellation, so that a shutdown settles what it
+	// finished, and end settleTimeout after.
+	settle syncx.Deadlines
 }
+
+// settleTimeout bounds a delete, release, renewal or poison move.
+const settleTimeout = 30 * time.Second
 
 // NewListener returns a listener that runs handler for every message from
 // source. Nil opts means defaults; an invalid field is reported as a
@@ -129,7 +135,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		asked:     make(chan struct{}, 1),
 		seats:     make(chan *syncx.Slots, o.MaxDequeuers),
 		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
-		memo:      newHandledMemo(),
+		memo:      memo.New(),
 		budget:    newPayloadBudget(o.PayloadMemory, gcPercent()),
 	}
 	for range o.MaxDequeuers {
@@ -213,11 +219,11 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	defer stopWork(nil)
 	s.work = work
 	s.detached = context.WithoutCancel(work)
-	s.settle.base = s.detached
-	defer s.settle.stop()
+	s.settle.Base, s.settle.Timeout = s.detached, settleTimeout
+	defer s.settle.Stop()
 	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
 	s.watch.timedOut = l.reappears
-	s.watch.remember = func(t *try) { l.memo.remember(t.d, settledHandled) }
+	s.watch.remember = func(t *try) { l.memo.Remember(t.d.ID, t.d.Text, memo.Handled) }
 	s.watch.every(workerIdle, s.workers.retireIdle)
 	var watching sync.WaitGroup
 	stopWatch := make(chan struct{})

@@ -239,7 +239,7 @@ func (b *batchRun[T]) record(i int, text string, a action) {
 // the item stays undone, for the batch's next try.
 func (b *batchRun[T]) poisonItem(i int, text, reason string) {
 	l, d := b.l, b.t.d
-	ctx := b.t.s.settle.get()
+	ctx := b.t.s.settle.Get()
 	env := newPoisonEnvelope(l.src.Name(), d, reason, time.Now())
 	env.Batch, env.Item, env.Body = b.p.Blob, i, text
 	// The batch's metadata goes with the item, so that a requeued item

@@ -299,7 +299,7 @@ func (l *Listener[T]) releaseNow(s *session, slots *syncx.Slots, batch []*Delive
 			if slots != nil {
 				defer slots.Give(1)
 			}
-			l.count(l.release(s.settle.get(), d, 0, visibleBy), &l.stats.released)
+			l.count(l.release(s.settle.Get(), d, 0, visibleBy), &l.stats.released)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
@@ -137,13 +138,13 @@ func (l *Listener[T]) settle(t *try, a action) {
 			lost = r.stop()
 		}
 		if late {
-			l.memo.remember(d, settledHandled)
+			l.memo.Remember(d.ID, d.Text, memo.Handled)
 		}
 	} else if r := t.s.watch.removeTry(t); r != nil {
 		lost = r.stop()
 	}
 	t.end(nil)
-	ctx := t.s.settle.get()
+	ctx := t.s.settle.Get()
 	if lost || a.kind == actLost {
 		t.s.watch.removeTry(t)
 		t.save(ctx)
@@ -163,7 +164,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 		if err != nil {
 			l.storageFailed(err)
 			if handled {
-				l.memo.remember(d, settledHandled)
+				l.memo.Remember(d.ID, d.Text, memo.Handled)
 			}
 			// Record what is done, so the next delivery only deletes.
 			t.save(ctx)
@@ -173,7 +174,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 			return
 		}
 		l.storageSucceeded(OpDelete)
-		l.memo.forget(d)
+		l.memo.Forget(d.ID)
 		switch {
 		case a.poisonedBefore:
 			l.stats.poisoned.Add(1)
@@ -276,7 +277,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	// Remembered before the delete, as a success is: its next delivery
 	// here is deleted, not poisoned again, whenever it comes. Another
 	// listener would poison it again, and Requeue skips such a duplicate.
-	l.memo.remember(d, settledPoisoned)
+	l.memo.Remember(d.ID, d.Text, memo.Poisoned)
 	if err := l.srcDelete(ctx, d); err != nil {
 		l.storageFailed(err)
 		l.stats.lost.Add(1)
@@ -284,7 +285,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		log.Warn("copied to the poison queue but not deleted; its next delivery is only deleted", "err", err)
 		return
 	}
-	l.memo.forget(d)
+	l.memo.Forget(d.ID)
 	l.stats.poisoned.Add(1)
 	log.Warn("message poisoned")
 }

@@ -50,7 +50,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 			return
 		}
 		start := time.Now()
-		err := l.src.SetVisibility(t.s.settle.get(), d, vis)
+		err := l.src.SetVisibility(t.s.settle.Get(), d, vis)
 		var next time.Duration
 		switch {
 		case err == nil:

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
@@ -116,8 +117,8 @@ var errHandlerExited = errors.New("azdispatch: the handler ended its goroutine (
 func (l *Listener[T]) work(h *inHand[T]) action {
 	t := &h.t
 	d := t.d
-	switch l.memo.settled(d) {
-	case settledHandled:
+	switch l.memo.Settled(d.ID, d.Text) {
+	case memo.Handled:
 		// Handled before, but its delete failed: delete it now (and its
 		// payload blob, if any, after it), and do not count this delivery
 		// against it.
@@ -127,7 +128,7 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 			}
 		}
 		return action{kind: actDone, handledBefore: true}
-	case settledPoisoned:
+	case memo.Poisoned:
 		// Copied to the poison queue before, but not deleted: finish the
 		// move. Its payload blob stays, for the envelope.
 		return action{kind: actDone, poisonedBefore: true}

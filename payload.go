@@ -37,7 +37,7 @@ type PayloadStore struct {
 	client *container.Client
 	name   string
 	retry  policy.RetryOptions // the account's, for downloads to adapt
-	stall  blobStall
+	stall  payload.Stall
 }
 
 // Payloads returns the account's default payload store, the container
@@ -58,7 +58,7 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName, retry: a.retry, stall: defaultBlobStall}, nil
+	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName, retry: a.retry, stall: payload.DefaultStall}, nil
 }
 
 // Container is the store's container name.
@@ -160,14 +160,14 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 	// A download is bounded by its progress, not by the account's per-try
 	// timeout: a 64 MiB payload over a 1 MB/s link takes a minute, and a
 	// fixed 30 s limit would fail it on every try until it was poisoned.
-	ctx, done := s.stall.watch(ctx, p.Size)
+	ctx, done := s.stall.Watch(ctx, p.Size)
 	defer done()
 	retry := s.retry
 	retry.TryTimeout = 0
 	ctx = policy.WithRetryOptions(ctx, retry)
 	resp, err := s.client.NewBlobClient(p.Blob).DownloadStream(tagBlob(ctx, opBlobRead), nil)
 	if err != nil {
-		err = s.stall.explain(ctx, err)
+		err = s.stall.Explain(ctx, err)
 		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			return nil, fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, p.Blob)
 		}
@@ -180,7 +180,7 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 	// Exactly the size the pointer gives, read in place: a buffer that
 	// grows as it reads would copy the payload once or twice on the way.
 	data := make([]byte, p.Size)
-	body := s.stall.count(ctx, resp.Body)
+	body := s.stall.Count(ctx, resp.Body)
 	if n, err := io.ReadFull(body, data); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// The response said p.Size bytes (checked above): a body that
@@ -188,7 +188,7 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 			// short, and the next try may read it whole.
 			err = fmt.Errorf("the response ended after %d of its %d bytes: %w", n, p.Size, err)
 		}
-		return nil, s.err(opBlobRead, p.Blob, s.stall.explain(ctx, err))
+		return nil, s.err(opBlobRead, p.Blob, s.stall.Explain(ctx, err))
 	}
 	// One byte more tells a longer body from a correct one without
 	// reading the rest of it.

@@ -15,6 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // slowBlobTransport serves payload blob downloads through a slow link: 32 KiB
@@ -90,7 +92,7 @@ func TestBlobReadIsBoundedByProgressNotByTheTryTimeout(t *testing.T) {
 	require.NoError(t, err)
 	store, err := slowAccount.Payloads()
 	require.NoError(t, err)
-	store.stall = blobStall{window: 500 * time.Millisecond, minBytes: 64 << 10}
+	store.stall = payload.Stall{Window: 500 * time.Millisecond, MinBytes: 64 << 10}
 	var got atomic.Pointer[string]
 	cfg := quick()
 	cfg.Payloads = store
@@ -103,7 +105,7 @@ func TestBlobReadIsBoundedByProgressNotByTheTryTimeout(t *testing.T) {
 	stop := started(t, l)
 
 	waitFor(t, "a stalled download retried", func() bool { return l.State().Retried >= 1 })
-	assert.ErrorIs(t, l.State().LastError, errBlobStalled)
+	assert.ErrorIs(t, l.State().LastError, payload.ErrStalled)
 	slow.stall.Store(false)
 	waitFor(t, "handled over the slow link", func() bool { return l.State().Succeeded == 1 })
 	require.NoError(t, stop())

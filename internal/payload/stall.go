@@ -1,4 +1,4 @@
-package azdispatch
+package payload
 
 import (
 	"context"
@@ -10,35 +10,35 @@ import (
 	"time"
 )
 
-// errBlobStalled is the cause of a blob download given up for lack of
+// ErrStalled is the cause of a blob download given up for lack of
 // progress. The message is retried after its retry delay, like any failed
 // request.
-var errBlobStalled = errors.New("azdispatch: blob download stalled")
+var ErrStalled = errors.New("azdispatch: blob download stalled")
 
-// blobStall bounds a blob download by its progress instead of by a fixed
+// Stall bounds a blob download by its progress instead of by a fixed
 // time: it is given up when fewer than minBytes (or the rest of the blob,
 // if less) arrive in any window, the first window including the wait for
 // the response. A slow link still completes a large payload; a dead one is
 // found out within a window.
-type blobStall struct {
-	window   time.Duration
-	minBytes int64
+type Stall struct {
+	Window   time.Duration
+	MinBytes int64
 }
 
-// defaultBlobStall gives up below 64 KiB in 30 s, about 2 KB/s: a 64 MiB
+// DefaultStall gives up below 64 KiB in 30 s, about 2 KB/s: a 64 MiB
 // payload may take up to nine hours, and a connection that stops answering
 // costs 30 s, as the per-try timeout would.
-var defaultBlobStall = blobStall{window: 30 * time.Second, minBytes: 64 << 10}
+var DefaultStall = Stall{Window: 30 * time.Second, MinBytes: 64 << 10}
 
-// progressKey carries a download's byte count from watch to count.
+// progressKey carries a download's byte count from Watch to Count.
 type progressKey struct{}
 
-// watch returns a context for downloading size bytes that is cancelled,
-// with a cause wrapping errBlobStalled, when the download stalls, and the
+// Watch returns a context for downloading size bytes that is cancelled,
+// with a cause wrapping ErrStalled, when the download stalls, and the
 // function that ends the watch (call it once the download is over).
-func (b blobStall) watch(ctx context.Context, size int64) (context.Context, func()) {
-	if b.window <= 0 {
-		b = defaultBlobStall
+func (b Stall) Watch(ctx context.Context, size int64) (context.Context, func()) {
+	if b.Window <= 0 {
+		b = DefaultStall
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	read := new(atomic.Int64)
@@ -56,15 +56,15 @@ func (b blobStall) watch(ctx context.Context, size int64) (context.Context, func
 			return
 		}
 		n := read.Load()
-		if need := min(b.minBytes, size-last); n-last < need {
-			cancel(fmt.Errorf("%w: %d bytes in %v, fewer than %d", errBlobStalled, n-last, b.window, need))
+		if need := min(b.MinBytes, size-last); n-last < need {
+			cancel(fmt.Errorf("%w: %d bytes in %v, fewer than %d", ErrStalled, n-last, b.Window, need))
 			return
 		}
 		last = n
-		timer.Reset(b.window)
+		timer.Reset(b.Window)
 	}
 	mu.Lock()
-	timer = time.AfterFunc(b.window, check)
+	timer = time.AfterFunc(b.Window, check)
 	mu.Unlock()
 	return ctx, func() {
 		mu.Lock()
@@ -75,9 +75,9 @@ func (b blobStall) watch(ctx context.Context, size int64) (context.Context, func
 	}
 }
 
-// count wraps r so that what it reads counts as progress of the download
+// Count wraps r so that what it reads counts as progress of the download
 // watched by ctx.
-func (blobStall) count(ctx context.Context, r io.Reader) io.Reader {
+func (Stall) Count(ctx context.Context, r io.Reader) io.Reader {
 	read, _ := ctx.Value(progressKey{}).(*atomic.Int64)
 	if read == nil {
 		return r
@@ -85,9 +85,9 @@ func (blobStall) count(ctx context.Context, r io.Reader) io.Reader {
 	return &countingReader{r: r, read: read}
 }
 
-// explain replaces err by the stall that caused it, if one did.
-func (blobStall) explain(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); errors.Is(cause, errBlobStalled) {
+// Explain replaces err by the stall that caused it, if one did.
+func (Stall) Explain(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
 		return cause
 	}
 	return err

@@ -1,4 +1,7 @@
-package azdispatch
+// Package memo remembers messages a listener settled but has not yet
+// deleted, so that one that comes back meanwhile is deleted, not handled
+// or poisoned again.
+package memo
 
 import (
 	"hash/maphash"
@@ -6,13 +9,13 @@ import (
 	"sync/atomic"
 )
 
-// handledMemoSize bounds the messages a listener remembers as handled but
+// Size bounds the messages a listener remembers as handled but
 // not deleted: about 80 bytes each plus the IDs, under a megabyte. A
 // message forgotten past it is only handled once more, as at-least-once
 // allows.
-const handledMemoSize = 10_000
+const Size = 10_000
 
-// handledMemo remembers messages whose handler succeeded, from the moment
+// Memo remembers messages whose handler succeeded, from the moment
 // it returned until their delete succeeds, so that a message that comes
 // back meanwhile (its delete slow or failing, under sustained throttling
 // say) is deleted without running its handler again, and a message that
@@ -22,11 +25,11 @@ const handledMemoSize = 10_000
 //
 // A message is known by its ID, and checked against a hash of its text, so
 // that a message ID reused with other text (a Source of one's own may) is
-// not mistaken for it. It is bounded: past handledMemoSize the entry
+// not mistaken for it. It is bounded: past Size the entry
 // remembered longest ago is forgotten. Entries live in one slice, linked
 // in the order they were remembered, and are reused once forgotten: the
 // memo allocates nothing per message once it has grown.
-type handledMemo struct {
+type Memo struct {
 	seed maphash.Seed
 
 	size atomic.Int64 // len(index), read without the lock
@@ -44,30 +47,31 @@ type handledMemo struct {
 type memoEntry struct {
 	id         string
 	text       uint64
-	as         settledAs
+	as         As
 	prev, next int32
 }
 
-// settledAs is what had become of a remembered message.
-type settledAs uint8
+// As is what had become of a remembered message.
+type As uint8
 
 const (
-	settledHandled  settledAs = iota + 1 // its handler succeeded
-	settledPoisoned                      // it was copied to the poison queue
+	Handled  As = iota + 1 // its handler succeeded
+	Poisoned               // it was copied to the poison queue
 )
 
-func newHandledMemo() *handledMemo {
-	return &handledMemo{seed: maphash.MakeSeed(), index: map[string]int32{}, oldest: -1, newest: -1, free: -1}
+// New returns an empty memo.
+func New() *Memo {
+	return &Memo{seed: maphash.MakeSeed(), index: map[string]int32{}, oldest: -1, newest: -1, free: -1}
 }
 
-// remember records what became of d.
-func (m *handledMemo) remember(d *Delivery, as settledAs) {
-	text := maphash.String(m.seed, d.Text)
+// Remember records what became of the message id with text.
+func (m *Memo) Remember(id, text string, as As) {
+	hash := maphash.String(m.seed, text)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if i, ok := m.index[d.ID]; ok {
+	if i, ok := m.index[id]; ok {
 		e := &m.entries[i]
-		e.text, e.as = text, as
+		e.text, e.as = hash, as
 		return
 	}
 	var i int32
@@ -75,7 +79,7 @@ func (m *handledMemo) remember(d *Delivery, as settledAs) {
 	case m.free >= 0:
 		i = m.free
 		m.free = m.entries[i].next
-	case len(m.entries) < handledMemoSize:
+	case len(m.entries) < Size:
 		m.entries = append(m.entries, memoEntry{})
 		i = int32(len(m.entries) - 1)
 	default:
@@ -83,49 +87,50 @@ func (m *handledMemo) remember(d *Delivery, as settledAs) {
 		m.unlink(i)
 		delete(m.index, m.entries[i].id)
 	}
-	m.entries[i] = memoEntry{id: d.ID, text: text, as: as, prev: m.newest, next: -1}
+	m.entries[i] = memoEntry{id: id, text: hash, as: as, prev: m.newest, next: -1}
 	if m.newest >= 0 {
 		m.entries[m.newest].next = i
 	} else {
 		m.oldest = i
 	}
 	m.newest = i
-	m.index[d.ID] = i
+	m.index[id] = i
 	m.size.Store(int64(len(m.index)))
 }
 
-// settled reports what became of d before, if it is remembered; 0 if not.
-// While nothing is remembered it costs one atomic load.
-func (m *handledMemo) settled(d *Delivery) settledAs {
+// Settled reports what became of the message id with text before, if it
+// is remembered; 0 if not. While nothing is remembered it costs one atomic
+// load.
+func (m *Memo) Settled(id, text string) As {
 	if m.size.Load() == 0 {
 		return 0
 	}
 	m.mu.Lock()
-	i, ok := m.index[d.ID]
+	i, ok := m.index[id]
 	var e memoEntry
 	if ok {
 		e = m.entries[i]
 	}
 	m.mu.Unlock()
-	if !ok || e.text != maphash.String(m.seed, d.Text) {
+	if !ok || e.text != maphash.String(m.seed, text) {
 		return 0
 	}
 	return e.as
 }
 
-// forget drops d once it is deleted.
-func (m *handledMemo) forget(d *Delivery) {
+// Forget drops the message id once it is deleted.
+func (m *Memo) Forget(id string) {
 	if m.size.Load() == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i, ok := m.index[d.ID]
+	i, ok := m.index[id]
 	if !ok {
 		return
 	}
 	m.unlink(i)
-	delete(m.index, d.ID)
+	delete(m.index, id)
 	m.entries[i] = memoEntry{next: m.free}
 	m.free = i
 	m.size.Store(int64(len(m.index)))
@@ -133,7 +138,7 @@ func (m *handledMemo) forget(d *Delivery) {
 
 // unlink takes entry i out of the list from oldest to newest. The caller
 // holds m.mu.
-func (m *handledMemo) unlink(i int32) {
+func (m *Memo) unlink(i int32) {
 	e := &m.entries[i]
 	if e.prev >= 0 {
 		m.entries[e.prev].next = e.next

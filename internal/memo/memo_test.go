@@ -1,4 +1,4 @@
-package azdispatch
+package memo
 
 import (
 	"fmt"
@@ -12,47 +12,47 @@ import (
 
 func TestHandledMemoIsBoundedAndKnowsTextFromID(t *testing.T) {
 	t.Parallel()
-	m := newHandledMemo()
+	m := New()
 	first := &Delivery{ID: "m0", Text: "a"}
 	assert.Zero(t, m.settled(first))
-	m.remember(first, settledHandled)
-	assert.Equal(t, settledHandled, m.settled(first))
+	m.remember(first, Handled)
+	assert.Equal(t, Handled, m.settled(first))
 	assert.Zero(t, m.settled(&Delivery{ID: "m0", Text: "b"}), "the same ID with other text is another message")
 
-	for i := 1; i <= handledMemoSize; i++ {
-		m.remember(&Delivery{ID: fmt.Sprint("m", i), Text: "a"}, settledHandled)
+	for i := 1; i <= Size; i++ {
+		m.remember(&Delivery{ID: fmt.Sprint("m", i), Text: "a"}, Handled)
 	}
 	assert.Zero(t, m.settled(first), "the oldest is forgotten past the bound")
-	last := &Delivery{ID: fmt.Sprint("m", handledMemoSize), Text: "a"}
-	assert.Equal(t, settledHandled, m.settled(last))
-	assert.LessOrEqual(t, len(m.index), handledMemoSize)
+	last := &Delivery{ID: fmt.Sprint("m", Size), Text: "a"}
+	assert.Equal(t, Handled, m.settled(last))
+	assert.LessOrEqual(t, len(m.index), Size)
 
-	m.remember(last, settledPoisoned)
-	assert.Equal(t, settledPoisoned, m.settled(last), "the latest outcome is kept")
+	m.remember(last, Poisoned)
+	assert.Equal(t, Poisoned, m.settled(last), "the latest outcome is kept")
 	m.forget(last)
 	assert.Zero(t, m.settled(last))
 }
 
-// The memo behaves as a list of the last handledMemoSize messages
+// The memo behaves as a list of the last Size messages
 // remembered and not forgotten, whatever the order of remembering and
 // forgetting: checked against that model, step by step, from a seed.
 func TestHandledMemoAgreesWithAModel(t *testing.T) {
 	t.Parallel()
 	seed := rand.Uint64()
 	r := rand.New(rand.NewPCG(seed, 1))
-	m := newHandledMemo()
+	m := New()
 	var model []string // oldest first
-	outcome := map[string]settledAs{}
-	ids := handledMemoSize * 3 / 2
+	outcome := map[string]As{}
+	ids := Size * 3 / 2
 	for step := range 60_000 {
 		d := &Delivery{ID: fmt.Sprint("m", r.IntN(ids)), Text: "t"}
 		switch r.IntN(3) {
 		case 0, 1:
-			as := settledAs(1 + r.IntN(2))
+			as := As(1 + r.IntN(2))
 			m.remember(d, as)
 			if !slices.Contains(model, d.ID) {
 				model = append(model, d.ID)
-				if len(model) > handledMemoSize {
+				if len(model) > Size {
 					delete(outcome, model[0])
 					model = model[1:]
 				}
@@ -72,3 +72,10 @@ func TestHandledMemoAgreesWithAModel(t *testing.T) {
 		assert.Equal(t, outcome[id], m.settled(&Delivery{ID: id, Text: "t"}), "seed %d: %s", seed, id)
 	}
 }
+
+// Delivery stands for the listener's message in these tests.
+type Delivery struct{ ID, Text string }
+
+func (m *Memo) remember(d *Delivery, as As) { m.Remember(d.ID, d.Text, as) }
+func (m *Memo) settled(d *Delivery) As      { return m.Settled(d.ID, d.Text) }
+func (m *Memo) forget(d *Delivery)          { m.Forget(d.ID) }
