@@ -10,6 +10,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/redact"
+	"github.com/azdispatch/azdispatch/internal/sasperm"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -211,6 +212,17 @@ func (e *StorageError) Error() string {
 
 // Unwrap returns the cause.
 func (e *StorageError) Unwrap() error { return e.Err }
+
+// permissionHint says, for a request refused for want of a permission,
+// what the operation needs (see sasperm.Hint); "" for any other error.
+func (e *StorageError) permissionHint() string {
+	var req *http.Request
+	var re *azcore.ResponseError
+	if errors.As(e.Err, &re) && re.RawResponse != nil {
+		req = re.RawResponse.Request
+	}
+	return sasperm.Hint(string(e.Op), e.StatusCode, e.Code, req)
+}
 
 // Is reports ErrOwnershipLost for a stale pop receipt on a delete or
 // update, and ErrFatal for an error that retrying will not fix (see Fatal).

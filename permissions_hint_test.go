@@ -7,6 +7,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
 // refused is the error a storage call gets when the service answers status
@@ -68,5 +70,16 @@ func TestPermissionHintNamesWhatTheOperationNeeds(t *testing.T) {
 			`azdispatch: other on queue "orders": 403 AuthorizationPermissionMismatch`},
 	} {
 		assert.EqualError(t, c.err, c.want)
+	}
+}
+
+// The permission table names requests by Op's values: every request that
+// can be refused for a permission has a hint, so a renamed Op cannot
+// silently lose its hint.
+func TestEveryOpHasAPermissionHint(t *testing.T) {
+	for _, o := range []Op{OpReceive, OpDelete, OpUpdate, OpSend, OpDepth, opCreate, opBlobRead, opBlobWrite, opBlobDelete, opBlobLease, opBlobList} {
+		se := &StorageError{Op: o, StatusCode: http.StatusForbidden, Code: "AuthorizationPermissionMismatch"}
+		assert.NotEmpty(t, se.permissionHint(), "%s", o)
+		assert.NotEqual(t, txcount.Other, txcount.Named(string(o)), "%s is counted as itself", o)
 	}
 }

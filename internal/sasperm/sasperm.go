@@ -1,11 +1,11 @@
-package azdispatch
+// Package sasperm knows what each storage request asks of its credential,
+// so that an error for a refused request can say which permission, resource
+// type or service a SAS lacks, rather than only the service's code.
+package sasperm
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 )
 
 // access is what one storage operation asks of its credential, as "Create an
@@ -23,11 +23,11 @@ type access struct {
 	service     string // "Queue" or "Blob"
 }
 
-// accessFor returns what the operation named o (a StorageError's Op) needs.
+// accessFor returns what the operation named o (an azdispatch.Op) needs.
 // One op may stand for several REST operations ("blob write" is Put Blob,
 // Create Container or Set Blob Metadata); req, the failed request if known,
 // tells them apart. ok is false for an operation of no known kind.
-func accessFor(o Op, req *http.Request) (a access, ok bool) {
+func accessFor(o string, req *http.Request) (a access, ok bool) {
 	queue := func(permission, resourceType string) access {
 		return access{permission: permission, on: "the queue", resourceType: resourceType, service: "Queue"}
 	}
@@ -35,31 +35,31 @@ func accessFor(o Op, req *http.Request) (a access, ok bool) {
 		return access{permission: permission, on: on, resourceType: resourceType, service: "Blob"}
 	}
 	switch o {
-	case OpSend: // Put Message
+	case "send": // Put Message
 		return queue("Add", "Object"), true
-	case OpReceive: // Get Messages
+	case "receive": // Get Messages
 		return queue("Process", "Object"), true
-	case OpDelete: // Delete Message
+	case "delete": // Delete Message
 		a = queue("Process", "Object")
 		a.azuriteType = "Container"
 		return a, true
-	case OpUpdate: // Update Message: releases and renewals
+	case "update": // Update Message: releases and renewals
 		a = queue("Update", "Object")
 		a.azuriteType = "Container"
 		return a, true
-	case OpDepth: // Get Queue Metadata (the approximate message count)
+	case "depth": // Get Queue Metadata (the approximate message count)
 		return queue("Read", "Container"), true
-	case opCreate: // Create Queue; a queue SAS cannot grant it
+	case "create": // Create Queue; a queue SAS cannot grant it
 		return queue("Create", "Container"), true
-	case opBlobRead: // Get Blob, Get Blob Properties
+	case "blob read": // Get Blob, Get Blob Properties
 		return blob("Read", "the blob", "Object"), true
-	case opBlobDelete: // Delete Blob
+	case "blob delete": // Delete Blob
 		return blob("Delete", "the blob", "Object"), true
-	case opBlobLease: // Lease Blob
+	case "blob lease": // Lease Blob
 		return blob("Write", "the blob", "Object"), true
-	case opBlobList: // List Blobs
+	case "blob list": // List Blobs
 		return blob("List", "the container", "Container"), true
-	case opBlobWrite:
+	case "blob write":
 		var q url.Values
 		if req != nil && req.URL != nil {
 			q = req.URL.Query()
@@ -77,29 +77,25 @@ func accessFor(o Op, req *http.Request) (a access, ok bool) {
 	return access{}, false
 }
 
-// permissionHint says, for a request refused for want of a permission, what
-// the operation needs, so that the error names the missing piece rather than
-// only the service's code. It is "" for any other error. The codes are the
-// service's; Azurite (3.37) answers the same ones for an account SAS, and
-// AuthorizationFailure (which the service gives for a credential or network
-// rule that refuses the request as a whole) also where a SAS has expired or
-// its signature does not match, for which the service answers
-// AuthenticationFailed.
-func (e *StorageError) permissionHint() string {
-	if e.StatusCode != http.StatusForbidden {
+// Hint says, for a request of op (an azdispatch.Op's name) refused with
+// status and code, what the operation needs, so that the error names the
+// missing piece rather than only the service's code; req, the failed
+// request if known, tells apart the REST operations one op stands for. It
+// is "" for any other error. The codes are the service's; Azurite (3.37)
+// answers the same ones for an account SAS, and AuthorizationFailure
+// (which the service gives for a credential or network rule that refuses
+// the request as a whole) also where a SAS has expired or its signature
+// does not match, for which the service answers AuthenticationFailed.
+func Hint(op string, status int, code string, req *http.Request) string {
+	if status != http.StatusForbidden {
 		return ""
 	}
-	var req *http.Request
-	var re *azcore.ResponseError
-	if errors.As(e.Err, &re) && re.RawResponse != nil {
-		req = re.RawResponse.Request
-	}
-	a, ok := accessFor(e.Op, req)
+	a, ok := accessFor(op, req)
 	if !ok {
 		return ""
 	}
 	needs := "the credential needs the " + a.permission + " permission on " + a.on
-	switch e.Code {
+	switch code {
 	case "AuthorizationPermissionMismatch":
 		return " (" + needs + ")"
 	case "AuthorizationResourceTypeMismatch":
