@@ -60,7 +60,7 @@ type Listener[T any] struct {
 	// one.
 	gate   *ratelimit.Gate
 	memo   *memo.Memo // handled, not yet deleted
-	budget *payloadBudget
+	budget *payload.Budget
 	health health
 	stats  stats
 	// mw is the handler middleware, outermost first; storage are those of
@@ -136,7 +136,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		seats:     make(chan *syncx.Slots, o.MaxDequeuers),
 		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
 		memo:      memo.New(),
-		budget:    newPayloadBudget(o.PayloadMemory, gcPercent()),
+		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
 	}
 	for range o.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)
@@ -163,7 +163,7 @@ func (l *Listener[T]) State() State {
 	s.Transactions = l.tx.snapshot()
 	s.LastError, s.LastErrorAt = l.health.last()
 	s.Fatal, s.FatalSince = l.health.fatalState(time.Now())
-	s.PayloadBytes = l.budget.held.Load()
+	s.PayloadBytes = l.budget.Held()
 	return s
 }
 

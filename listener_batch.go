@@ -48,7 +48,7 @@ func (l *Listener[T]) runBatch(t *try, p *payload.Pointer) action {
 	// The blob is held while the items run, and one item's text is
 	// inflated at a time; the items in their handlers are bounded by the
 	// handler tokens, not counted here.
-	if err := l.budget.take(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
+	if err := l.takePayload(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
 		return l.judge(t, t.ctx, err)
 	}
 	f, err := l.fetch(t, p)

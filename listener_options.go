@@ -218,6 +218,11 @@ type ListenerOptions struct {
 	CheckpointInterval time.Duration
 }
 
+// defaultPayloadMemory is PayloadMemory's default: room for a few large
+// payloads in a small container, far from the gigabytes that 512 messages
+// of 16 MiB each would take.
+const defaultPayloadMemory = 256 << 20
+
 // withDefaults returns a copy of o (which may be nil) with defaults filled in
 // and every field checked.
 func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {

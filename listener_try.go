@@ -98,13 +98,13 @@ func (l *Listener[T]) process(s *session, w work) {
 			// goroutine whatever it does: settle the message on its way
 			// out, as a failed call.
 			l.settle(t, l.judge(t, t.ctx, errHandlerExited))
-			l.budget.give(t)
+			l.givePayload(t)
 		}
 	}()
 	a := l.work(h)
 	settled = true
 	l.settle(t, a)
-	l.budget.give(t)
+	l.givePayload(t)
 }
 
 // errHandlerExited is the failure of a handler that called runtime.Goexit
@@ -156,7 +156,7 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		}
 		// Room for the blob and the text it inflates to; once the text is
 		// out, it alone is kept, until the message is settled.
-		if err := l.budget.take(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
+		if err := l.takePayload(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
 			return l.judge(t, t.ctx, err)
 		}
 		f, err := l.fetch(t, p)
@@ -167,7 +167,7 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 			return l.payloadFailed(t, err)
 		}
 		f = nil
-		l.budget.shrink(t, int64(len(text)))
+		l.shrinkPayload(t, int64(len(text)))
 		t.blob = p
 	}
 	m := &h.m
@@ -254,6 +254,39 @@ func (l *Listener[T]) waitTurn(t *try) error {
 	}
 	return fmt.Errorf("azdispatch: rate limit: %w", err)
 }
+
+// takePayload reserves n bytes of the listener's payload budget for t,
+// waiting while they are spent. It fails with the try's cause if the try
+// ends, or with errNotStarted if Run's context ends, while it waits.
+func (l *Listener[T]) takePayload(t *try, n int64) error {
+	got, ok := l.budget.TryTake(n)
+	if !ok {
+		ctx, done := t.untilRunEnds()
+		var err error
+		got, err = l.budget.Take(ctx, n)
+		done()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return context.Cause(t.ctx)
+			}
+			return errNotStarted
+		}
+	}
+	t.payloadHeld += got
+	return nil
+}
+
+// shrinkPayload gives back what t holds of the budget beyond keep bytes: a
+// downloaded message keeps only its text once the blob's bytes are let go.
+func (l *Listener[T]) shrinkPayload(t *try, keep int64) {
+	if extra := t.payloadHeld - max(keep, 0); extra > 0 {
+		t.payloadHeld -= extra
+		l.budget.Give(extra)
+	}
+}
+
+// givePayload gives back everything t holds of the budget.
+func (l *Listener[T]) givePayload(t *try) { l.shrinkPayload(t, 0) }
 
 // giveHandler gives back what takeHandler took.
 func (l *Listener[T]) giveHandler() { l.handlers.Release(1) }
