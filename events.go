@@ -1,6 +1,10 @@
 package azdispatch
 
-import "time"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // EventKind says what an Event reports.
 type EventKind int
@@ -52,4 +56,146 @@ type Event struct {
 	IdleCount int           // EventIdle: empty receives in a row by this dequeuer
 	Delay     time.Duration // EventIdle: how long it backs off
 	Err       error         // EventFatal, EventRecovered: the fatal storage error
+}
+
+// State is a point-in-time view of a listener. Every received message,
+// once settled, is counted in exactly one of Succeeded, Retried, Poisoned,
+// Lost and Released; Failed, Panics, Renewed and the error counts describe
+// what happened on the way.
+type State struct {
+	InFlight           int // messages being handled or settled now
+	ActiveDequeuers    int // receive loops running now
+	MaxActiveDequeuers int // the most that ran at once
+	IdleDequeuers      int // of ActiveDequeuers, those backing off after finding nothing
+
+	// Depth is the queue's approximate depth as last read for scaling
+	// (invisible messages included), at DepthAt; DepthAt is zero before the
+	// first read.
+	Depth   int
+	DepthAt time.Time
+
+	Received  int64 // messages received
+	Succeeded int64 // handled without error and deleted
+	Failed    int64 // handler errors, panics and timeouts
+	Retried   int64 // released to be tried again later: after a failure, or after a failed move to the poison queue
+	Poisoned  int64 // moved to the poison queue
+	Panics    int64 // of Failed, the handler panics
+	Lost      int64 // not settled: ownership lost (stale pop receipt) or a delete or release failed; the message reappears when its visibility timeout ends
+	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
+	Renewed   int64 // visibility renewals of long-running handlers
+
+	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
+	// deleted without running the handler: it had succeeded on an earlier
+	// delivery of the same message (or the message had been copied to the
+	// poison queue), and that delivery's delete failed. Such a delivery
+	// never counts towards poisoning, nor is poisoned twice. The listener
+	// remembers up to 10,000 of them.
+	HandledBefore int64
+
+	EmptyReceives int64 // receives that found nothing
+	ScaleUps      int64 // times the listener added dequeuers
+	ScaleDowns    int64 // idle dequeuers that stopped
+	Wakes         int64 // wake-ups: Notify calls and sends seen through a WakeSource
+
+	ReceiveErrors int64 // failed receive calls (each retried after a back-off)
+	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue, released for a retry delay
+
+	// LastError is the listener's last failed storage request, at
+	// LastErrorAt; nil if none failed.
+	LastError   error
+	LastErrorAt time.Time
+	// Fatal is the oldest fatal storage error still standing (see
+	// ErrFatal), since FatalSince; nil when there is none. It stands until
+	// a request of the same kind succeeds, or for 10 minutes after that kind
+	// last failed (a delete that failed for a message that never came back).
+	Fatal      error
+	FatalSince time.Time
+
+	// Transactions counts the storage requests this listener made: every
+	// HTTP attempt through an Account's clients (a Queue, a ShardedQueue
+	// over them, a payload store), and every call on a memqueue.Queue. A
+	// Source of your own that makes neither is not seen here.
+	Transactions Transactions
+
+	// Batch items (see Publisher.SendBatch). A batch message is counted
+	// above like any message; its items here. Item handler failures and
+	// panics are also counted in Failed and Panics.
+	Items          int64 // item handler calls made
+	ItemsSucceeded int64 // items whose handler returned nil
+	ItemsPoisoned  int64 // items moved to the poison queue on their own
+	ItemsSkipped   int64 // items not run because a checkpoint says they were done
+	Checkpoints    int64 // checkpoints written to batch blobs
+
+	// PayloadBytes is the payload bytes messages hold now: at most
+	// ListenerOptions.PayloadMemory less the collector's headroom (half of
+	// it at the default GOGC).
+	PayloadBytes int64
+}
+
+// stats holds a listener's counters.
+type stats struct {
+	inFlight, active                                       atomic.Int64
+	received, succeeded, failed, retried, poisoned, panics atomic.Int64
+	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
+	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
+	wakes, handledBefore                                   atomic.Int64
+
+	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
+
+	depthMu sync.Mutex
+	depth   int
+	depthAt time.Time
+}
+
+// setDepth records a depth read at.
+func (s *stats) setDepth(depth int, at time.Time) {
+	s.depthMu.Lock()
+	s.depth, s.depthAt = depth, at
+	s.depthMu.Unlock()
+}
+
+// started counts a dequeuer in, keeping the high-water mark.
+func (s *stats) started() {
+	n := s.active.Add(1)
+	for {
+		m := s.maxActive.Load()
+		if n <= m || s.maxActive.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (s *stats) snapshot() State {
+	s.depthMu.Lock()
+	depth, depthAt := s.depth, s.depthAt
+	s.depthMu.Unlock()
+	return State{
+		InFlight:           int(s.inFlight.Load()),
+		ActiveDequeuers:    int(s.active.Load()),
+		MaxActiveDequeuers: int(s.maxActive.Load()),
+		IdleDequeuers:      int(s.idle.Load()),
+		Depth:              depth,
+		DepthAt:            depthAt,
+		EmptyReceives:      s.emptyReceives.Load(),
+		ScaleUps:           s.scaleUps.Load(),
+		ScaleDowns:         s.scaleDowns.Load(),
+		Wakes:              s.wakes.Load(),
+		Received:           s.received.Load(),
+		Succeeded:          s.succeeded.Load(),
+		Failed:             s.failed.Load(),
+		Retried:            s.retried.Load(),
+		Poisoned:           s.poisoned.Load(),
+		Panics:             s.panics.Load(),
+		Lost:               s.lost.Load(),
+		Released:           s.released.Load(),
+		Renewed:            s.renewed.Load(),
+		HandledBefore:      s.handledBefore.Load(),
+		ReceiveErrors:      s.receiveErrors.Load(),
+		PoisonErrors:       s.poisonErrors.Load(),
+		Items:              s.items.Load(),
+		ItemsSucceeded:     s.itemsSucceeded.Load(),
+		ItemsPoisoned:      s.itemsPoisoned.Load(),
+		ItemsSkipped:       s.itemsSkipped.Load(),
+		Checkpoints:        s.checkpoints.Load(),
+	}
 }

@@ -2,9 +2,15 @@ package azdispatch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"runtime/debug"
+	"strings"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // Middleware wraps every handler call of a listener: single messages and
@@ -222,4 +228,174 @@ func (s *Outgoing) Next(ctx context.Context) error {
 	s.pos = i + 1
 	defer func() { s.pos = i }()
 	return s.chain[i].HandleSend(ctx, s)
+}
+
+// handle runs the handler for m through the middleware, if any. Without
+// middleware it is the handler call alone: no Call is made, nothing is
+// allocated, and a message in hand carries no room for one.
+func (l *Listener[T]) handle(ctx context.Context, t *try, m *Message[T], size int) error {
+	if l.mw == nil {
+		return l.call(ctx, m)
+	}
+	c := &Call{
+		ID: m.ID, Queue: m.Queue, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt,
+		BatchID: m.BatchID, Item: m.Item, Size: size, Body: &m.Body, Metadata: t.meta,
+		chain: l.mw, handler: l.invoke, msg: m,
+	}
+	return c.runChain(ctx)
+}
+
+// invokeHandler is the end of every middleware chain: the handler itself.
+func (l *Listener[T]) invokeHandler(ctx context.Context, c *Call) error {
+	return l.call(ctx, c.msg.(*Message[T]))
+}
+
+// The listener's storage requests for messages go through these, so that
+// a StorageMiddleware sees them; without one they are the source's calls.
+
+func (l *Listener[T]) srcReceive(ctx context.Context, max int) ([]*Delivery, error) {
+	if l.storage == nil {
+		return l.src.Receive(ctx, max, l.opts.VisibilityTimeout)
+	}
+	op := &StorageOp{Kind: OpReceive, Max: max, Item: -1}
+	err := l.runStorage(ctx, op)
+	return op.Received, err
+}
+
+func (l *Listener[T]) srcDelete(ctx context.Context, d *Delivery) error {
+	if l.storage == nil {
+		return l.src.Delete(ctx, d)
+	}
+	return l.runStorage(ctx, &StorageOp{Kind: OpDelete, Message: d, Item: -1})
+}
+
+func (l *Listener[T]) srcRelease(ctx context.Context, d *Delivery, after time.Duration) error {
+	if l.storage == nil {
+		return l.src.SetVisibility(ctx, d, after)
+	}
+	return l.runStorage(ctx, &StorageOp{Kind: OpUpdate, Message: d, After: after, Item: -1})
+}
+
+// poisonSend puts an envelope's text on the poison queue, routed by origin
+// (see sendPoison).
+func (l *Listener[T]) poisonSend(ctx context.Context, d *Delivery, env *PoisonEnvelope, text string, origin any) error {
+	if l.storage == nil {
+		return l.sendEnvelope(ctx, origin, text)
+	}
+	item := -1
+	if env.Batch != "" {
+		item = env.Item
+	}
+	return l.runStorage(ctx, &StorageOp{Kind: OpSend, Message: d, Reason: env.Reason, Item: item, text: text, origin: origin})
+}
+
+// runStorage sends op through the storage middleware to the request.
+func (l *Listener[T]) runStorage(ctx context.Context, op *StorageOp) error {
+	op.Queue, op.chain, op.do = l.src.Name(), l.storage, l.doStorage
+	if op.Message != nil {
+		op.Queue = op.Message.Queue // the shard, as Call.Queue names it
+	}
+	return op.Next(ctx)
+}
+
+// storageRequest is the end of every storage middleware chain: the request.
+func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
+	switch op.Kind {
+	case OpReceive:
+		var err error
+		op.Received, err = l.src.Receive(ctx, op.Max, l.opts.VisibilityTimeout)
+		return err
+	case OpDelete:
+		return l.src.Delete(ctx, op.Message)
+	case OpUpdate:
+		return l.src.SetVisibility(ctx, op.Message, op.After)
+	default: // OpSend
+		return l.sendEnvelope(ctx, op.origin, op.text)
+	}
+}
+
+// Metadata is what a publisher carries with a message besides its body:
+// string keys and values, such as the W3C trace context ("traceparent",
+// "tracestate") that the otelazdispatch package propagates. A Storage queue
+// message has no headers, so metadata travels in the message text, as a
+// first line "azdispatch-meta/1 {JSON object}" before the text the codec
+// made. Only messages sent with metadata have the line: a message without
+// any is byte for byte what the codec wrote, so that a queue shared with
+// the Azure Functions queue trigger (which would not understand the line)
+// stays readable by it. The line counts against MaxMessageSize. Listeners
+// of this package accept messages with and without it, and give the
+// handler the body alone.
+//
+// Metadata survives every path a message takes: a claim-checked message or
+// a batch carries it on its pointer message (a batch's metadata is its
+// items'), a poisoned message keeps it in its envelope's body (a batch item
+// poisoned alone gets its batch's), and Requeue puts it back.
+type Metadata map[string]string
+
+// metadataMagic starts the metadata line of a message text.
+const metadataMagic = "azdispatch-meta/1 "
+
+// maxMetadataLine bounds the metadata line, newline included, that a
+// publisher writes and a listener reads: room for a trace context with a
+// full tracestate (512 bytes, W3C) and some more, while a malformed or
+// hostile line is refused before it is parsed.
+const maxMetadataLine = 4096
+
+// ErrBadMetadata means a message's metadata line (see Metadata) is
+// malformed or too long. A listener poisons such a message with it as the
+// reason; a publisher refuses to send metadata that would make one.
+var ErrBadMetadata = errors.New("azdispatch: malformed message metadata")
+
+// ParseMetadata splits a message text into its metadata and the text the
+// codec wrote (or the pointer to it). A text without a metadata line gives
+// nil metadata and the text unchanged; a malformed line an error matching
+// ErrBadMetadata.
+func ParseMetadata(text string) (Metadata, string, error) {
+	if !strings.HasPrefix(text, metadataMagic) {
+		return nil, text, nil
+	}
+	end := strings.IndexByte(text[:min(len(text), maxMetadataLine)], '\n')
+	if end < 0 {
+		return nil, text, fmt.Errorf("%w: no end of line within %d bytes", ErrBadMetadata, maxMetadataLine)
+	}
+	var m Metadata
+	if err := json.Unmarshal([]byte(text[len(metadataMagic):end]), &m); err != nil {
+		return nil, text, fmt.Errorf("%w: %v", ErrBadMetadata, err)
+	}
+	return m, text[end+1:], nil
+}
+
+// hasMetadata reports whether text starts as a metadata line would: such a
+// text is offloaded when sent, so that a listener never mistakes the body
+// for metadata.
+func hasMetadata(text string) bool { return strings.HasPrefix(text, metadataMagic) }
+
+// line returns the metadata line to put before a message's text: "" when
+// there is no metadata.
+func (m Metadata) line() (string, error) {
+	if len(m) == 0 {
+		return "", nil
+	}
+	for k, v := range m {
+		if k == "" {
+			return "", fmt.Errorf("%w: empty key", ErrBadMetadata)
+		}
+		if err := xmltext.Check(k + v); err != nil {
+			return "", fmt.Errorf("%w: key %q: %w", ErrBadMetadata, k, err)
+		}
+	}
+	// Keys sorted: the same metadata, the same bytes. No HTML escaping:
+	// "<" in a tracestate would otherwise take six bytes of the message.
+	var b strings.Builder
+	b.WriteString(metadataMagic)
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]string(m)); err != nil { // ends the line
+		return "", fmt.Errorf("%w: %w", ErrBadMetadata, err)
+	}
+	line := b.String()
+	if len(line) > maxMetadataLine {
+		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadMetadata, len(line), maxMetadataLine)
+	}
+	return line, nil
 }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/breaker"
 	"github.com/azdispatch/azdispatch/internal/jumphash"
 )
 
@@ -88,36 +86,6 @@ var (
 	_ Target = (*ShardedQueue)(nil)
 )
 
-// shardSet is what the views of one sharded queue share: the shards, their
-// health, and what reads have seen on them.
-type shardSet struct {
-	name   string
-	shards []Shard
-	health []*breaker.Breaker // per shard
-	group  []*breaker.Breaker // per shard: its account's breaker, shared; nil if unknown
-	opts   ShardedQueueOptions
-	log    *slog.Logger
-	now    func() time.Time
-
-	mu   sync.Mutex
-	read []shardRead // per shard, under mu
-
-	// exhaustive sets (poison sets) ask every shard before saying "empty",
-	// so that Requeue over them does not stop early.
-	exhaustive bool
-	parent     *shardSet // of a poison set: the set whose shards it sits beside
-
-	poisonOnce sync.Once
-	poison     *shardSet
-}
-
-// shardRead is what reads have seen of one shard.
-type shardRead struct {
-	empty    bool      // the last receive found nothing
-	emptyAt  time.Time // when it did
-	lastPoll time.Time
-}
-
 // NewShardedQueue returns a sharded queue called name (for logs, errors and
 // poison envelopes) over shards, in that order: KeyShard numbers them so,
 // and new shards must be added at the end to keep keys where they are.
@@ -156,44 +124,6 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 	}
 	set := newShardSet(name, shards, o)
 	return set.view(allShards(len(shards))), nil
-}
-
-func newShardSet(name string, shards []Shard, o ShardedQueueOptions) *shardSet {
-	set := &shardSet{
-		name: name, shards: append([]Shard(nil), shards...), opts: o,
-		log: o.Logger.With("sharded_queue", name), now: time.Now,
-		health: make([]*breaker.Breaker, len(shards)), group: make([]*breaker.Breaker, len(shards)),
-		read: make([]shardRead, len(shards)),
-	}
-	// Shards of one account share a breaker for failures of the account's
-	// endpoint: when it refuses connections, it does so for all of them.
-	accounts := map[*Account]*breaker.Breaker{}
-	for i, sh := range shards {
-		set.health[i] = new(breaker.Breaker)
-		if q, ok := sh.(*Queue); ok && q.account != nil {
-			if accounts[q.account] == nil {
-				accounts[q.account] = new(breaker.Breaker)
-			}
-			set.group[i] = accounts[q.account]
-		}
-	}
-	return set
-}
-
-func allShards(n int) []int {
-	m := make([]int, n)
-	for i := range m {
-		m[i] = i
-	}
-	return m
-}
-
-// view returns a ShardedQueue over members of set. Its first write and its
-// first read go to a random shard, so that a fleet starting together spreads.
-func (set *shardSet) view(members []int) *ShardedQueue {
-	s := &ShardedQueue{set: set, members: members, readNext: rand.IntN(len(members))}
-	s.writeNext.Store(rand.Uint64N(uint64(len(members))))
-	return s
 }
 
 // AccountShards opens n queues named "<base>-0" to "<base>-<n−1>", shard i in
@@ -439,4 +369,154 @@ func (s *ShardedQueue) Subscribe(wake func()) (cancel func()) {
 			c()
 		}
 	}
+}
+
+// ShardHealth is one shard's state as its ShardedQueue sees it.
+type ShardHealth struct {
+	Shard     string    // the shard's name
+	Healthy   bool      // false while it is backed off after failures
+	Failures  int64     // failures in a row, of the shard or of its whole account
+	RetryAt   time.Time // when a backed-off shard is tried again
+	LastError error     // the failure that backed it off
+}
+
+// Health returns the state of each shard of this view, in order.
+func (s *ShardedQueue) Health() []ShardHealth {
+	now := s.set.now()
+	out := make([]ShardHealth, len(s.members))
+	for p, i := range s.members {
+		failures, until, last := s.set.retryAt(i)
+		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: s.set.available(i, now), Failures: failures, LastError: last}
+		if !out[p].Healthy {
+			out[p].RetryAt = until
+		}
+	}
+	return out
+}
+
+// PoisonQueue is where a listener on s moves messages it gives up on: a
+// sharded queue over the shards' own poison queues ("<shard>-poison" in the
+// shard's account). A message is poisoned into its own shard's poison queue
+// while that is healthy, and into another one otherwise. A receive from it
+// asks every shard before it reports none, so Requeue(ctx, s.PoisonQueue(),
+// s, nil) moves everything back, spread round-robin; s.Requeue puts each
+// message back on its own shard. It is nil unless every shard has a default
+// poison queue (see PoisonQueuer).
+func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
+	p := s.set.poisonSet()
+	if p == nil {
+		return nil
+	}
+	return p.view(s.members)
+}
+
+// PoisonShard implements PoisonQueuer: it is PoisonQueue as a Shard.
+func (s *ShardedQueue) PoisonShard() Shard {
+	if p := s.PoisonQueue(); p != nil {
+		return p
+	}
+	return nil // not a nil *ShardedQueue in a non-nil Shard
+}
+
+// Requeue moves the envelopes in each shard's poison queue back to that
+// shard (see the package function Requeue), so keyed messages return to
+// their key's shard. It goes on past a shard that fails, and returns the
+// totals with the failures joined. Max in opts bounds the total.
+func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (RequeueResult, error) {
+	p := s.set.poisonSet()
+	if p == nil {
+		return RequeueResult{}, fmt.Errorf("azdispatch: sharded queue %q: its shards have no poison queues", s.set.name)
+	}
+	var o RequeueOptions
+	if opts != nil {
+		o = *opts
+	}
+	var total RequeueResult
+	var errs []error
+	for _, i := range s.members {
+		one := o
+		if o.Max > 0 {
+			if total.Moved >= o.Max {
+				break
+			}
+			one.Max = o.Max - total.Moved
+		}
+		res, err := Requeue(ctx, p.shards[i], s.set.shards[i], &one)
+		total.Moved += res.Moved
+		total.Skipped += res.Skipped
+		total.Invalid += res.Invalid
+		total.Duplicates += res.Duplicates
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %q: %w", s.set.shards[i].Name(), err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// Receive gets up to max messages: from the next shard, round-robin, that
+// is healthy and not known to be empty, and, if that one had fewer than max,
+// from the next shards that had messages at their last look, until max are
+// gathered. A partial batch thus means what it means for one queue (there
+// was no more just now, anywhere it was worth looking), so a listener that
+// pauses after one does not leave messages waiting on other shards. A busy
+// sharded queue does not stall on an empty shard, and an idle one makes one
+// request per call, as one queue would.
+//
+// Shards that were empty at their last look are passed over for
+// ShardedQueueOptions.EmptySkip; when all are, the one looked at longest ago is
+// asked. So on an idle queue, whose listener calls Receive every maxIdle
+// (30 s by default), calls go round the k shards one at a time: a message
+// that arrives alone on one shard is received within k·maxIdle (5 minutes
+// for 10 shards at the defaults), while messages sent round-robin, which
+// land on every shard, are found at the next call. A message found resets
+// the listener's idle back-off, and the shards are then read in quick turn.
+//
+// A listener's receive for messages it knows are due again (released for a
+// retry, or left hidden by a request that failed) asks every shard that is
+// not backed off, however recently it was found empty: they may be on any.
+//
+// Each failing shard is backed off and the next one asked, until messages
+// are in hand: then they are returned at once, a partial batch, rather than
+// held (hidden, their visibility running) while more shards are tried. It
+// fails with ErrNoHealthyShard only when no shard answered.
+func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
+	// Checked here so that a bad argument is not taken for a shard's failure.
+	if err := checkReceive(max, visibility); err != nil {
+		return nil, err
+	}
+	now := s.set.now()
+	look := lookingForDue(ctx)
+	if look != nil {
+		s.unasked(look, now)
+	}
+	order := s.readOrder(now, look != nil)
+	var errs []error
+	var got []*Delivery
+	answered := false
+	for _, c := range order {
+		if answered && !c.warm && !s.set.exhaustive && look == nil {
+			continue // known empty a moment ago: not worth a request now
+		}
+		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
+		got = append(got, batch...) // a shard may fail after bringing some
+		if err != nil {
+			errs = append(errs, err)
+			if len(got) > 0 || ctx.Err() != nil {
+				// Messages in hand are already hidden, their visibility
+				// running: return them rather than try more shards.
+				break
+			}
+			continue
+		}
+		answered = true
+		if len(got) >= max {
+			break
+		}
+	}
+	if answered {
+		return got, nil
+	}
+	// Messages a failing shard brought are returned with its error: they
+	// are hidden already, and a listener handles them all the same.
+	return got, s.noHealthy("receive", errs, now)
 }

@@ -1,0 +1,371 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/breaker"
+)
+
+// shardSet is what the views of one sharded queue share: the shards, their
+// health, and what reads have seen on them.
+type shardSet struct {
+	name   string
+	shards []Shard
+	health []*breaker.Breaker // per shard
+	group  []*breaker.Breaker // per shard: its account's breaker, shared; nil if unknown
+	opts   ShardedQueueOptions
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu   sync.Mutex
+	read []shardRead // per shard, under mu
+
+	// exhaustive sets (poison sets) ask every shard before saying "empty",
+	// so that Requeue over them does not stop early.
+	exhaustive bool
+	parent     *shardSet // of a poison set: the set whose shards it sits beside
+
+	poisonOnce sync.Once
+	poison     *shardSet
+}
+
+// shardRead is what reads have seen of one shard.
+type shardRead struct {
+	empty    bool      // the last receive found nothing
+	emptyAt  time.Time // when it did
+	lastPoll time.Time
+}
+
+func newShardSet(name string, shards []Shard, o ShardedQueueOptions) *shardSet {
+	set := &shardSet{
+		name: name, shards: append([]Shard(nil), shards...), opts: o,
+		log: o.Logger.With("sharded_queue", name), now: time.Now,
+		health: make([]*breaker.Breaker, len(shards)), group: make([]*breaker.Breaker, len(shards)),
+		read: make([]shardRead, len(shards)),
+	}
+	// Shards of one account share a breaker for failures of the account's
+	// endpoint: when it refuses connections, it does so for all of them.
+	accounts := map[*Account]*breaker.Breaker{}
+	for i, sh := range shards {
+		set.health[i] = new(breaker.Breaker)
+		if q, ok := sh.(*Queue); ok && q.account != nil {
+			if accounts[q.account] == nil {
+				accounts[q.account] = new(breaker.Breaker)
+			}
+			set.group[i] = accounts[q.account]
+		}
+	}
+	return set
+}
+
+func allShards(n int) []int {
+	m := make([]int, n)
+	for i := range m {
+		m[i] = i
+	}
+	return m
+}
+
+// view returns a ShardedQueue over members of set. Its first write and its
+// first read go to a random shard, so that a fleet starting together spreads.
+func (set *shardSet) view(members []int) *ShardedQueue {
+	s := &ShardedQueue{set: set, members: members, readNext: rand.IntN(len(members))}
+	s.writeNext.Store(rand.Uint64N(uint64(len(members))))
+	return s
+}
+
+// throttledMax caps the back-off of a shard that answers 503 ServerBusy
+// (its queue, or its account's requests, ingress or egress, over target).
+// Such a shard is alive and over a target that is a rate per second: it
+// takes requests again within about a second, and a longer pause would only
+// leave its share undrained while its back-off grows with every 503 (the
+// simulated load test's drain-unpaced variant throttles shards this way).
+// Other 503s, like other failures, back off up to RetryMax.
+const throttledMax = time.Second
+
+// available reports whether shard i may be asked at now: neither it nor its
+// account is backed off.
+func (set *shardSet) available(i int, now time.Time) bool {
+	if open, _ := set.health[i].Open(now); open {
+		return false
+	}
+	if g := set.group[i]; g != nil {
+		if open, _ := g.Open(now); open {
+			return false
+		}
+	}
+	return true
+}
+
+// retryAt is shard i's failure count, the end of its back-off and its last
+// error, whichever of its own and its account's breakers is open longer.
+func (set *shardSet) retryAt(i int) (int64, time.Time, error) {
+	failures, until, last := set.health[i].State()
+	if g := set.group[i]; g != nil {
+		if gf, gu, gl := g.State(); gu.After(until) {
+			failures, until, last = gf, gu, gl
+		}
+	}
+	return failures, until, last
+}
+
+// record updates shard i's breakers with the outcome of a request.
+func (set *shardSet) record(ctx context.Context, i int, err error) {
+	if err == nil {
+		recovered := set.health[i].Succeed()
+		if g := set.group[i]; g != nil && g.Succeed() {
+			recovered = true
+		}
+		if recovered {
+			set.log.Info("shard recovered", "shard", set.shards[i].Name())
+		}
+		return
+	}
+	shard, account := fault(ctx, err)
+	if !shard {
+		return
+	}
+	b := set.health[i]
+	if account && set.group[i] != nil {
+		b = set.group[i]
+	}
+	maxWait := set.opts.RetryMax
+	if throttled(err) {
+		maxWait = max(set.opts.RetryMin, min(maxWait, throttledMax))
+	}
+	now := set.now()
+	n, wait := b.Fail(now, err, set.opts.RetryMin, maxWait)
+	if hinted := hintedWait(err, wait); hinted > wait {
+		// The service said when it will take requests again: asking
+		// before then only earns another 503.
+		b.Hold(now.Add(hinted))
+		wait = hinted
+	}
+	set.log.Warn("shard backed off", "shard", set.shards[i].Name(), "whole_account", account && set.group[i] != nil,
+		"failures", n, "retry_in", wait, "err", err)
+}
+
+// noHealthy is the error of a request no shard of this view could serve.
+// The wait it names is its own shards': another view of the same set may
+// hold shards that are not backed off at all.
+func (s *ShardedQueue) noHealthy(op string, errs []error, now time.Time) error {
+	set := s.set
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
+	}
+	next := time.Time{}
+	for _, i := range s.members {
+		if _, until, _ := set.retryAt(i); next.IsZero() || until.Before(next) {
+			next = until
+		}
+	}
+	return fmt.Errorf("%w: %s on %q: every shard is backed off; the first is tried again in %v",
+		ErrNoHealthyShard, op, set.name, max(next.Sub(now), 0).Round(time.Millisecond))
+}
+
+// poisonSet builds the set of the shards' poison queues once.
+func (set *shardSet) poisonSet() *shardSet {
+	set.poisonOnce.Do(func() {
+		shards := make([]Shard, len(set.shards))
+		for i, sh := range set.shards {
+			pq, ok := sh.(PoisonQueuer)
+			if !ok {
+				return
+			}
+			q := pq.PoisonShard()
+			if q == nil {
+				return
+			}
+			shards[i] = q
+		}
+		p := newShardSet(set.name+poisonSuffix, shards, set.opts)
+		p.exhaustive, p.parent = true, set
+		set.poison = p
+	})
+	return set.poison
+}
+
+// sendBeside puts a poison envelope into the poison queue beside the shard
+// its message came through, which origin (the message's receipt as
+// received) names: the listener's poison move calls it. When that is not
+// known (the message came from elsewhere) or the shard is backed off or
+// fails, the envelope is spread as any send is.
+func (s *ShardedQueue) sendBeside(ctx context.Context, origin any, text string, opts *SendOptions) (string, error) {
+	if r, ok := origin.(*shardReceipt); ok && r.set == s.set.parent && s.set.available(r.index, s.set.now()) {
+		id, err := s.set.shards[r.index].Send(ctx, text, opts)
+		s.set.record(ctx, r.index, err)
+		if f, _ := fault(ctx, err); !f {
+			return id, err
+		}
+	}
+	return s.Send(ctx, text, opts)
+}
+
+// readCandidate is a shard a receive may ask, and whether it may hold
+// messages (it had some at its last look, or was never looked at).
+type readCandidate struct {
+	index int
+	warm  bool
+}
+
+// readOrder lists the shards a receive may ask, in round-robin order from
+// where the last receive started: the healthy ones that are warm or whose
+// EmptySkip has passed (every healthy one if all is set); if there are
+// none, the healthy one looked at longest ago. The next receive starts
+// after the first one listed.
+func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	set := s.set
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	n := len(s.members)
+	var out []readCandidate
+	first, fallback, fallbackPos := -1, -1, -1
+	for k := range n {
+		p := (s.readNext + k) % n
+		i := s.members[p]
+		if !set.available(i, now) {
+			continue
+		}
+		r := set.read[i]
+		if !r.empty || now.Sub(r.emptyAt) >= set.opts.EmptySkip || set.exhaustive || all {
+			out = append(out, readCandidate{index: i, warm: !r.empty})
+			if first < 0 {
+				first = p
+			}
+			continue
+		}
+		if fallback < 0 || r.lastPoll.Before(set.read[fallback].lastPoll) {
+			fallback, fallbackPos = i, p
+		}
+	}
+	if len(out) == 0 && fallback >= 0 {
+		out = append(out, readCandidate{index: fallback})
+		first = fallbackPos
+	}
+	if first >= 0 {
+		s.readNext = (first + 1) % n
+	}
+	return out
+}
+
+// dueLook is what a listener asks of a receive made for messages it knows
+// are due again (released for a retry, or left hidden by a failed
+// request): that a sharded queue ask every shard it can, however recently
+// it found one empty, since those messages may be on any of them, and
+// tell which it could not ask. A listener that took a partial batch from
+// such a receive for "all that was due has been received" would otherwise
+// forget messages on a shard that was passed over, and a push-only
+// listener would never come back for them. It travels in the receive's
+// context, so that a Source that wraps a ShardedQueue passes it on.
+type dueLook struct {
+	mu sync.Mutex
+	// skippedUntil is when the earliest shard that could not be asked
+	// (backed off) may be asked again; zero if every shard was asked.
+	skippedUntil time.Time
+}
+
+type dueLookKey struct{}
+
+// withDueLook returns ctx carrying look.
+func withDueLook(ctx context.Context, look *dueLook) context.Context {
+	return context.WithValue(ctx, dueLookKey{}, look)
+}
+
+// lookingForDue returns the dueLook ctx carries, if any.
+func lookingForDue(ctx context.Context) *dueLook {
+	look, _ := ctx.Value(dueLookKey{}).(*dueLook)
+	return look
+}
+
+// skipped records that a shard could not be asked until until.
+func (look *dueLook) skipped(until time.Time) {
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	if look.skippedUntil.IsZero() || until.Before(look.skippedUntil) {
+		look.skippedUntil = until
+	}
+}
+
+// unaskedUntil reports whether a shard could not be asked, and when the
+// earliest such may be asked again. A nil look asked no shard for anything.
+func (look *dueLook) unaskedUntil() (time.Time, bool) {
+	if look == nil {
+		return time.Time{}, false
+	}
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	return look.skippedUntil, !look.skippedUntil.IsZero()
+}
+
+// unasked records in look the shards a receive now cannot ask: those
+// backed off.
+func (s *ShardedQueue) unasked(look *dueLook, now time.Time) {
+	for _, i := range s.members {
+		if !s.set.available(i, now) {
+			_, until, _ := s.set.retryAt(i)
+			look.skipped(until)
+		}
+	}
+}
+
+// receiveFrom receives from shard i, records what it found, and wraps each
+// delivery's receipt in one that names shard i. A shard that fails after
+// bringing messages (a Source of one's own may) has them returned with its
+// error, not dropped: they are hidden already.
+func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility time.Duration) ([]*Delivery, error) {
+	batch, err := set.shards[i].Receive(ctx, max, visibility)
+	set.record(ctx, i, err)
+	batch = slices.DeleteFunc(batch, func(d *Delivery) bool { return d == nil })
+	if err != nil {
+		set.wrap(i, batch)
+		return batch, err
+	}
+	now := set.now()
+	set.mu.Lock()
+	r := &set.read[i]
+	r.lastPoll, r.empty = now, len(batch) == 0
+	if r.empty {
+		r.emptyAt = now
+	}
+	set.mu.Unlock()
+	set.wrap(i, batch)
+	return batch, nil
+}
+
+// wrap puts each delivery's receipt, from shard i, in one that names the
+// shard: one allocation per receive.
+func (set *shardSet) wrap(i int, batch []*Delivery) {
+	receipts := make([]shardReceipt, len(batch))
+	for k, d := range batch {
+		receipts[k] = shardReceipt{set: set, index: i, inner: d.Receipt}
+		d.Receipt = &receipts[k]
+	}
+}
+
+// shardReceipt is the Receipt of a delivery received through a sharded
+// queue: the shard it came through and that shard's own receipt. A shard
+// that is itself sharded nests its receipt inside.
+type shardReceipt struct {
+	set   *shardSet
+	index int
+	inner any
+}
+
+// receipt returns the receipt of a delivery that came through this set.
+func (set *shardSet) receipt(d *Delivery) (*shardReceipt, error) {
+	if d != nil {
+		if r, ok := d.Receipt.(*shardReceipt); ok && r.set == set {
+			return r, nil
+		}
+	}
+	return nil, errors.New("azdispatch: delivery did not come from sharded queue " + set.name)
+}
