@@ -1,7 +1,36 @@
 // Package azdispatch dispatches work through Azure Storage queues: a typed
-// Publisher puts messages on a queue, and a Listener receives them in
+// [Publisher] puts messages on a queue, and a [Listener] receives them in
 // batches, runs a handler for each, deletes what succeeded and retries what
 // failed, moving what keeps failing to a poison queue.
+//
+//	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"), nil)
+//	if err != nil {
+//		return err
+//	}
+//	queue, err := account.Queue("orders")
+//	if err != nil {
+//		return err
+//	}
+//	if err := queue.Create(ctx); err != nil { // once, where queues are made
+//		return err
+//	}
+//	publisher, err := azdispatch.NewPublisher[Order](queue, nil)
+//	if err != nil {
+//		return err
+//	}
+//	if _, err := publisher.Send(ctx, Order{ID: 42}); err != nil {
+//		return err
+//	}
+//	listener, err := azdispatch.NewListener(queue, func(ctx context.Context, m *azdispatch.Message[Order]) error {
+//		return ship(ctx, m.Body) // nil deletes the message; an error retries it
+//	}, nil)
+//	if err != nil {
+//		return err
+//	}
+//	return listener.Run(ctx) // until ctx ends; then it drains
+//
+// The package's Example runs this against a private Azurite, and
+// examples/quickstart does it end to end with failures and poison.
 //
 // # Delivery guarantee
 //
@@ -23,27 +52,27 @@
 //	        ├─ error or panic ──────▶ hidden for the Retry delay (poisoned after the last try)
 //	        └─ ownership lost ──────▶ nothing: another receiver has it
 //
-// A poisoned message is kept in a PoisonEnvelope (original text, ID, dequeue
-// count, reason, times) in "<queue>-poison"; Requeue moves it back.
+// A poisoned message is kept in a [PoisonEnvelope] (original text, ID,
+// dequeue count, reason, times) in "<queue>-poison"; [Requeue] moves it back.
 //
 // # Failures
 //
 // Storage errors do not stop a listener: a failed receive is retried after a
 // back-off (at least the service's Retry-After), a failed delete or release
-// leaves the message to reappear, a stale pop receipt (ErrOwnershipLost)
+// leaves the message to reappear, a stale pop receipt ([ErrOwnershipLost])
 // means another receiver owns the message now. A message whose handler
 // succeeded, or that was copied to the poison queue, but whose delete failed
 // is remembered, and when it reappears it is only deleted: not handled
 // again, not poisoned for it, not poisoned twice. Every outcome is counted
-// in State.
+// in [State].
 //
 // Some errors will not pass by themselves: a refused credential (401, 403:
 // a revoked key, an expired SAS, a missing role), a queue deleted or
-// disabled. They match ErrFatal. The listener goes on trying, and reports
-// them: an EventFatal, State.Fatal and FatalSince, and Ready, which a
+// disabled. They match [ErrFatal]. The listener goes on trying, and reports
+// them: an [EventFatal], [State].Fatal and FatalSince, and [Listener.Ready], which a
 // daemon serves as its readiness probe; with FatalTimeout, Run returns the
 // error once it has stood that long. A listener never creates the queue it
-// reads from unless ListenerOptions.CreateQueue says so, so a deleted queue
+// reads from unless [ListenerOptions].CreateQueue says so, so a deleted queue
 // is reported rather than replaced by an empty one.
 //
 // Memory is bounded in bytes as well as in messages: offloaded payloads in
@@ -51,21 +80,22 @@
 // for room. A blob download is bounded by its progress (64 KiB per 30 s),
 // not by a fixed time, so a large payload over a slow link completes.
 //
-// Errors from storage are *StorageError values, which keep the SDK's
-// *azcore.ResponseError reachable with errors.As and never print a key or
-// SAS signature.
+// Errors from storage are [*StorageError] values, which name the request
+// ([Op]) and keep the SDK's *azcore.ResponseError reachable with
+// [errors.As], and never print a key or SAS signature. Arguments and
+// options that cannot work are refused with a [*ConfigError] naming them.
 //
 // # Cost
 //
 // Every request to the storage service is a billable transaction, empty
-// receives and retries included. A Queue counts its requests by kind
-// (Transactions), and so do an Account and a Listener; CountTransactions
-// counts the requests made under one context. A busy listener makes about
+// receives and retries included. A [Queue] counts its requests by kind
+// ([Transactions]), and so do an [Account] and a [Listener];
+// [CountTransactions] counts the requests made under one context. A busy listener makes about
 // 1.03 requests per message (a receive per 32 messages and a delete each).
 // An idle one backs off along the randomized exponential curve of
 // Microsoft's whitepaper "Best Practices for Maximizing Scalability and Cost
 // Effectiveness of Queue-Based Messaging Solutions on Windows Azure" (the
-// Idle hook, ExponentialIdle) to one receive every 24 to 30 s: about 3,200
+// Idle hook, [ExponentialIdle]) to one receive every 24 to 30 s: about 3,200
 // requests a day, where a poller at a fixed second makes 86,400.
 //
 // # Scaling and wake-ups
@@ -75,18 +105,18 @@
 // full batch, the listener reads the queue's depth, at most once per
 // ScaleInterval, and starts the dequeuers the Scale hook asks for; a
 // dequeuer whose idle back-off has reached its cap stops, down to the floor,
-// but not within ScaleInterval of a scale-up. Notify ends the back-off at
-// once. A send through the listener's own *Queue (or ShardedQueue) in the
+// but not within ScaleInterval of a scale-up. [Listener.Notify] ends the
+// back-off at once. A send through the listener's own *Queue (or ShardedQueue) in the
 // same process calls it; for publishers elsewhere, mount the endpoint
 // package's WakeHandler and have them call its Notifier from
-// PublisherOptions.OnSent, which hears of every message sent visible at
+// [PublisherOptions].OnSent, which hears of every message sent visible at
 // once, batches and offloaded ones included.
 // With PushOnly and a Wake source, an idle listener makes no request at all.
 //
 // # Batches and claim check
 //
-// Publisher.SendBatch encodes many items, compresses them into one blob in
-// a PayloadStore and sends one small pointer message: a batch costs about
+// [Publisher.SendBatch] encodes many items, compresses them into one blob in
+// a [PayloadStore] and sends one small pointer message: a batch costs about
 // six requests end to end whatever its size, where n messages cost about
 // 2n. The listener reads the blob in a stream and calls the handler once per
 // item, with the same outcome rules as for a message; items that succeed
@@ -102,54 +132,56 @@
 // cannot tell. A pointer names an opaque blob ID in the listener's own
 // container with its size and SHA-256, never a URL; a pointer that does not
 // validate, or a blob that is missing or corrupt, is poisoned with the
-// reason and nothing is deleted. PayloadLimits bound every read. Sweep
+// reason and nothing is deleted. [PayloadLimits] bound every read. [Sweep]
 // removes blobs whose messages can no longer exist.
 //
 // # Sharding and Lease
 //
 // Past one queue's target (about 2,000 messages/s) or one account's (about
-// 20,000 requests/s), a ShardedQueue spreads one logical queue over many
+// 20,000 requests/s), a [ShardedQueue] spreads one logical queue over many
 // queues in many accounts; Listener and Publisher use it as they use a
 // Queue. Sends go round-robin and route around failing shards; SendKeyed
-// keeps every message of a key on one shard (KeyShard); Subset gives each
+// keeps every message of a key on one shard ([KeyShard]); Subset gives each
 // listener instance its own shards, so that messages never move between
 // instances; receives pass over shards that were just empty, so an idle
 // sharded queue costs what one queue costs. A message is deleted, hidden
 // and poisoned through the shard it came from, each shard with its poison
-// queue beside it. A RequestLimiter, given as AccountOptions.Limiter, paces
+// queue beside it. A rate limiter given as [AccountOptions].Limiter paces
 // a process's requests to its share of an account's target, so that it does
-// not find the target through 503 ServerBusy. Give a sharded queue's
-// publishers and listeners one PayloadStore: its shards may sit in several
-// accounts, so it has no default.
+// not find the target through 503 ServerBusy. A sharded queue offloads
+// large messages and batches through one [PayloadStore], its first shard's
+// unless [ShardedQueueOptions].Payloads names another.
 //
-// Lease runs a function in one process of several at a time, over a blob
+// [Lease] runs a function in one process of several at a time, over a blob
 // lease: a single distributor that feeds many queues, with standbys that
 // take over within a lease period and one try when it dies. A holder paused
 // past its lease (a long GC, a frozen VM) can still write after its
-// successor started; LeaseFence gives the function a number that grows with
+// successor started; [LeaseFence] gives the function a number that grows with
 // every holder, which writes carry so that storage refuses an older
 // holder's.
 //
 // # Sources of your own
 //
-// Anything that implements Source can feed a Listener: a wrapper that
+// Anything that implements [Source] can feed a [Listener]: a wrapper that
 // traces or injects faults, a stand-in for tests. Its Receive returns
-// Delivery values whose Receipt holds whatever it needs to delete or hide
+// [Delivery] values whose Receipt holds whatever it needs to delete or hide
 // the message later; the listener hands each Delivery back unchanged. A
-// Shard that has a poison queue beside it says so with PoisonQueuer, and
-// listeners and sharded queues over it then use that poison queue by
-// default.
+// [Shard] that has a poison queue beside it says so with [PoisonQueuer],
+// and one with a payload store with [PayloadStorer]; listeners, publishers
+// and sharded queues over it then use them by default.
 //
 // # Middleware and metadata
 //
-// ListenerOptions.Middleware wraps every handler call, single messages and
-// batch items alike, without knowing T: tracing, metrics, logging, or a
-// quota for a downstream API (RateLimit). A Middleware that is also a
-// StorageMiddleware sees the listener's receives, deletes, releases and
-// poison moves; PublisherOptions.Middleware (SendMiddleware) sees every
-// send. A send middleware may attach Metadata, string pairs that travel in
+// [ListenerOptions].Middleware wraps every handler call, single messages and
+// batch items alike, without knowing T: tracing, metrics, logging. A
+// [Middleware] that is also a [StorageMiddleware] sees the listener's
+// receives, deletes, releases and poison moves; [PublisherOptions].Middleware
+// ([SendMiddleware]) sees every send. [ListenerOptions].RateLimit shares a
+// quota for a downstream API between listeners, gating their receives so
+// that what cannot start soon stays in the queue. A send middleware may
+// attach [Metadata], string pairs that travel in
 // the message's text (queue messages have no headers) and reach the
-// listener's middleware in Call.Metadata; a message sent without any is
+// listener's middleware in [Call].Metadata; a message sent without any is
 // byte for byte what the codec wrote. The otelazdispatch package is built
 // on these seams: OpenTelemetry spans across the queue, the trace context
 // in Metadata, and metrics, the billable transactions among them.
@@ -157,7 +189,7 @@
 // # Operating it
 //
 // The endpoint package holds what a process serves over HTTP: Health, a
-// process's readiness (every listener's Listener.Ready) and liveness (a
+// process's readiness (every listener's [Listener.Ready]) and liveness (a
 // Run that gave up) for Kubernetes probes; DepthHandler, the approximate
 // depth of a queue, or the sum over a sharded queue's shards in every
 // account, as JSON for KEDA's metrics-api scaler; and WakeHandler, with its
@@ -176,10 +208,10 @@
 //
 // # Shutdown
 //
-// Listener.Run returns when its context ends and everything it started has
+// [Listener.Run] returns when its context ends and everything it started has
 // stopped: it stops receiving, makes visible at once what it received but
 // did not start, lets running handlers finish for DrainTimeout, then cancels
 // their contexts and waits for them. A handler that ignores its cancelled
-// context is abandoned 10 s later: Run returns ErrHandlersAbandoned naming
+// context is abandoned 10 s later: Run returns [ErrHandlersAbandoned] naming
 // its message, which reappears after its visibility timeout.
 package azdispatch
