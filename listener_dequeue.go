@@ -59,6 +59,7 @@ func (l *Listener[T]) dequeue(s *session) {
 	var sentTo time.Time
 	defer func() { l.due.Release(sentTo) }()
 	idle, failures := 0, 0
+	paused := false // by a rate limiter that gives no turns
 	for {
 		n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
 		if err != nil {
@@ -78,14 +79,20 @@ func (l *Listener[T]) dequeue(s *session) {
 			if ctx.Err() != nil {
 				return
 			}
-			// The limiter's burst was set to 0 after the listener was
-			// made: nothing may start until it is raised.
-			l.log.Error("the rate limiter gives no turns; set its burst to 1 or more", "err", err)
+			// The limiter was changed after the listener was made to give
+			// no turns (a burst of 0, or a rate of 0 with its burst spent):
+			// nothing may start until it is changed back, which is looked
+			// for every second.
+			if !paused {
+				l.log.Warn("the rate limiter gives no turns; receiving is paused until it does", "err", err)
+				paused = true
+			}
 			if !syncx.Sleep(ctx, time.Second, nil) {
 				return
 			}
 			continue
 		}
+		paused = false
 		limited := turns != nil && turns.Len() < n
 		if limited {
 			slots.Give(n - turns.Len())
