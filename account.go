@@ -36,7 +36,7 @@ type Account struct {
 	queues map[string]*Queue
 }
 
-// AccountOptions configures the client of an Account. Nil means defaults.
+// AccountOptions configures the client of an [Account]. Nil means defaults.
 type AccountOptions struct {
 	// Client is passed to the Azure SDK: retries, transport, telemetry, the
 	// token audience. Nil or zero fields mean the SDK's defaults, with two
@@ -63,7 +63,7 @@ type AccountOptions struct {
 	// waiting (the SDK's retry back-off is its wait), which makes later
 	// requests wait the longer. The wait comes before the SDK's
 	// TryTimeout starts, so that a wait in line does not use up the time
-	// a request has on the wire. Several Account values of one storage
+	// a request has on the wire. Several [Account] values of one storage
 	// account in a process may share a limiter.
 	//
 	// The rate is this process's share: the service counts the account's
@@ -71,7 +71,7 @@ type AccountOptions struct {
 	// of what it means to use, with some headroom (say 90%), since the
 	// service does not say over what window it measures. A burst of a
 	// tenth of a second's worth suits it:
-	// rate.NewLimiter(r, max(1, int(r/10))). Nil, the default, means no
+	// [rate.NewLimiter](r, max(1, int(r/10))). Nil, the default, means no
 	// pacing.
 	Limiter *rate.Limiter
 }
@@ -106,7 +106,7 @@ func NewAccountFromConnectionString(connectionString string, opts *AccountOption
 }
 
 // blobClientFromConnectionString returns nil when the string names no blob
-// service; features that need one then fail with ErrNoBlobService.
+// service; features that need one then fail with [ErrNoBlobService].
 func blobClientFromConnectionString(connectionString string, co *azqueue.ClientOptions) *service.Client {
 	c, err := service.NewClientFromConnectionString(connectionString, blobOptions(co))
 	if err != nil {
@@ -181,8 +181,9 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 // update and read (the depth), add and create for its poison queue; for a
 // publisher, add, and create if its queue may be missing. Offloaded
 // payloads need the blob service too: a token for both (ss=bq), or the blob
-// service's own in AccountOptions.BlobServiceURL. The README's Permissions section lists each permission and what fails without
-// it. For a SAS scoped to one queue, use NewQueueWithSAS.
+// service's own in [AccountOptions.BlobServiceURL]. The README's Permissions
+// section lists each permission and what fails without it. For a SAS scoped to
+// one queue, use [NewQueueWithSAS].
 func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account, error) {
 	co, tx := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)
@@ -208,9 +209,9 @@ func (a *Account) Name() string { return a.name }
 // Transactions counts every request made through this account's client.
 func (a *Account) Transactions() Transactions { return a.tx.snapshot() }
 
-// Queues returns the queues opened through this account so far (by Queue,
+// Queues returns the queues opened through this account so far (by [Account.Queue],
 // as poison queues or as shards), sorted by name: for metrics that report
-// each queue's Transactions.
+// each queue's [Transactions].
 func (a *Account) Queues() []*Queue {
 	a.mu.Lock()
 	qs := make([]*Queue, 0, len(a.queues))
@@ -226,7 +227,7 @@ func (a *Account) Queues() []*Queue {
 // letters, digits and single inner hyphens (the service allows 63; the rest
 // is kept for the "-poison" suffix of its poison queue). It makes no request:
 // the queue is created when a send first finds it missing. The
-// same *Queue is returned for the same name, so that listeners and
+// same [*Queue] is returned for the same name, so that listeners and
 // publishers in one process share it.
 func (a *Account) Queue(name string) (*Queue, error) {
 	return a.queue(name, len(poisonSuffix))

@@ -22,13 +22,13 @@ type Codec interface {
 func JSON() Codec { return jsonCodec{} }
 
 // Base64 wraps inner so that the message text is the base64 of inner's text.
-// Use Base64(JSON()) to exchange messages with the Azure Functions and WebJobs
-// queue trigger, which expects base64 by default, and Base64(Raw()) for
+// Use Base64([JSON]()) to exchange messages with the Azure Functions and WebJobs
+// queue trigger, which expects base64 by default, and Base64([Raw]()) for
 // binary []byte payloads. Base64 costs a third more size.
 func Base64(inner Codec) Codec { return base64Codec{inner: inner} }
 
 // Raw returns a codec for string and []byte bodies, stored as they are.
-// The text must be valid XML character data (see ErrInvalidText); sending
+// The text must be valid XML character data (see [ErrInvalidText]); sending
 // anything else fails before any request is made.
 func Raw() Codec { return rawCodec{} }
 
@@ -47,7 +47,7 @@ func (jsonCodec) Encode(v any) (string, error) {
 // escapeNoncharacters writes U+FFFE and U+FFFF, which encoding/json leaves
 // as they are but XML cannot carry, as JSON escapes: JSON text holds them
 // only inside strings, where an escape means the same, so a string holding
-// them is sent rather than refused (see ErrInvalidText).
+// them is sent rather than refused (see [ErrInvalidText]).
 func escapeNoncharacters(b []byte) []byte {
 	fffe, ffff := []byte("\uFFFE"), []byte("\uFFFF")
 	if !bytes.Contains(b, fffe) && !bytes.Contains(b, ffff) {

@@ -14,10 +14,10 @@ import (
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
-// Sentinel errors. Test for them with errors.Is; the errors this package
+// Sentinel errors. Test for them with [errors.Is]; the errors this package
 // returns wrap them together with the details.
 var (
-	// ErrInvalidConfig is wrapped by every *ConfigError.
+	// ErrInvalidConfig is wrapped by every [*ConfigError].
 	ErrInvalidConfig = errors.New("azdispatch: invalid configuration")
 
 	// ErrOwnershipLost means this process no longer owns what it worked on.
@@ -33,7 +33,7 @@ var (
 	// wrapped by Run's error.
 	ErrOwnershipLost = errors.New("azdispatch: ownership lost")
 
-	// ErrMessageTooLarge is wrapped by every *MessageTooLargeError.
+	// ErrMessageTooLarge is wrapped by every [*MessageTooLargeError].
 	ErrMessageTooLarge = errors.New("azdispatch: message too large")
 
 	// ErrInvalidText means a message text holds something the XML the
@@ -44,14 +44,15 @@ var (
 	ErrInvalidText = xmltext.ErrInvalid
 
 	// ErrHandlerTimeout is the cause of a handler's context when it ran longer
-	// than ListenerOptions.HandlerTimeout.
+	// than [ListenerOptions.HandlerTimeout].
 	ErrHandlerTimeout = errors.New("azdispatch: handler timed out")
 
 	// ErrDrainTimeout is the cause of a handler's context when the listener
 	// is shutting down and the drain timeout has passed.
 	ErrDrainTimeout = errors.New("azdispatch: listener drain timeout")
 
-	// ErrAlreadyRunning is returned by Run when the listener is already running.
+	// ErrAlreadyRunning is returned by [Listener.Run] when the listener is
+	// already running.
 	ErrAlreadyRunning = errors.New("azdispatch: listener is already running")
 
 	// ErrNotPoison is returned when a poison-queue message does not hold a
@@ -60,9 +61,9 @@ var (
 
 	// ErrNoBlobService is matched by the error of a feature that needs a
 	// blob service and has none: an account whose blob service URL is not
-	// known (set AccountOptions.BlobServiceURL) for payloads and leases; a
-	// publisher or listener whose target or source has no PayloadStore (see
-	// PayloadStorer) and whose options name none. The error says which.
+	// known (set [AccountOptions.BlobServiceURL]) for payloads and leases; a
+	// publisher or listener whose target or source has no [PayloadStore] (see
+	// [PayloadStorer]) and whose options name none. The error says which.
 	ErrNoBlobService = errors.New("azdispatch: no blob service")
 
 	// ErrInvalidPointer means a message claims to point at an offloaded
@@ -79,7 +80,7 @@ var (
 	// and the blob kept for inspection.
 	ErrPayloadCorrupt = payload.ErrCorrupt
 
-	// ErrPayloadTooLarge means a payload exceeds PayloadLimits: a publisher
+	// ErrPayloadTooLarge means a payload exceeds [PayloadLimits]: a publisher
 	// refuses it before any request, a listener poisons it.
 	ErrPayloadTooLarge = payload.ErrTooLarge
 
@@ -93,19 +94,19 @@ var (
 
 	// ErrFatal is matched by storage errors that retrying will not fix: a
 	// refused credential, a queue that is gone or disabled (see
-	// StorageError.Fatal). A listener that meets one keeps trying, with a
-	// back-off, but reports it: an EventFatal, State.Fatal, Ready, and, if
-	// ListenerOptions.FatalTimeout is set, Run's error.
+	// [StorageError.Fatal]). A listener that meets one keeps trying, with a
+	// back-off, but reports it: an [EventFatal], [State.Fatal], [Listener.Ready], and, if
+	// [ListenerOptions.FatalTimeout] is set, [Listener.Run]'s error.
 	ErrFatal = errors.New("azdispatch: fatal storage error")
 
-	// ErrHandlersAbandoned is returned by Run when handlers still ran 10 s
+	// ErrHandlersAbandoned is returned by [Listener.Run] when handlers still ran 10 s
 	// after the drain timeout had cancelled their contexts, or deletes of
 	// handled messages were still being retried: Run returned without
 	// them, and the error names their messages. Each settles its message
 	// if it ever returns.
 	ErrHandlersAbandoned = errors.New("azdispatch: handlers or deletes outlasted the drain and were abandoned")
 
-	// ErrNotReady is wrapped by Listener.Ready's error, together with the cause.
+	// ErrNotReady is wrapped by [Listener.Ready]'s error, together with the cause.
 	ErrNotReady = errors.New("azdispatch: listener not ready")
 )
 
@@ -125,7 +126,7 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("azdispatch: invalid %s: %s", e.Field, e.Reason)
 }
 
-// Is reports whether target is ErrInvalidConfig.
+// Is reports whether target is [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // MessageTooLargeError reports a message text longer than a queue message
@@ -140,7 +141,7 @@ func (e *MessageTooLargeError) Error() string {
 	return fmt.Sprintf("azdispatch: message is %d bytes, over the %d-byte limit", e.Size, e.Limit)
 }
 
-// Is reports whether target is ErrMessageTooLarge.
+// Is reports whether target is [ErrMessageTooLarge].
 func (e *MessageTooLargeError) Is(target error) bool { return target == ErrMessageTooLarge }
 
 // PermanentError marks a handler failure that retrying cannot fix: the
@@ -179,8 +180,8 @@ func decodeFailed(err error) string { return "decode: " + err.Error() }
 // StorageError reports a failed storage request. Its message names the
 // operation, the queue and the service's status and error code, and never a
 // credential: transport errors have their URL's query (which holds a SAS
-// signature) removed before they are kept. The *azcore.ResponseError of a
-// failed response stays reachable with errors.As.
+// signature) removed before they are kept. The [*azcore.ResponseError] of a
+// failed response stays reachable with [errors.As].
 type StorageError struct {
 	Op         Op // the request that failed
 	Queue      string
@@ -214,7 +215,7 @@ func (e *StorageError) Error() string {
 func (e *StorageError) Unwrap() error { return e.Err }
 
 // permissionHint says, for a request refused for want of a permission,
-// what the operation needs (see sasperm.Hint); "" for any other error.
+// what the operation needs (see [sasperm.Hint]); "" for any other error.
 func (e *StorageError) permissionHint() string {
 	var req *http.Request
 	var re *azcore.ResponseError
@@ -224,8 +225,9 @@ func (e *StorageError) permissionHint() string {
 	return sasperm.Hint(string(e.Op), e.StatusCode, e.Code, req)
 }
 
-// Is reports ErrOwnershipLost for a stale pop receipt on a delete or
-// update, and ErrFatal for an error that retrying will not fix (see Fatal).
+// Is reports [ErrOwnershipLost] for a stale pop receipt on a delete or
+// update, and [ErrFatal] for an error that retrying will not fix (see
+// [StorageError.Fatal]).
 func (e *StorageError) Is(target error) bool {
 	switch target {
 	case ErrOwnershipLost:

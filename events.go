@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// EventKind says what an Event reports.
+// EventKind says what an [Event] reports.
 type EventKind int
 
 const (
@@ -16,15 +16,15 @@ const (
 	EventScaleDown
 	// EventIdle: a dequeuer found the queue empty and is backing off.
 	EventIdle
-	// EventWoken: Notify (or a WakeSource) woke the listener: a dequeuer was
-	// backing off, or none was running. (State.Wakes counts every call.)
+	// EventWoken: [Listener.Notify] (or a [WakeSource]) woke the listener: a dequeuer was
+	// backing off, or none was running. ([State.Wakes] counts every call.)
 	EventWoken
 	// EventFatal: storage refused a request in a way retrying will not fix
-	// (see ErrFatal): Err says how. The listener keeps trying; State.Fatal
-	// and Ready show it until a request of the same kind succeeds.
+	// (see [ErrFatal]): [Event.Err] says how. The listener keeps trying; [State.Fatal]
+	// and [Listener.Ready] show it until a request of the same kind succeeds.
 	EventFatal
 	// EventRecovered: a request of a kind that had failed fatally succeeded;
-	// Err is the error that stood until then.
+	// [Event.Err] is the error that stood until then.
 	EventRecovered
 )
 
@@ -48,14 +48,14 @@ func (k EventKind) String() string {
 
 // Event is a change in a listener's dequeuers or in its standing with
 // storage, for logs and metrics. See
-// ListenerOptions.OnEvent.
+// [ListenerOptions.OnEvent].
 type Event struct {
 	Kind      EventKind
 	Dequeuers int           // active dequeuers after the change
-	Depth     int           // EventScaleUp: the depth that was read
-	IdleCount int           // EventIdle: empty receives in a row by this dequeuer
-	Delay     time.Duration // EventIdle: how long it backs off
-	Err       error         // EventFatal, EventRecovered: the fatal storage error
+	Depth     int           // [EventScaleUp]: the depth that was read
+	IdleCount int           // [EventIdle]: empty receives in a row by this dequeuer
+	Delay     time.Duration // [EventIdle]: how long it backs off
+	Err       error         // [EventFatal], [EventRecovered]: the fatal storage error
 }
 
 // State is a point-in-time view of a listener. Every received message,
@@ -95,7 +95,7 @@ type State struct {
 	EmptyReceives int64 // receives that found nothing
 	ScaleUps      int64 // times the listener added dequeuers
 	ScaleDowns    int64 // idle dequeuers that stopped
-	Wakes         int64 // wake-ups: Notify calls and sends seen through a WakeSource
+	Wakes         int64 // wake-ups: [Listener.Notify] calls and sends seen through a [WakeSource]
 
 	ReceiveErrors int64 // failed receive calls (each retried after a back-off)
 	PoisonErrors  int64 // failed moves to the poison queue: the message stayed in its queue, released for a retry delay
@@ -105,19 +105,19 @@ type State struct {
 	LastError   error
 	LastErrorAt time.Time
 	// Fatal is the oldest fatal storage error still standing (see
-	// ErrFatal), since FatalSince; nil when there is none. It stands until
+	// [ErrFatal]), since FatalSince; nil when there is none. It stands until
 	// a request of the same kind succeeds, or for 10 minutes after that kind
 	// last failed (a delete that failed for a message that never came back).
 	Fatal      error
 	FatalSince time.Time
 
 	// Transactions counts the storage requests this listener made: every
-	// HTTP attempt through an Account's clients (a Queue, a ShardedQueue
+	// HTTP attempt through an [Account]'s clients (a [Queue], a [ShardedQueue]
 	// over them, a payload store), and every call on a memqueue.Queue. A
-	// Source of your own that makes neither is not seen here.
+	// [Source] of your own that makes neither is not seen here.
 	Transactions Transactions
 
-	// Batch items (see Publisher.SendBatch). A batch message is counted
+	// Batch items (see [Publisher.SendBatch]). A batch message is counted
 	// above like any message; its items here. Item handler failures and
 	// panics are also counted in Failed and Panics.
 	Items          int64 // item handler calls made
@@ -127,7 +127,7 @@ type State struct {
 	Checkpoints    int64 // checkpoints written to batch blobs
 
 	// PayloadBytes is the payload bytes messages hold now: at most
-	// ListenerOptions.PayloadMemory less the collector's headroom (half of
+	// [ListenerOptions.PayloadMemory] less the collector's headroom (half of
 	// it at the default GOGC).
 	PayloadBytes int64
 }

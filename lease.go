@@ -21,7 +21,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
-// LeaseOptions configures a Lease. Nil, or a zero field, means the
+// LeaseOptions configures a [Lease]. Nil, or a zero field, means the
 // documented default.
 type LeaseOptions struct {
 	// Container holds the lease blobs. Defaults to "azdispatch-leases". It
@@ -50,20 +50,20 @@ type LeaseOptions struct {
 // Lease lets one process among several run a function at a time, over a
 // lease on a blob in one account: a single active distributor, say, that
 // feeds many queues, with a standby ready to take over.
-// Create one per contender with NewLease; every contender names the same
+// Create one per contender with [NewLease]; every contender names the same
 // blob.
 //
-// The holder renews the lease every RenewEvery. It considers the lease lost,
-// and cancels its function's context with cause ErrOwnershipLost, when the
-// service says another holder has it, or when no renewal has succeeded for
-// Duration less a margin (a tenth) counted from when the last successful
-// renewal was sent, so that it stops before the service can give the lease
-// to anyone else. A holder that exits cleanly releases the lease, and a
-// waiting contender takes it at its next try.
+// The holder renews the lease every [LeaseOptions.RenewEvery]. It considers the
+// lease lost, and cancels its function's context with cause [ErrOwnershipLost],
+// when the service says another holder has it, or when no renewal has succeeded
+// for [LeaseOptions.Duration] less a margin (a tenth) counted from when the
+// last successful renewal was sent, so that it stops before the service can
+// give the lease to anyone else. A holder that exits cleanly releases the
+// lease, and a waiting contender takes it at its next try.
 //
 // None of that stops a holder that is paused (not running at all) past its
 // lease from resuming and writing after its successor started: give every
-// such write the holder's fence, which LeaseFence reads from the function's
+// such write the holder's fence, which [LeaseFence] reads from the function's
 // context, and have the storage refuse a write with an older fence than the
 // data's.
 type Lease struct {
@@ -129,9 +129,9 @@ func (l *Lease) path() string { return l.opts.Container + "/" + l.name }
 func (l *Lease) Transactions() Transactions { return l.tx.snapshot() }
 
 // Run waits until it holds the lease, then runs fn with a context that ends
-// when ctx does or when the lease is lost (cause ErrOwnershipLost), renewing
+// when ctx does or when the lease is lost (cause [ErrOwnershipLost]), renewing
 // the lease meanwhile. The context carries this holder's fence (see
-// LeaseFence). When fn returns, Run releases the lease and returns fn's
+// [LeaseFence]). When fn returns, Run releases the lease and returns fn's
 // error. If the lease is lost it waits for fn to return and returns an
 // error wrapping ErrOwnershipLost. If ctx ends before the lease is held, it
 // returns ctx's cause. To keep contending after a loss, call Run again.
@@ -165,7 +165,7 @@ func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) err
 }
 
 // keep renews the lease until fn returns (nil result) or the lease is lost
-// (an error wrapping ErrOwnershipLost). When ctx ends it waits for fn, whose
+// (an error wrapping [ErrOwnershipLost]). When ctx ends it waits for fn, whose
 // context ends with it, still renewing, so that fn never runs unheld.
 func (l *Lease) keep(ctx context.Context, sent time.Time, done chan error) error {
 	deadline := sent.Add(l.opts.Duration - l.opts.Duration/10)
@@ -282,7 +282,7 @@ var errBadFence = errors.New("the lease blob's fence is not a positive number")
 type leaseFenceKey struct{}
 
 // LeaseFence returns the fencing token of the lease held for the function
-// that Lease.Run called with ctx (or with a context ctx derives from), and
+// that [Lease.Run] called with ctx (or with a context ctx derives from), and
 // false for any other context.
 //
 // The fence is the lease's generation: each time any contender takes the

@@ -20,14 +20,15 @@ import (
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
-// Listener receives messages from a Source, decodes them into T and runs a
-// handler for each, at least once. Create one with NewListener and start it
-// with Run.
+// Listener receives messages from a [Source], decodes them into T and runs a
+// handler for each, at least once. Create one with [NewListener] and start it
+// with [Listener.Run].
 //
-// Its receive loops (dequeuers) scale with the work: from MinDequeuers when
-// the queue is empty, up to MaxDequeuers as the queue's depth calls for, and
-// back down as they go idle. Each dequeuer hands its messages to up to
-// Concurrency handler goroutines.
+// Its receive loops (dequeuers) scale with the work: from
+// [ListenerOptions.MinDequeuers] when the queue is empty, up to
+// [ListenerOptions.MaxDequeuers] as the queue's depth calls for, and back down
+// as they go idle. Each dequeuer hands its messages to up to
+// [ListenerOptions.Concurrency] handler goroutines.
 type Listener[T any] struct {
 	src     Source
 	handler Handler[T]
@@ -82,7 +83,7 @@ type session struct {
 	// ends, nothing further is received or started.
 	run context.Context
 	// work outlives run, so that a shutdown lets running handlers finish and
-	// settles what they did; the drain timeout ends it (cause ErrDrainTimeout).
+	// settles what they did; the drain timeout ends it (cause [ErrDrainTimeout]).
 	work context.Context
 	// detached is work without its cancellation: the parent of every try's
 	// context, which the watch ends at the drain timeout instead (see
@@ -108,7 +109,7 @@ const settleTimeout = 30 * time.Second
 
 // NewListener returns a listener that runs handler for every message from
 // source. Nil opts means defaults; an invalid field is reported as a
-// *ConfigError naming it.
+// [*ConfigError] naming it.
 func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions) (*Listener[T], error) {
 	if source == nil {
 		return nil, &ConfigError{Field: "source", Reason: "nil"}
@@ -170,9 +171,10 @@ func (l *Listener[T]) State() State {
 }
 
 // Notify tells the listener that work was sent: dequeuers backing off on an
-// empty queue receive at once, and if none is running (PushOnly) one starts.
-// It makes no request itself and never blocks. Sends through the listener's
-// own *Queue in this process, and wake-ups from ListenerOptions.Wake, call it.
+// empty queue receive at once, and if none is running
+// ([ListenerOptions.PushOnly]) one starts. It makes no request itself and never
+// blocks. Sends through the listener's own [*Queue] in this process, and
+// wake-ups from [ListenerOptions.Wake], call it.
 func (l *Listener[T]) Notify() {
 	l.stats.wakes.Add(1)
 	// Only a wake-up that ends a back-off or starts a dequeuer is an event:
@@ -191,17 +193,17 @@ func (l *Listener[T]) Notify() {
 // receiving, makes visible again at once what was received but not started
 // (a batch starts no further item and is released once its running items
 // end, with a checkpoint of what they did), lets running handlers finish for
-// up to DrainTimeout, then cancels their contexts and waits for them. It
-// returns only when every goroutine it started has stopped: nil after a
-// shutdown, ErrAlreadyRunning if the listener is running already. The one
-// exception is a handler that ignores its cancelled context: 10 s after the
+// up to [ListenerOptions.DrainTimeout], then cancels their contexts and waits
+// for them. It returns only when every goroutine it started has stopped: nil
+// after a shutdown, [ErrAlreadyRunning] if the listener is running already. The
+// one exception is a handler that ignores its cancelled context: 10 s after the
 // drain timeout Run returns without it, with an error matching
-// ErrHandlersAbandoned that names its message. Storage
-// errors do not end Run; they are logged, counted in State and retried
-// after a back-off (at least as long as the service's Retry-After). A fatal
-// one (ErrFatal: a refused credential, a deleted queue) is also reported as
-// EventFatal, in State.Fatal and by Ready; with FatalTimeout set, Run shuts
-// down as above once one has stood that long, and returns it.
+// [ErrHandlersAbandoned] that names its message. Storage errors do not end Run;
+// they are logged, counted in [State] and retried after a back-off (at least as
+// long as the service's Retry-After). A fatal one ([ErrFatal]: a refused
+// credential, a deleted queue) is also reported as [EventFatal], in
+// [State.Fatal] and by [Listener.Ready]; with [ListenerOptions.FatalTimeout]
+// set, Run shuts down as above once one has stood that long, and returns it.
 func (l *Listener[T]) Run(ctx context.Context) error {
 	if !l.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -387,12 +389,12 @@ func sameValue(a, b any) (same bool) {
 	return a == b
 }
 
-// queueCreator is a source that can create its queue: *Queue, *ShardedQueue.
+// queueCreator is a source that can create its queue: [*Queue], [*ShardedQueue].
 type queueCreator interface {
 	Create(ctx context.Context) error
 }
 
-// createQueue creates the source's queue, for ListenerOptions.CreateQueue,
+// createQueue creates the source's queue, for [ListenerOptions.CreateQueue],
 // trying again after a back-off until it succeeds or ctx ends (nil), or a
 // fatal error has stood for FatalTimeout (that error).
 func (l *Listener[T]) createQueue(ctx context.Context) error {

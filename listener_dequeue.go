@@ -31,7 +31,7 @@ const (
 	// modest rate, short enough that a listener sharing the limiter gets
 	// its first turn soon. No turn is booked further ahead than a quarter
 	// of the visibility timeout, so that a message waiting for its turn is
-	// never renewed (see ratelimit.Gate).
+	// never renewed (see [ratelimit.Gate]).
 	rateHorizon = 500 * time.Millisecond
 )
 
@@ -229,7 +229,7 @@ func (l *Listener[T]) takeTurns(ctx context.Context, n int) (*ratelimit.Turns, e
 // from an open wake endpoint or a sender that notifies in a loop, then
 // costs at most one receive per wakeCoalesce, not one each); or until a
 // message the listener let go of is due, if this dequeuer is the one sent
-// to look for it (see syncx.DueTimes.Limit; sentTo holds that time across
+// to look for it (see [syncx.DueTimes.Limit]; sentTo holds that time across
 // calls). A new earliest due time wakes one sleeping dequeuer, which sees
 // whether it should go. It reports whether ctx is still live.
 func (l *Listener[T]) sleepIdle(ctx context.Context, delay time.Duration, woken <-chan struct{}, sentTo *time.Time) bool {
@@ -266,7 +266,7 @@ func (l *Listener[T]) sleepIdle(ctx context.Context, delay time.Duration, woken 
 }
 
 // keep returns the deliveries of a receive that asked for n, as the
-// listener takes them: a Source that returns nil entries, or more than it
+// listener takes them: a [Source] that returns nil entries, or more than it
 // was asked for, breaks its contract, but loses no message for it. Nil
 // entries are dropped; deliveries past n are made visible again at once
 // (counted as received and released), since no slot was taken for them.

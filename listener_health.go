@@ -24,7 +24,7 @@ const fatalStale = 10 * time.Minute
 // failure, failed receives in a row, and the fatal errors still standing,
 // one per kind of request (receive, delete, send to the poison queue, blob
 // read, …), each cleared by the next success of its kind. A fatal error
-// is one retrying will not fix (see StorageError.Fatal).
+// is one retrying will not fix (see [StorageError.Fatal]).
 type health struct {
 	standing        atomic.Int32 // len(fatal), read without the lock after every success
 	receiveFailures atomic.Int64
@@ -113,7 +113,7 @@ func (h *health) last() (error, time.Time) {
 }
 
 // storageFailed records a failed storage request of the listener. The first
-// fatal error of a kind is logged as an error and reported as EventFatal;
+// fatal error of a kind is logged as an error and reported as [EventFatal];
 // the listener goes on trying, and Run returns it after FatalTimeout if set.
 func (l *Listener[T]) storageFailed(err error) {
 	if err == nil || !l.health.fail(err, time.Now()) {
@@ -132,8 +132,8 @@ func (l *Listener[T]) storageSucceeded(o Op) {
 	}
 }
 
-// Ready reports whether the listener is doing its work: nil while Run is
-// running and storage answers; otherwise an error matching ErrNotReady that
+// Ready reports whether the listener is doing its work: nil while [Listener.Run] is
+// running and storage answers; otherwise an error matching [ErrNotReady] that
 // says why: not running, a fatal error standing (a refused credential, a
 // deleted or disabled queue, a poison queue that cannot be written), or
 // receives failing several times in a row. It makes no request: serve it

@@ -8,11 +8,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// ListenerOptions configures a Listener. Nil, or a zero field, means the
+// ListenerOptions configures a [Listener]. Nil, or a zero field, means the
 // documented default.
 type ListenerOptions struct {
 	// Codec decodes message text into the listener's type. Defaults to
-	// JSON(). A message it cannot decode is poisoned without reaching the
+	// [JSON](). A message it cannot decode is poisoned without reaching the
 	// handler.
 	Codec Codec
 
@@ -44,8 +44,8 @@ type ListenerOptions struct {
 
 	// PushOnly lets the last dequeuer stop too once it is idle (a push-only
 	// listener: MinDequeuers 0). An idle listener then makes no request
-	// at all, and only a wake-up starts a dequeuer again: Notify, a send
-	// through the same *Queue in this process, or Wake. It requires Wake,
+	// at all, and only a wake-up starts a dequeuer again: [Listener.Notify], a send
+	// through the same [*Queue] in this process, or Wake. It requires Wake,
 	// which declares where wake-ups come from (set it to the *Queue itself
 	// when the publishers are in this process); with no wake-up, sent
 	// messages wait until the next one. Messages the listener itself let go
@@ -53,8 +53,8 @@ type ListenerOptions struct {
 	// delete or release that failed) need none: it starts a dequeuer when
 	// they are surely visible again (up to a second after their visibility
 	// timeout, which the service counts in whole seconds), and over a
-	// ShardedQueue that receive asks every shard. A delayed send
-	// (SendOptions.Delay) needs one: it wakes no one when it comes due.
+	// [ShardedQueue] that receive asks every shard. A delayed send
+	// ([SendOptions.Delay]) needs one: it wakes no one when it comes due.
 	PushOnly bool
 
 	// Wake is a source of wake-ups besides the listener's own queue (whose
@@ -63,7 +63,7 @@ type ListenerOptions struct {
 	Wake WakeSource
 
 	// Scale says how many dequeuers the queue's depth calls for. Defaults to
-	// ScaleByDepth(BatchSize): one per batch waiting. The depth is read when
+	// [ScaleByDepth](BatchSize): one per batch waiting. The depth is read when
 	// a dequeuer finds work after being idle or keeps receiving full batches,
 	// at most once per ScaleInterval, since each read is a billable request.
 	Scale ScaleFunc
@@ -87,7 +87,7 @@ type ListenerOptions struct {
 	VisibilityTimeout time.Duration
 
 	// HandlerTimeout bounds one handler call; its context then ends with
-	// cause ErrHandlerTimeout and renewals stop, so a handler that ignores
+	// cause [ErrHandlerTimeout] and renewals stop, so a handler that ignores
 	// its context lets the message reappear for another try. Defaults to
 	// 10 minutes, so that a hung handler cannot hide a message forever;
 	// negative means no limit.
@@ -101,29 +101,29 @@ type ListenerOptions struct {
 	// shutdown, so values below 3 poison messages that were never really tried.
 	MaxDequeueCount int64
 
-	// PoisonQueue receives the messages given up on, in a PoisonEnvelope.
-	// Defaults to the source's own (see PoisonQueuer): "<queue>-poison" in the same
-	// account for a Queue; for a ShardedQueue, the poison queue beside the
+	// PoisonQueue receives the messages given up on, in a [PoisonEnvelope].
+	// Defaults to the source's own (see [PoisonQueuer]): "<queue>-poison" in the same
+	// account for a [Queue]; for a [ShardedQueue], the poison queue beside the
 	// shard each message came from. Required for a source without one.
 	PoisonQueue Target
 
 	// Retry says how long a failed message stays hidden before its next
-	// try. Defaults to ExponentialRetry(time.Second, 5*time.Minute): a
+	// try. Defaults to [ExponentialRetry](time.Second, 5*time.Minute): a
 	// transient fault gets about 15 s over the default 5 tries, and a
 	// failing message does not come back hot.
 	Retry RetryFunc
 
 	// Idle is the back-off after a receive that found nothing, and says when
-	// an idle dequeuer may stop. Defaults to ExponentialIdle(0, 30*time.Second):
+	// an idle dequeuer may stop. Defaults to [ExponentialIdle](0, 30*time.Second):
 	// a new message on a quiet queue waits at most 30 s unless a wake-up
 	// comes, and an idle listener settles at one poll every 24–30 s: about
 	// 3,200 requests a day, 96,000 a 30-day month, against 2.6 million for a
 	// poller at a fixed 1 s. (The README prices them.)
 	Idle IdleFunc
 
-	// DrainTimeout is how long Run, once its context ends, lets running
+	// DrainTimeout is how long [Listener.Run], once its context ends, lets running
 	// handlers finish before cancelling their contexts (cause
-	// ErrDrainTimeout). Run then still waits for them to return. Defaults to
+	// [ErrDrainTimeout]). Run then still waits for them to return. Defaults to
 	// 30 s; negative cancels at once.
 	DrainTimeout time.Duration
 
@@ -136,33 +136,33 @@ type ListenerOptions struct {
 	// for a [*Queue], its account's (container "azdispatch-payloads"); for a
 	// [ShardedQueue], the one its options name or its first shard's. A
 	// listener with none (a queue opened by SAS URL) poisons pointer messages with
-	// ErrNoBlobService as the reason; their blobs are then not marked as
-	// poisoned, so requeue them before Sweep's rule lets their blobs go.
+	// [ErrNoBlobService] as the reason; their blobs are then not marked as
+	// poisoned, so requeue them before [Sweep]'s rule lets their blobs go.
 	Payloads *PayloadStore
 
 	// PayloadLimits bound what one pointer may make the listener download,
-	// inflate and decode. Zero fields mean the defaults of PayloadLimits.
+	// inflate and decode. Zero fields mean the defaults of [PayloadLimits].
 	PayloadLimits PayloadLimits
 
-	// CreateQueue makes Run create the source's queue first if it is
+	// CreateQueue makes [Listener.Run] create the source's queue first if it is
 	// missing (one request), retrying until it can. The source must be able
-	// to (a *Queue or *ShardedQueue). Defaults to false: a listener never
+	// to (a [*Queue] or [*ShardedQueue]). Defaults to false: a listener never
 	// creates the queue it reads from, so that a queue deleted on purpose,
 	// or a name mistyped, is reported (a receive's 404 QueueNotFound is
-	// fatal, see ErrFatal) rather than replaced by a new, empty queue.
+	// fatal, see [ErrFatal]) rather than replaced by a new, empty queue.
 	// Publishers create a missing queue on their first send.
 	CreateQueue bool
 
-	// FatalTimeout, if positive, makes Run shut down and return the error
-	// once a fatal storage error (see ErrFatal) has stood for this long:
+	// FatalTimeout, if positive, makes [Listener.Run] shut down and return the error
+	// once a fatal storage error (see [ErrFatal]) has stood for this long:
 	// for a process whose supervisor should restart it, or page someone.
 	// Defaults to 0: Run keeps trying until its context ends, and the fatal
-	// state shows in State, Ready and EventFatal.
+	// state shows in [State], [Listener.Ready] and [EventFatal].
 	FatalTimeout time.Duration
 
 	// PayloadMemory bounds, in bytes, the heap that the offloaded payloads
 	// the listener holds take, garbage included: a message reserves its
-	// blob's size plus PayloadLimits.MaxItemSize before downloading it (a
+	// blob's size plus [PayloadLimits.MaxItemSize] before downloading it (a
 	// batch holds that while its items run; a single message keeps only its
 	// text once inflated), and waits, hidden and renewed, while the budget
 	// is spent. Go's collector lets the heap grow by GOGC percent (100 by
@@ -181,7 +181,7 @@ type ListenerOptions struct {
 	PayloadMemory int64
 
 	// Middleware wraps every handler call, outermost first (see
-	// Middleware); those that implement StorageMiddleware wrap the
+	// [Middleware]); those that implement [StorageMiddleware] wrap the
 	// listener's receives, deletes, releases and poison moves too. Defaults
 	// to none, which costs nothing per message.
 	Middleware []Middleware

@@ -48,7 +48,7 @@ func poison(reason string) action { return action{kind: actPoison, reason: reaso
 // place where the outcome rules live, for single messages and batch items
 // alike: nil is done; a call that never started is released at once; a call
 // cut short with its whole try (ownership lost, the drain) is not this
-// call's failure; Permanent poisons at once; any other
+// call's failure; [Permanent] poisons at once; any other
 // error, panic or the handler's own timeout is a failure, retried until the
 // message's last try, which poisons it.
 func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
@@ -258,7 +258,7 @@ func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Durat
 // poisonMessage copies t's message into the poison queue with reason, then
 // deletes it. If the copy fails the message stays where it is (released for
 // a retry delay), so that it is never in neither queue. A pointer's blob is
-// first marked as poisoned, so that Sweep keeps it for the envelope.
+// first marked as poisoned, so that [Sweep] keeps it for the envelope.
 func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) {
 	d := t.d
 	log := l.msgLog(d).With("reason", reason)
@@ -302,7 +302,7 @@ func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, origin any, e
 
 // sendEnvelope puts an envelope's text on the poison queue: beside the
 // queue its message came from when the poison queue is a sharded queue's
-// (see ShardedQueue.PoisonQueue), which origin, the delivery's receipt as
+// (see [ShardedQueue.PoisonQueue]), which origin, the delivery's receipt as
 // received, tells.
 func (l *Listener[T]) sendEnvelope(ctx context.Context, origin any, text string) error {
 	opts := &SendOptions{TTL: -1}
@@ -322,7 +322,7 @@ type besideSender interface {
 }
 
 // removePayload deletes the blob of a message that has been deleted: the
-// message first, so that a crash in between leaves waste (which Sweep
+// message first, so that a crash in between leaves waste (which [Sweep]
 // removes), never a pointer to nothing.
 func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload.Pointer) {
 	if err := l.opts.Payloads.remove(ctx, p.Blob); err != nil {
@@ -331,7 +331,7 @@ func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload
 }
 
 // keepPayload marks the blob of a pointer message that is being poisoned, so
-// that Sweep keeps it for as long as the envelope may be requeued. Text that
+// that [Sweep] keeps it for as long as the envelope may be requeued. Text that
 // is not a well-formed pointer makes no request. A blob that is missing or
 // not ours has nothing to keep; any other failure is returned, and the
 // message stays in its queue.

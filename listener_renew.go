@@ -29,7 +29,7 @@ type renewer struct {
 
 // startRenewer renews t's message now, and again at half-life, until stop is
 // called or the try's context ends. If ownership is lost it ends the try
-// with cause ErrOwnershipLost. It only schedules: the watch calls it under
+// with cause [ErrOwnershipLost]. It only schedules: the watch calls it under
 // its lock.
 func (l *Listener[T]) startRenewer(t *try) *renewer {
 	r := &renewer{}

@@ -30,8 +30,8 @@ type try struct {
 	// that a dequeuer started for d finds it.
 	visibleBy atomic.Int64
 	// ctx is this try's: it ends when ownership is lost (cause
-	// ErrOwnershipLost), when a handler runs past HandlerTimeout (cause
-	// ErrHandlerTimeout), or at the drain timeout (cause ErrDrainTimeout).
+	// [ErrOwnershipLost]), when a handler runs past HandlerTimeout (cause
+	// [ErrHandlerTimeout]), or at the drain timeout (cause [ErrDrainTimeout]).
 	// Renewals stop when it ends, so that the message reappears for another
 	// try even if a handler never returns.
 	ctx context.Context
@@ -68,7 +68,7 @@ type try struct {
 }
 
 // inHand is everything one message needs on its way, in one allocation:
-// its try, its handler call's context and the Message the handler gets.
+// its try, its handler call's context and the [Message] the handler gets.
 type inHand[T any] struct {
 	t    try
 	call handlerCall
@@ -335,7 +335,7 @@ func (l *Listener[T]) callHandler(t *try, c *handlerCall, m *Message[T], size in
 	return err
 }
 
-// call runs the handler, turning a panic into a *PanicError.
+// call runs the handler, turning a panic into a [*PanicError].
 func (l *Listener[T]) call(ctx context.Context, m *Message[T]) (err error) {
 	defer func() {
 		if v := recover(); v != nil {

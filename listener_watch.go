@@ -324,8 +324,8 @@ func (l *watchList) unlink(e *watchEntry) {
 // handlerCall is the context of one handler call: a message's, or a batch
 // item's. A message's call runs on its try's context, but reports the
 // call's deadline (so that a handler can pass it on to what it calls), and
-// reports context.DeadlineExceeded once the call has run past it. The watch
-// then ends the whole try with cause ErrHandlerTimeout, so that renewals
+// reports [context.DeadlineExceeded] once the call has run past it. The watch
+// then ends the whole try with cause [ErrHandlerTimeout], so that renewals
 // stop and the message reappears for another try even if the handler never
 // returns.
 //
@@ -363,7 +363,7 @@ func (c *handlerCall) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-// Err is context.DeadlineExceeded once this call has timed out, and the
+// Err is [context.DeadlineExceeded] once this call has timed out, and the
 // context's error otherwise.
 func (c *handlerCall) Err() error {
 	err := c.Context.Err()

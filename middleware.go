@@ -15,36 +15,36 @@ import (
 
 // Middleware wraps every handler call of a listener: single messages and
 // batch items alike. It is not generic, so that one middleware (tracing,
-// metrics, a rate limit, logging) serves every Listener[T]. Set it in
-// ListenerOptions.Middleware.
+// metrics, a rate limit, logging) serves every [Listener][T]. Set it in
+// [ListenerOptions.Middleware].
 //
 // HandleCall runs the rest of the chain, and at its end the handler, by
 // calling c.Next, with the context the handler should get (one it derived
 // from ctx, or ctx itself); it may do work before and after, and returns
 // what becomes the call's result: the handler's error (a panic arrives as a
-// *PanicError), one of its own, or nil. The listener judges that result as
-// it would the handler's: nil deletes, an error retries, Permanent poisons.
+// [*PanicError]), one of its own, or nil. The listener judges that result as
+// it would the handler's: nil deletes, an error retries, [Permanent] poisons.
 // A middleware that does not call Next skips the handler. A panic in a
 // middleware is recovered and counted like a handler's.
 //
-// A Middleware that also implements StorageMiddleware wraps the listener's
+// A Middleware that also implements [StorageMiddleware] wraps the listener's
 // storage requests for messages as well.
 type Middleware interface {
 	HandleCall(ctx context.Context, c *Call) error
 }
 
-// MiddlewareFunc is a function that is a Middleware.
+// MiddlewareFunc is a function that is a [Middleware].
 type MiddlewareFunc func(ctx context.Context, c *Call) error
 
 // HandleCall calls f.
 func (f MiddlewareFunc) HandleCall(ctx context.Context, c *Call) error { return f(ctx, c) }
 
 // Call is one handler call as middleware sees it. Its fields describe the
-// message; they are the listener's, valid until HandleCall returns, and not
+// message; they are the listener's, valid until [Middleware.HandleCall] returns, and not
 // to be changed (except through Body, which the handler then sees).
 type Call struct {
 	ID           string
-	Queue        string // the queue the message came from: for a ShardedQueue, the shard's name
+	Queue        string // the queue the message came from: for a [ShardedQueue], the shard's name
 	DequeueCount int64  // 1 on the first delivery
 	InsertedAt   time.Time
 	// BatchID and Item name the batch item the call is for; BatchID is
@@ -55,7 +55,7 @@ type Call struct {
 	// for a claim-checked message the text from its blob, for a batch item
 	// the item's own, metadata not included.
 	Size int
-	// Body points at the decoded body: a *T for a Listener[T]. A
+	// Body points at the decoded body: a *T for a [Listener][T]. A
 	// middleware may change what it points at (the handler sees the
 	// change), not the pointer.
 	Body any
@@ -66,7 +66,7 @@ type Call struct {
 	chain   []Middleware
 	pos     int
 	handler func(ctx context.Context, c *Call) error
-	msg     any // the *Message[T] the handler gets
+	msg     any // the [*Message][T] the handler gets
 }
 
 // Next runs the rest of the chain and then the handler with ctx, and
@@ -83,7 +83,7 @@ func (c *Call) Next(ctx context.Context) error {
 }
 
 // runChain runs c through its chain and the handler, turning a panic in a
-// middleware into a *PanicError as the handler's own is.
+// middleware into a [*PanicError] as the handler's own is.
 func (c *Call) runChain(ctx context.Context) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -99,7 +99,7 @@ func (c *Call) runChain(ctx context.Context) (err error) {
 // once at shutdown) and copy to the poison queue, so that tracing can give
 // each a span and metrics a duration. Visibility renewals, payload reads and
 // checkpoints are not wrapped: the Azure SDK's own HTTP tracing sees them.
-// A Middleware in ListenerOptions.Middleware that implements it is called
+// A [Middleware] in [ListenerOptions.Middleware] that implements it is called
 // for these too.
 //
 // HandleStorage makes the request by calling op.Next with the context the
@@ -109,7 +109,7 @@ type StorageMiddleware interface {
 }
 
 // StorageOp is one storage request a listener makes for messages, as a
-// StorageMiddleware sees it.
+// [StorageMiddleware] sees it.
 type StorageOp struct {
 	// Kind is the request:
 	//   - [OpReceive] gets messages: Max asked for, Received what came back;
@@ -120,20 +120,20 @@ type StorageOp struct {
 	//     queue, for Reason; an [OpDelete] follows if it succeeds.
 	Kind Op
 	// Queue is the queue the request goes to: the message's (for a
-	// ShardedQueue, its shard's, as in Call.Queue), or for OpReceive the
+	// [ShardedQueue], its shard's, as in [Call.Queue]), or for [OpReceive] the
 	// listener's source.
 	Queue string
-	// Message is the message settled (nil for OpReceive): read it, do not
+	// Message is the message settled (nil for [OpReceive]): read it, do not
 	// change it.
 	Message *Delivery
-	// Max is how many messages an OpReceive asks for; Received is what it
+	// Max is how many messages an [OpReceive] asks for; Received is what it
 	// got, set once Next returns. Messages received are handled even when
 	// the middleware then returns an error: they are hidden already.
 	Max      int
 	Received []*Delivery
-	// After is how long an OpUpdate hides the message for.
+	// After is how long an [OpUpdate] hides the message for.
 	After time.Duration
-	// Reason is why an OpSend gives up on the message; Item is the batch
+	// Reason is why an [OpSend] gives up on the message; Item is the batch
 	// item it moves alone, or -1 for the whole message.
 	Reason string
 	Item   int
@@ -141,7 +141,7 @@ type StorageOp struct {
 	chain []StorageMiddleware
 	pos   int
 	do    func(ctx context.Context, op *StorageOp) error
-	// text and origin are an OpSend's envelope and the route to its
+	// text and origin are an [OpSend]'s envelope and the route to its
 	// poison queue.
 	text   string
 	origin any
@@ -158,36 +158,37 @@ func (op *StorageOp) Next(ctx context.Context) error {
 	return op.chain[i].HandleStorage(ctx, op)
 }
 
-// SendMiddleware wraps every send of a Publisher: Send, SendAfter,
-// SendKeyed and SendBatch. Set it in PublisherOptions.Middleware.
+// SendMiddleware wraps every send of a [Publisher]: [Publisher.Send],
+// [Publisher.SendAfter], [Publisher.SendKeyed] and [Publisher.SendBatch]. Set
+// it in [PublisherOptions.Middleware].
 //
 // HandleSend sends by calling s.Next with the context the send should
 // carry, and returns its error (or one of its own); before Next it may add
-// Metadata to carry with the message, after it s.ID and s.Size are set. A
+// [Metadata] to carry with the message, after it s.ID and s.Size are set. A
 // middleware that does not call Next sends nothing: the send returns what
 // the middleware returned, and an empty ID.
 type SendMiddleware interface {
 	HandleSend(ctx context.Context, s *Outgoing) error
 }
 
-// SendMiddlewareFunc is a function that is a SendMiddleware.
+// SendMiddlewareFunc is a function that is a [SendMiddleware].
 type SendMiddlewareFunc func(ctx context.Context, s *Outgoing) error
 
 // HandleSend calls f.
 func (f SendMiddlewareFunc) HandleSend(ctx context.Context, s *Outgoing) error { return f(ctx, s) }
 
-// Outgoing is one send of a Publisher, as a SendMiddleware sees it.
+// Outgoing is one send of a [Publisher], as a [SendMiddleware] sees it.
 type Outgoing struct {
 	Queue string // the target's name
-	// Body points at what is sent: a *T for a Publisher[T]'s Send, a *[]T
+	// Body points at what is sent: a *T for a [Publisher][T]'s Send, a *[]T
 	// for its SendBatch. A middleware may change what it points at, not
 	// the pointer.
 	Body any
-	// Items is the number of items of a SendBatch; 0 for a single message.
+	// Items is the number of items of a [Publisher.SendBatch]; 0 for a single message.
 	Items int
-	Key   string        // SendKeyed's key; "" otherwise
-	Delay time.Duration // SendAfter's delay; 0 otherwise
-	// Metadata goes with the message (see Metadata): set entries before
+	Key   string        // [Publisher.SendKeyed]'s key; "" otherwise
+	Delay time.Duration // [Publisher.SendAfter]'s delay; 0 otherwise
+	// Metadata goes with the message (see [Metadata]): set entries before
 	// calling Next. Nil until something is set.
 	Metadata Metadata
 
@@ -208,7 +209,7 @@ type Outgoing struct {
 }
 
 // Set adds one entry of metadata. The first Set of a send copies a
-// Metadata map that a middleware assigned, so that a map shared between
+// [Metadata] map that a middleware assigned, so that a map shared between
 // sends is never written to.
 func (s *Outgoing) Set(key, value string) {
 	if !s.ownMeta {
@@ -231,7 +232,7 @@ func (s *Outgoing) Next(ctx context.Context) error {
 }
 
 // handle runs the handler for m through the middleware, if any. Without
-// middleware it is the handler call alone: no Call is made, nothing is
+// middleware it is the handler call alone: no [Call] is made, nothing is
 // allocated, and a message in hand carries no room for one.
 func (l *Listener[T]) handle(ctx context.Context, t *try, m *Message[T], size int) error {
 	if l.mw == nil {
@@ -322,14 +323,14 @@ func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
 // made. Only messages sent with metadata have the line: a message without
 // any is byte for byte what the codec wrote, so that a queue shared with
 // the Azure Functions queue trigger (which would not understand the line)
-// stays readable by it. The line counts against MaxMessageSize. Listeners
+// stays readable by it. The line counts against [MaxMessageSize]. Listeners
 // of this package accept messages with and without it, and give the
 // handler the body alone.
 //
 // Metadata survives every path a message takes: a claim-checked message or
 // a batch carries it on its pointer message (a batch's metadata is its
 // items'), a poisoned message keeps it in its envelope's body (a batch item
-// poisoned alone gets its batch's), and Requeue puts it back.
+// poisoned alone gets its batch's), and [Requeue] puts it back.
 type Metadata map[string]string
 
 // metadataMagic starts the metadata line of a message text.
@@ -341,7 +342,7 @@ const metadataMagic = "azdispatch-meta/1 "
 // hostile line is refused before it is parsed.
 const maxMetadataLine = 4096
 
-// ErrBadMetadata means a message's metadata line (see Metadata) is
+// ErrBadMetadata means a message's metadata line (see [Metadata]) is
 // malformed or too long. A listener poisons such a message with it as the
 // reason; a publisher refuses to send metadata that would make one.
 var ErrBadMetadata = errors.New("azdispatch: malformed message metadata")
@@ -349,7 +350,7 @@ var ErrBadMetadata = errors.New("azdispatch: malformed message metadata")
 // ParseMetadata splits a message text into its metadata and the text the
 // codec wrote (or the pointer to it). A text without a metadata line gives
 // nil metadata and the text unchanged; a malformed line an error matching
-// ErrBadMetadata.
+// [ErrBadMetadata].
 func ParseMetadata(text string) (Metadata, string, error) {
 	if !strings.HasPrefix(text, metadataMagic) {
 		return nil, text, nil

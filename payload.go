@@ -42,7 +42,7 @@ type PayloadStore struct {
 
 // Payloads returns the account's default payload store, the container
 // "azdispatch-payloads". It makes no request. It fails with
-// ErrNoBlobService when the account's blob service is unknown.
+// [ErrNoBlobService] when the account's blob service is unknown.
 func (a *Account) Payloads() (*PayloadStore, error) {
 	return a.PayloadStore(defaultPayloadContainer)
 }
@@ -64,8 +64,8 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 // Container is the store's container name.
 func (s *PayloadStore) Container() string { return s.name }
 
-// PayloadStore implements PayloadStorer: the store of the queue's account
-// (see Account.Payloads); nil for a queue opened by its own SAS URL, or
+// PayloadStore implements [PayloadStorer]: the store of the queue's account
+// (see [Account.Payloads]); nil for a queue opened by its own SAS URL, or
 // through an account whose blob service is unknown.
 func (q *Queue) PayloadStore() *PayloadStore {
 	if q.account == nil {
@@ -153,8 +153,8 @@ type fetched struct {
 }
 
 // fetch reads the blob p names, reading no more than p.Size bytes, and
-// checks its size and SHA-256. Errors match ErrPayloadMissing or
-// ErrPayloadCorrupt, or are *StorageError for a request that failed (which
+// checks its size and SHA-256. Errors match [ErrPayloadMissing] or
+// [ErrPayloadCorrupt], or are [*StorageError] for a request that failed (which
 // may succeed if tried again).
 func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched, error) {
 	// A download is bounded by its progress, not by the account's per-try
@@ -253,7 +253,7 @@ func (s *PayloadStore) update(ctx context.Context, id string, meta payload.Meta,
 }
 
 // markPoisoned records on a blob that a poison envelope holds its pointer,
-// so that Sweep keeps it for as long as the envelope may be requeued.
+// so that [Sweep] keeps it for as long as the envelope may be requeued.
 func (s *PayloadStore) markPoisoned(ctx context.Context, id string, now time.Time) error {
 	meta, etag, err := s.properties(ctx, id)
 	if err != nil {
@@ -285,27 +285,27 @@ type readSeekNopCloser struct{ io.ReadSeeker }
 
 func (readSeekNopCloser) Close() error { return nil }
 
-// defaultSweepGrace is how long Sweep keeps a payload past the expiry of the
+// defaultSweepGrace is how long [Sweep] keeps a payload past the expiry of the
 // message that pointed at it, unless told otherwise.
 const defaultSweepGrace = time.Hour
 
-// SweepOptions narrow a Sweep. Nil means defaults.
+// SweepOptions narrow a [Sweep]. Nil means defaults.
 type SweepOptions struct {
 	// Grace is how long after its message's expiry a payload is kept. It
 	// covers the time between writing a blob and its pointer's send
 	// completing (a send may be retried for minutes). Clock skew between
 	// machines needs none: a payload's age is measured on the service's
-	// clock alone (see Sweep). Defaults to an hour.
+	// clock alone (see [Sweep]). Defaults to an hour.
 	Grace time.Duration
 	// Queue, if set, limits the sweep to payloads sent to that queue.
 	Queue string
-	// DryRun lists and judges the payloads but deletes none: Deleted then
+	// DryRun lists and judges the payloads but deletes none: [SweepResult.Deleted] then
 	// counts the payloads a sweep would remove now. It costs only the
 	// listing.
 	DryRun bool
 }
 
-// SweepResult counts what a Sweep found.
+// SweepResult counts what a [Sweep] found.
 type SweepResult struct {
 	Scanned  int // blobs listed
 	Deleted  int // payloads no message can point at any more, removed (with DryRun, to be removed)
@@ -321,7 +321,7 @@ type SweepResult struct {
 // The rule needs no look at any queue (a queue cannot be searched by
 // content): every payload blob records, in its metadata, the time to live of
 // the message that points at it, which the service enforces; once the blob
-// is older than that, plus Grace, no live message points at it.
+// is older than that, plus [SweepOptions.Grace], no live message points at it.
 //
 // No machine's clock enters that decision, so clock skew between publisher
 // and sweeper cannot delete a live payload. The time to live is the
@@ -332,10 +332,10 @@ type SweepResult struct {
 // moves later, the safe direction) against the Date of the listing's
 // response. A payload whose times are missing from the listing is kept.
 //
-// Payloads of messages that never expire (a negative PublisherOptions.TTL)
+// Payloads of messages that never expire (a negative [PublisherOptions.TTL])
 // are never swept. Payloads held by a poison envelope are marked when they
 // are poisoned and never swept, since an envelope does not expire and
-// Requeue may send the pointer again; they are deleted when their requeued
+// [Requeue] may send the pointer again; they are deleted when their requeued
 // message completes. Each delete is conditional on the blob being unchanged
 // since the listing, so a blob marked poisoned meanwhile is kept.
 //

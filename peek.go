@@ -11,18 +11,18 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 )
 
-// Peek returns up to max (1 to MaxBatch) visible messages from the front of
+// Peek returns up to max (1 to [MaxBatch]) visible messages from the front of
 // the queue without receiving them: they stay visible, keep their dequeue
 // count, and no pop receipt is issued (the service's Peek Messages). Hidden
 // messages (received and not yet settled, or sent with a delay) are not
 // seen. A queue that does not exist has nothing to peek: Peek returns no
-// messages and no error, as Depth returns 0. A peeked message is a
+// messages and no error, as [Queue.Depth] returns 0. A peeked message is a
 // [Delivery] with no Receipt and no NextVisibleAt: it cannot be deleted or
 // hidden through it, and its DequeueCount is how often it has been
 // received (a peek does not add to it).
 //
 // A peek is a billable request like any other; it is counted in
-// Transactions.Other, since it is neither a receive (it hides nothing) nor a
+// [Transactions.Other], since it is neither a receive (it hides nothing) nor a
 // read of the queue's properties.
 func (q *Queue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 	if err := checkCount("Peek's max", max); err != nil {
@@ -52,14 +52,14 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 	return out, nil
 }
 
-// peeker is a shard that can peek, as a *Queue can.
+// peeker is a shard that can peek, as a [*Queue] can.
 type peeker interface {
 	Peek(ctx context.Context, max int) ([]*Delivery, error)
 }
 
-// Peek returns up to max (1 to MaxBatch) visible messages from the front of
+// Peek returns up to max (1 to [MaxBatch]) visible messages from the front of
 // each shard of this view, asked in parallel, in shard order (see
-// Queue.Peek): up to max times the number of shards in all. It goes on past
+// [Queue.Peek]): up to max times the number of shards in all. It goes on past
 // shards that fail or cannot peek (a shard of your own without a Peek
 // method), and returns what the others hold with the failures joined.
 // Shards backed off after failures are asked too: a peek is an operator's

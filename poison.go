@@ -13,15 +13,15 @@ import (
 
 // poisonHeaderReserve is the room, in bytes, kept for the header a poison
 // envelope puts before the original text. Publishers stay this far under the
-// service limit (see MaxMessageSize) so their messages can always be poisoned.
+// service limit (see [MaxMessageSize]) so their messages can always be poisoned.
 const poisonHeaderReserve = 1024
 
 const (
 	poisonSuffix = "-poison"
 	// poisonMagic starts every envelope, so that a reader of the poison queue
-	// (a person with Storage Explorer, or ParsePoison) can tell one at a glance.
+	// (a person with Storage Explorer, or [ParsePoison]) can tell one at a glance.
 	poisonMagic = "azdispatch-poison/1 "
-	// requeueVisibility hides the poison messages Requeue leaves behind, so
+	// requeueVisibility hides the poison messages [Requeue] leaves behind, so
 	// that its run mostly meets new ones.
 	requeueVisibility = 30 * time.Second
 )
@@ -37,7 +37,7 @@ type PoisonEnvelope struct {
 	InsertedAt   time.Time `json:"inserted_at"`
 	PoisonedAt   time.Time `json:"poisoned_at"`
 	// ExpiresAt is when the original message would have expired (the last
-	// day of 9999 for one sent never to expire): Requeue sends it back
+	// day of 9999 for one sent never to expire): [Requeue] sends it back
 	// with the lifetime it was sent with. Zero in envelopes written before
 	// it was recorded.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -47,7 +47,7 @@ type PoisonEnvelope struct {
 	Item  int    `json:"item,omitempty"`
 	// Body is the original message text (for a batch item, the item's
 	// encoded text). A body too large for a poison queue message is stored
-	// as a payload blob and Body holds a pointer to it, which Requeue puts
+	// as a payload blob and Body holds a pointer to it, which [Requeue] puts
 	// back like any text and a listener resolves.
 	Body string `json:"-"`
 }
@@ -81,7 +81,7 @@ func (e *PoisonEnvelope) encode() (string, error) {
 
 // envelopeText encodes env. An envelope that a queue message cannot carry
 // (a body near or over 64 KiB, or a batch item's text that XML cannot carry)
-// has its body offloaded to store, as a blob marked poisoned so that Sweep
+// has its body offloaded to store, as a blob marked poisoned so that [Sweep]
 // keeps it; the envelope then holds a pointer in its place.
 func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore, lim payload.Limits) (string, error) {
 	text, err := env.encode()
@@ -119,7 +119,7 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 }
 
 // ParsePoison reads an envelope written by a listener. Text that is not one
-// gives an error matching ErrNotPoison.
+// gives an error matching [ErrNotPoison].
 func ParsePoison(text string) (*PoisonEnvelope, error) {
 	rest, ok := strings.CutPrefix(text, poisonMagic)
 	if !ok {
@@ -137,7 +137,7 @@ func ParsePoison(text string) (*PoisonEnvelope, error) {
 	return &e, nil
 }
 
-// RequeueOptions narrows a Requeue. Nil means every envelope.
+// RequeueOptions narrows a [Requeue]. Nil means every envelope.
 type RequeueOptions struct {
 	// Max is the most messages to move; 0 means all.
 	Max int
@@ -146,7 +146,7 @@ type RequeueOptions struct {
 	Filter func(*PoisonEnvelope) bool
 }
 
-// RequeueResult counts what a Requeue did.
+// RequeueResult counts what a [Requeue] did.
 type RequeueResult struct {
 	Moved      int // sent back with their original text, and deleted from the poison queue
 	Skipped    int // rejected by the filter; left in the poison queue
@@ -168,8 +168,8 @@ type RequeueResult struct {
 // poison queue fails, and its next delivery reaches another listener.
 // Envelopes are keyed by the original message's ID (and batch item), so a
 // second envelope of a message this run has moved is deleted, not sent
-// again (RequeueResult.Duplicates). Run Requeue over the whole poison queue
-// (no Max) for this to catch them all.
+// again ([RequeueResult.Duplicates]). Run Requeue over the whole poison queue
+// (no [RequeueOptions.Max]) for this to catch them all.
 func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (RequeueResult, error) {
 	var res RequeueResult
 	var o RequeueOptions
@@ -248,7 +248,7 @@ func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env 
 // to expire.
 var neverExpires = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
-// lifetime is the TTL the original message was sent with, as SendOptions
+// lifetime is the TTL the original message was sent with, as [SendOptions]
 // takes it: -1 for one that never expires, or when the envelope does not
 // say.
 func (e *PoisonEnvelope) lifetime() time.Duration {

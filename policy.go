@@ -14,7 +14,8 @@ import (
 // asked for, it is asked with 1, since the queue had no more just then. It
 // returns how long to wait before the next receive, and whether this dequeuer
 // may stop. The listener honours stop only while more dequeuers run than its
-// floor (MinDequeuers, or none with PushOnly), and not within ScaleInterval
+// floor ([ListenerOptions.MinDequeuers], or none with
+// [ListenerOptions.PushOnly]), and not within [ListenerOptions.ScaleInterval]
 // of a scale-up. A wake-up ends the wait early and starts the count again, as
 // does any message found. It is called from several goroutines at once.
 type IdleFunc func(s State, idleCount int) (delay time.Duration, stop bool)
@@ -37,14 +38,14 @@ func ExponentialIdle(minIdle, maxIdle time.Duration) IdleFunc {
 	return exponentialIdle(minIdle, maxIdle, rand.Float64)
 }
 
-// exponentialIdle is ExponentialIdle drawing its jitter from random.
+// exponentialIdle is [ExponentialIdle] drawing its jitter from random.
 func exponentialIdle(minIdle, maxIdle time.Duration, random func() float64) IdleFunc {
 	return func(_ State, idleCount int) (time.Duration, bool) {
 		return backoff.Idle(minIdle, maxIdle, idleCount, random(), random())
 	}
 }
 
-// ExponentialRetry returns a RetryFunc that waits base·2^(n−1) after the n-th
+// ExponentialRetry returns a [RetryFunc] that waits base·2^(n−1) after the n-th
 // failed try, capped at maxDelay, with ±20% jitter so that messages that failed
 // together do not come back together.
 func ExponentialRetry(base, maxDelay time.Duration) RetryFunc {
@@ -55,15 +56,17 @@ func ExponentialRetry(base, maxDelay time.Duration) RetryFunc {
 
 // ScaleFunc returns how many dequeuers a listener should run, given its state
 // and the queue's approximate depth (messages, including those being
-// handled). The listener keeps the result between MinDequeuers and
-// MaxDequeuers, and only ever scales up on it: dequeuers scale down one by
-// one, when the Idle hook tells an idle one to stop. It is called from one
+// handled). The listener keeps the result between
+// [ListenerOptions.MinDequeuers] and [ListenerOptions.MaxDequeuers], and only
+// ever scales up on it: dequeuers scale down one by one, when the
+// [ListenerOptions.Idle] hook tells an idle one to stop. It is called from one
 // goroutine at a time.
 type ScaleFunc func(s State, depth int) int
 
-// ScaleByDepth returns the default ScaleFunc: one dequeuer for every perDequeuer
-// messages waiting, rounded up. The listener uses its BatchSize, so that each
-// dequeuer has a full batch to receive.
+// ScaleByDepth returns the default [ScaleFunc]: one dequeuer for every perDequeuer
+// messages waiting, rounded up. The listener uses its
+// [ListenerOptions.BatchSize], so that each dequeuer has a full batch to
+// receive.
 func ScaleByDepth(perDequeuer int) ScaleFunc {
 	perDequeuer = max(perDequeuer, 1)
 	return func(_ State, depth int) int {
@@ -102,7 +105,7 @@ func (s *scaler) readDone() {
 	s.mu.Unlock()
 }
 
-// target clamps a ScaleFunc's answer, and returns how many dequeuers to add
+// target clamps a [ScaleFunc]'s answer, and returns how many dequeuers to add
 // to the active ones. A positive answer marks a scale-up at now.
 func (s *scaler) target(now time.Time, want, active int) int {
 	want = min(max(want, s.min, 1), s.max)

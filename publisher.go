@@ -9,46 +9,47 @@ import (
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// PublisherOptions configures a Publisher. Nil, or a zero field, means the
+// PublisherOptions configures a [Publisher]. Nil, or a zero field, means the
 // documented default.
 type PublisherOptions struct {
-	// Codec encodes bodies. Defaults to JSON(); listeners must use the same.
+	// Codec encodes bodies. Defaults to [JSON](); listeners must use the same.
 	Codec Codec
 	// TTL is how long each message lives. Defaults to the service's 7 days;
 	// negative means messages never expire.
 	TTL time.Duration
 	// OnSent, if set, is called after every successful send of a message
-	// visible at once (each Send, SendKeyed and SendBatch, offloaded or not;
-	// not SendAfter with a delay), with its ID, to tell listeners in other
-	// processes that work is there (an endpoint.Notifier's Notify, or any
-	// transport). It must not block. Listeners in this process on the same
-	// *Queue are woken without it.
+	// visible at once (each [Publisher.Send], [Publisher.SendKeyed] and
+	// [Publisher.SendBatch], offloaded or not; not [Publisher.SendAfter] with a
+	// delay), with its ID, to tell listeners in other processes that work is
+	// there (an endpoint.Notifier's Notify, or any transport). It must not
+	// block. Listeners in this process on the same [*Queue] are woken without
+	// it.
 	OnSent func(ctx context.Context, id string)
 	// Payloads is where batches and messages too large for the queue are
 	// offloaded. Defaults to the target's own store, if it is a
 	// [PayloadStorer]: for a [*Queue], its account's (container
 	// "azdispatch-payloads"); for a [ShardedQueue], the one its options name
 	// or its first shard's. Without a store (a queue opened by SAS URL, a
-	// Target of your own), SendBatch and large messages fail with
+	// [Target] of your own), [Publisher.SendBatch] and large messages fail with
 	// [ErrNoBlobService].
 	Payloads *PayloadStore
 	// PayloadLimits are refused before any request, so that nothing is sent
 	// that a listener with the same limits would poison. Zero fields mean
 	// the defaults, which are also the listener's.
 	PayloadLimits PayloadLimits
-	// Middleware wraps every send, outermost first (see SendMiddleware).
+	// Middleware wraps every send, outermost first (see [SendMiddleware]).
 	// Defaults to none.
 	Middleware []SendMiddleware
 }
 
-// Publisher sends typed messages to a Target. It is safe for concurrent use.
+// Publisher sends typed messages to a [Target]. It is safe for concurrent use.
 //
 // Every send takes one path: the body is encoded; a text too large for a
-// queue message (over MaxMessageSize), or one that would pass for a pointer
+// queue message (over [MaxMessageSize]), or one that would pass for a pointer
 // to an offloaded payload, is written to a blob in the payload store and a
 // small pointer is sent in its place (a claim check); the text goes out as
-// a plain, delayed or keyed send; and OnSent hears of every message visible
-// at once.
+// a plain, delayed or keyed send; and [PublisherOptions.OnSent] hears of every
+// message visible at once.
 type Publisher[T any] struct {
 	target Target
 	keyed  KeyedTarget // target, if it can send with a key
@@ -100,17 +101,17 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 }
 
 // Send encodes body and puts it on the queue, visible at once. It returns
-// the message ID. A body that encodes to more than MaxMessageSize bytes
+// the message ID. A body that encodes to more than [MaxMessageSize] bytes
 // (base64 and JSON escapes count; the XML escaping of the request does not,
 // as the service counts the text it stores) is offloaded to the payload store
 // and a pointer is sent in its place (a claim check): the listener resolves
 // it before decoding, so its handler cannot tell. Without a payload store
-// such a body fails with a *MessageTooLargeError, before any request.
+// such a body fails with a [*MessageTooLargeError], before any request.
 func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
 	return p.publish(ctx, body, route{})
 }
 
-// SendAfter is Send with the message kept invisible for delay (up to 7 days,
+// SendAfter is [Publisher.Send] with the message kept invisible for delay (up to 7 days,
 // rounded up to whole seconds).
 func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (string, error) {
 	// Checked before a large body is offloaded, which would leave its blob.
@@ -120,10 +121,10 @@ func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duratio
 	return p.publish(ctx, body, route{delay: delay})
 }
 
-// SendKeyed is Send with a key: every message of the key lands on the same
+// SendKeyed is [Publisher.Send] with a key: every message of the key lands on the same
 // shard and so reaches the same listener instance (see
-// ShardedQueue.SendKeyed and Subset). The publisher's target must be a
-// KeyedTarget; a plain Queue is not, because it has no choice to make.
+// [ShardedQueue.SendKeyed] and [ShardedQueue.Subset]). The publisher's target must be a
+// [KeyedTarget]; a plain [Queue] is not, because it has no choice to make.
 func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (string, error) {
 	if p.keyed == nil {
 		return "", &ConfigError{Field: "target", Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
@@ -131,10 +132,10 @@ func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (strin
 	return p.publish(ctx, body, route{key: key, keyed: true})
 }
 
-// SentBatch describes a batch that SendBatch put on the queue.
+// SentBatch describes a batch that [Publisher.SendBatch] put on the queue.
 type SentBatch struct {
 	MessageID string // the pointer message's ID
-	BatchID   string // the payload blob's name; each item's Message.BatchID
+	BatchID   string // the payload blob's name; each item's [Message.BatchID]
 	Items     int
 	Size      int64 // bytes stored in the blob (gzip)
 
@@ -144,17 +145,18 @@ type SentBatch struct {
 // SendBatch sends items as one batch: their encoded texts, compressed
 // together into one blob in the payload store, and one small pointer message
 // on the queue. A listener calls its handler once per item, in any order and
-// in parallel (within the listener's MaxDequeuers × Concurrency handler
-// calls at once, shared with single messages and other batches), with the
-// same outcome rules as for single messages; items that succeed are not run
-// again when the batch is redelivered, and one item that keeps failing is
-// poisoned alone. A batch costs about six requests end to end, whatever n
-// (write the blob, send the pointer, a share of a receive, read the blob,
-// delete the message, delete the blob), where n single messages cost about 2n.
+// in parallel (within the listener's [ListenerOptions.MaxDequeuers] ×
+// [ListenerOptions.Concurrency] handler calls at once, shared with single
+// messages and other batches), with the same outcome rules as for single
+// messages; items that succeed are not run again when the batch is redelivered,
+// and one item that keeps failing is poisoned alone. A batch costs about six
+// requests end to end, whatever n (write the blob, send the pointer, a share of
+// a receive, read the blob, delete the message, delete the blob), where n
+// single messages cost about 2n.
 //
-// It fails before any request with a *ConfigError for no items, with ErrNoBlobService when
-// the publisher has no payload store, and with ErrPayloadTooLarge when the
-// batch exceeds the publisher's PayloadLimits.
+// It fails before any request with a [*ConfigError] for no items, with
+// [ErrNoBlobService] when the publisher has no payload store, and with
+// [ErrPayloadTooLarge] when the batch exceeds the publisher's [PayloadLimits].
 func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, error) {
 	if len(items) == 0 {
 		return SentBatch{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
@@ -337,7 +339,7 @@ const defaultTTL = 7 * 24 * time.Hour
 // offload writes a payload built in w to a blob and returns its pointer.
 // The blob is written before the pointer is sent: a pointer must never name
 // a blob that does not exist yet. If the send then fails, the blob is left
-// for Sweep rather than deleted, because a send that failed on the client
+// for [Sweep] rather than deleted, because a send that failed on the client
 // may have succeeded at the service, and deleting would leave a dangling
 // pointer, which is a lost message; a leftover blob is only waste.
 func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer) (*payload.Pointer, error) {

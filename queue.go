@@ -14,12 +14,12 @@ import (
 	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
-// Queue is one Azure storage queue. It is both a Source and a Target, counts
+// Queue is one Azure storage queue. It is both a [Source] and a [Target], counts
 // the requests made on it, and creates itself the first time a send finds
 // it missing, so a healthy queue costs no extra request. A receive from a
-// missing queue fails with a 404 QueueNotFound that matches ErrFatal: a
+// missing queue fails with a 404 QueueNotFound that matches [ErrFatal]: a
 // listener does not create the queue it reads from unless told to (see
-// ListenerOptions.CreateQueue).
+// [ListenerOptions.CreateQueue]).
 // It is safe for concurrent use.
 type Queue struct {
 	name    string
@@ -29,7 +29,7 @@ type Queue struct {
 	sent    syncx.Subscribers // woken after each send through this *Queue
 }
 
-// popReceipt is the Receipt of a Delivery from a Queue: the queue it came
+// popReceipt is the Receipt of a [Delivery] from a [Queue]: the queue it came
 // from, since a pop receipt works only there, and the receipt itself, which
 // changes on every update.
 type popReceipt struct {
@@ -48,7 +48,7 @@ var (
 func (q *Queue) Name() string { return q.name }
 
 // Account returns the account the queue was opened through, or nil for a
-// queue opened by its own SAS URL (see NewQueueWithSAS).
+// queue opened by its own SAS URL (see [NewQueueWithSAS]).
 func (q *Queue) Account() *Account { return q.account }
 
 // Transactions counts the requests made on this queue, by anyone in this process.
@@ -56,7 +56,7 @@ func (q *Queue) Transactions() Transactions { return q.tx.snapshot() }
 
 // PoisonQueue is where a listener on q moves messages it gives up on:
 // "<name>-poison" in the same account. It is nil for a queue opened with
-// NewQueueWithSAS, whose token cannot reach another queue.
+// [NewQueueWithSAS], whose token cannot reach another queue.
 func (q *Queue) PoisonQueue() *Queue {
 	if q.account == nil {
 		return nil
@@ -69,7 +69,7 @@ func (q *Queue) PoisonQueue() *Queue {
 	return p
 }
 
-// PoisonShard implements PoisonQueuer: it is PoisonQueue as a Shard.
+// PoisonShard implements [PoisonQueuer]: it is [Queue.PoisonQueue] as a [Shard].
 func (q *Queue) PoisonShard() Shard {
 	if p := q.PoisonQueue(); p != nil {
 		return p
@@ -87,7 +87,7 @@ func (q *Queue) Create(ctx context.Context) error {
 }
 
 // Send puts text on the queue. It refuses, without a request, text the
-// service would refuse or corrupt (ErrMessageTooLarge, ErrInvalidText).
+// service would refuse or corrupt ([ErrMessageTooLarge], [ErrInvalidText]).
 func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
 	if err := checkText(text, serviceMessageLimit); err != nil {
 		return "", err
@@ -123,16 +123,16 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 	return id, err
 }
 
-// Subscribe implements WakeSource: wake is called after every successful
-// Send of a message visible at once, through this *Queue, in this process.
-// Listeners on the queue subscribe when they run, so a Publisher in the same
-// process wakes them without any request. (Account.Queue returns the same
+// Subscribe implements [WakeSource]: wake is called after every successful
+// [Queue.Send] of a message visible at once, through this *Queue, in this process.
+// Listeners on the queue subscribe when they run, so a [Publisher] in the same
+// process wakes them without any request. ([Account.Queue] returns the same
 // *Queue for the same name, so both sides share it.)
 func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe(wake) }
 
-// Receive gets up to max (1 to MaxBatch) messages, hidden for visibility
+// Receive gets up to max (1 to [MaxBatch]) messages, hidden for visibility
 // (rounded up to whole seconds, at least one). It does not create a missing
-// queue: that is a *StorageError matching ErrFatal.
+// queue: that is a [*StorageError] matching [ErrFatal].
 func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	if err := checkReceive(max, visibility); err != nil {
 		return nil, err

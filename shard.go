@@ -12,15 +12,15 @@ import (
 	"github.com/azdispatch/azdispatch/internal/jumphash"
 )
 
-// Shard is one queue of a ShardedQueue: a *Queue, or anything else that is
-// both a Source and a Target, such as a wrapper that traces or injects
+// Shard is one queue of a [ShardedQueue]: a [*Queue], or anything else that is
+// both a [Source] and a [Target], such as a wrapper that traces or injects
 // faults, or an in-memory model for load tests.
 type Shard interface {
 	Source
 	Target
 }
 
-// ShardedQueueOptions configures a ShardedQueue. Nil, or a zero field, means the
+// ShardedQueueOptions configures a [ShardedQueue]. Nil, or a zero field, means the
 // documented default.
 type ShardedQueueOptions struct {
 	// EmptySkip is how long a shard that a receive found empty is passed
@@ -48,18 +48,18 @@ type ShardedQueueOptions struct {
 	// not fit a queue message, and batches, are offloaded, and where its
 	// listeners read them: one store for every shard, so that a listener
 	// validates every pointer against one container. Defaults to the store
-	// of the first shard that has one (see PayloadStorer): for shards made
-	// by AccountShards, that of the first account.
+	// of the first shard that has one (see [PayloadStorer]): for shards made
+	// by [AccountShards], that of the first account.
 	Payloads *PayloadStore
 }
 
 // ShardedQueue is one logical queue over many shards, which may live in
-// several storage accounts: a Source for a Listener and a Target for a
-// Publisher, for work beyond one queue's (about 2,000 messages per second)
+// several storage accounts: a [Source] for a [Listener] and a [Target] for a
+// [Publisher], for work beyond one queue's (about 2,000 messages per second)
 // or one account's (about 20,000 requests per second) scalability target.
 //
 // Sends go round-robin from a random starting shard, so a fleet of
-// publishers spreads evenly; SendKeyed puts every message of a key on the
+// publishers spreads evenly; [ShardedQueue.SendKeyed] puts every message of a key on the
 // same shard. Receives go round-robin too, but pass over shards that were
 // just empty, so an idle sharded queue costs what one queue costs (one
 // request per receive). A message is deleted or hidden through the shard it
@@ -68,9 +68,9 @@ type ShardedQueueOptions struct {
 // failure is the account's endpoint itself, the account's other shards with
 // it; sends go to other shards, receives keep draining the healthy ones.
 //
-// Subset gives a listener a fixed part of the shards (instance i of n), and
-// PoisonQueue a poison queue beside each shard. A ShardedQueue is safe for
-// concurrent use.
+// [ShardedQueue.Subset] gives a listener a fixed part of the shards (instance i
+// of n), and [ShardedQueue.PoisonQueue] a poison queue beside each shard. A
+// ShardedQueue is safe for concurrent use.
 type ShardedQueue struct {
 	set     *shardSet
 	members []int // the indexes of set.shards this view reads and writes
@@ -87,9 +87,9 @@ var (
 )
 
 // NewShardedQueue returns a sharded queue called name (for logs, errors and
-// poison envelopes) over shards, in that order: KeyShard numbers them so,
+// poison envelopes) over shards, in that order: [KeyShard] numbers them so,
 // and new shards must be added at the end to keep keys where they are.
-// AccountShards makes the usual shards, queues spread over accounts.
+// [AccountShards] makes the usual shards, queues spread over accounts.
 func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*ShardedQueue, error) {
 	if name == "" {
 		return nil, &ConfigError{Field: "name", Reason: "empty"}
@@ -130,7 +130,7 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 // accounts[i mod len(accounts)], so that consecutive shards, and so
 // round-robin sends, alternate between accounts. The queues are created when
 // first used. The base name may be up to 56 characters less the digits and
-// hyphen of the largest index (see Account.Queue).
+// hyphen of the largest index (see [Account.Queue]).
 func AccountShards(base string, n int, accounts ...*Account) ([]Shard, error) {
 	if n < 1 {
 		return nil, &ConfigError{Field: "shard count", Reason: fmt.Sprintf("%d; need at least 1", n)}
@@ -168,7 +168,7 @@ func (s *ShardedQueue) Shards() []Shard {
 // Subset returns a view of the shards at positions p with p mod n = i: the
 // part that instance i of n listeners reads, so that every shard has exactly
 // one reader and messages never move between instances (moving a message
-// would cost requests and raise its dequeue count). With SendKeyed, all
+// would cost requests and raise its dequeue count). With [ShardedQueue.SendKeyed], all
 // messages of a key reach the same instance. The view shares the shards'
 // health with s; its Send spreads over its own shards only, while SendKeyed
 // always maps keys over the whole set.
@@ -188,13 +188,13 @@ func (s *ShardedQueue) Subset(i, n int) (*ShardedQueue, error) {
 	return s.set.view(m), nil
 }
 
-// PayloadStore implements PayloadStorer: ShardedQueueOptions.Payloads, or
+// PayloadStore implements [PayloadStorer]: [ShardedQueueOptions.Payloads], or
 // the store of the first shard that has one. The poison queue of a sharded
 // queue, and its subsets, share it.
 func (s *ShardedQueue) PayloadStore() *PayloadStore { return s.set.opts.Payloads }
 
 // Create creates every shard that can be created (those with a Create
-// method, such as *Queue), in parallel. Shards are also created on first
+// method, such as [*Queue]), in parallel. Shards are also created on first
 // use; Create makes that cost fall before a measurement or a deadline.
 func (s *ShardedQueue) Create(ctx context.Context) error {
 	errs := make([]error, len(s.members))
@@ -211,7 +211,7 @@ func (s *ShardedQueue) Create(ctx context.Context) error {
 // Send puts text on the next healthy shard, round-robin. If that shard fails
 // it is backed off and the next one is tried, each shard once; a failure
 // that another shard would repeat (a text too large) is returned at once.
-// It fails with ErrNoHealthyShard only when no shard took the message. A
+// It fails with [ErrNoHealthyShard] only when no shard took the message. A
 // shard that failed after storing the message (a lost response) leaves a
 // duplicate: delivery is at least once.
 func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
@@ -242,10 +242,10 @@ func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions)
 	return "", s.noHealthy("send", errs, now)
 }
 
-// SendKeyed puts text on the shard KeyShard(key, number of shards) picks,
-// over all shards of the set (also when called on a Subset), so every
+// SendKeyed puts text on the shard [KeyShard](key, number of shards) picks,
+// over all shards of the set (also when called on a [ShardedQueue.Subset]), so every
 // message of a key is on one shard and reaches one listener instance. If
-// that shard is backed off it fails with ErrNoHealthyShard rather than
+// that shard is backed off it fails with [ErrNoHealthyShard] rather than
 // sending elsewhere, which would break that promise; the caller retries
 // later. The key is not stored and not logged.
 func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error) {
@@ -279,7 +279,7 @@ func (s *ShardedQueue) Delete(ctx context.Context, d *Delivery) error {
 }
 
 // SetVisibility hides a received message for after, through the shard it
-// came from (see Queue.SetVisibility).
+// came from (see [Queue.SetVisibility]).
 func (s *ShardedQueue) SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error {
 	r, err := s.set.receipt(d)
 	if err != nil {
@@ -344,9 +344,9 @@ func KeyShard(key string, shards int) int { return jumphash.Shard(key, shards) }
 
 var _ WakeSource = (*ShardedQueue)(nil)
 
-// Subscribe implements WakeSource: wake is called after every send, in this
+// Subscribe implements [WakeSource]: wake is called after every send, in this
 // process, through one of the set's shards that is itself a WakeSource (a
-// *Queue is), whether it went through this ShardedQueue, another view of
+// [*Queue] is), whether it went through this ShardedQueue, another view of
 // the same shards, or the shard directly. The shard sent to is marked as
 // holding messages first, so that the receive the wake-up brings asks it
 // even if it was empty a moment ago.
@@ -371,7 +371,7 @@ func (s *ShardedQueue) Subscribe(wake func()) (cancel func()) {
 	}
 }
 
-// ShardHealth is one shard's state as its ShardedQueue sees it.
+// ShardHealth is one shard's state as its [ShardedQueue] sees it.
 type ShardHealth struct {
 	Shard     string    // the shard's name
 	Healthy   bool      // false while it is backed off after failures
@@ -398,10 +398,10 @@ func (s *ShardedQueue) Health() []ShardHealth {
 // sharded queue over the shards' own poison queues ("<shard>-poison" in the
 // shard's account). A message is poisoned into its own shard's poison queue
 // while that is healthy, and into another one otherwise. A receive from it
-// asks every shard before it reports none, so Requeue(ctx, s.PoisonQueue(),
+// asks every shard before it reports none, so [Requeue](ctx, s.PoisonQueue(),
 // s, nil) moves everything back, spread round-robin; s.Requeue puts each
 // message back on its own shard. It is nil unless every shard has a default
-// poison queue (see PoisonQueuer).
+// poison queue (see [PoisonQueuer]).
 func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
 	p := s.set.poisonSet()
 	if p == nil {
@@ -410,7 +410,7 @@ func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
 	return p.view(s.members)
 }
 
-// PoisonShard implements PoisonQueuer: it is PoisonQueue as a Shard.
+// PoisonShard implements [PoisonQueuer]: it is [ShardedQueue.PoisonQueue] as a [Shard].
 func (s *ShardedQueue) PoisonShard() Shard {
 	if p := s.PoisonQueue(); p != nil {
 		return p
@@ -419,9 +419,9 @@ func (s *ShardedQueue) PoisonShard() Shard {
 }
 
 // Requeue moves the envelopes in each shard's poison queue back to that
-// shard (see the package function Requeue), so keyed messages return to
+// shard (see the package function [Requeue]), so keyed messages return to
 // their key's shard. It goes on past a shard that fails, and returns the
-// totals with the failures joined. Max in opts bounds the total.
+// totals with the failures joined. [RequeueOptions.Max] in opts bounds the total.
 func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (RequeueResult, error) {
 	p := s.set.poisonSet()
 	if p == nil {
@@ -463,7 +463,7 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 // request per call, as one queue would.
 //
 // Shards that were empty at their last look are passed over for
-// ShardedQueueOptions.EmptySkip; when all are, the one looked at longest ago is
+// [ShardedQueueOptions.EmptySkip]; when all are, the one looked at longest ago is
 // asked. So on an idle queue, whose listener calls Receive every maxIdle
 // (30 s by default), calls go round the k shards one at a time: a message
 // that arrives alone on one shard is received within k·maxIdle (5 minutes
@@ -478,7 +478,7 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 // Each failing shard is backed off and the next one asked, until messages
 // are in hand: then they are returned at once, a partial batch, rather than
 // held (hidden, their visibility running) while more shards are tried. It
-// fails with ErrNoHealthyShard only when no shard answered.
+// fails with [ErrNoHealthyShard] only when no shard answered.
 func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	// Checked here so that a bad argument is not taken for a shard's failure.
 	if err := checkReceive(max, visibility); err != nil {

@@ -28,7 +28,7 @@ type shardSet struct {
 	read []shardRead // per shard, under mu
 
 	// exhaustive sets (poison sets) ask every shard before saying "empty",
-	// so that Requeue over them does not stop early.
+	// so that [Requeue] over them does not stop early.
 	exhaustive bool
 	parent     *shardSet // of a poison set: the set whose shards it sits beside
 
@@ -73,7 +73,7 @@ func allShards(n int) []int {
 	return m
 }
 
-// view returns a ShardedQueue over members of set. Its first write and its
+// view returns a [ShardedQueue] over members of set. Its first write and its
 // first read go to a random shard, so that a fleet starting together spreads.
 func (set *shardSet) view(members []int) *ShardedQueue {
 	s := &ShardedQueue{set: set, members: members, readNext: rand.IntN(len(members))}
@@ -265,7 +265,7 @@ func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 // such a receive for "all that was due has been received" would otherwise
 // forget messages on a shard that was passed over, and a push-only
 // listener would never come back for them. It travels in the receive's
-// context, so that a Source that wraps a ShardedQueue passes it on.
+// context, so that a [Source] that wraps a [ShardedQueue] passes it on.
 type dueLook struct {
 	mu sync.Mutex
 	// skippedUntil is when the earliest shard that could not be asked
@@ -319,7 +319,7 @@ func (s *ShardedQueue) unasked(look *dueLook, now time.Time) {
 
 // receiveFrom receives from shard i, records what it found, and wraps each
 // delivery's receipt in one that names shard i. A shard that fails after
-// bringing messages (a Source of one's own may) has them returned with its
+// bringing messages (a [Source] of one's own may) has them returned with its
 // error, not dropped: they are hidden already.
 func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility time.Duration) ([]*Delivery, error) {
 	batch, err := set.shards[i].Receive(ctx, max, visibility)

@@ -6,20 +6,20 @@ import (
 	"time"
 )
 
-// Source is what a Listener receives from: a Queue, a ShardedQueue, or a
+// Source is what a [Listener] receives from: a [Queue], a [ShardedQueue], or a
 // source of your own (a wrapper that traces or injects faults, a stand-in for
 // tests). The sources of this package are safe for concurrent use.
 type Source interface {
 	// Name identifies the source in logs, errors and poison envelopes.
 	Name() string
-	// Receive gets up to max messages (1 to MaxBatch) and hides them for
+	// Receive gets up to max messages (1 to [MaxBatch]) and hides them for
 	// visibility. It returns an empty slice, not an error, when there are
 	// none. Messages it returns with an error are handled all the same
 	// (they are hidden already), and the error counts as a failed receive;
 	// more than max are made visible again at once.
 	Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error)
 	// Delete removes a received message. A stale receipt gives an error
-	// matching ErrOwnershipLost.
+	// matching [ErrOwnershipLost].
 	Delete(ctx context.Context, d *Delivery) error
 	// SetVisibility hides a received message for after from now (0 makes it
 	// visible at once), keeping its text, and records in d what a later
@@ -29,7 +29,7 @@ type Source interface {
 	Depth(ctx context.Context) (int, error)
 }
 
-// Target is what messages are sent to: a Queue, or several behind one.
+// Target is what messages are sent to: a [Queue], or several behind one.
 type Target interface {
 	// Name identifies the target in logs and errors.
 	Name() string
@@ -37,35 +37,35 @@ type Target interface {
 	Send(ctx context.Context, text string, opts *SendOptions) (string, error)
 }
 
-// KeyedTarget is a Target that can keep all messages of a key together,
-// such as a ShardedQueue, which puts them on one shard.
+// KeyedTarget is a [Target] that can keep all messages of a key together,
+// such as a [ShardedQueue], which puts them on one shard.
 type KeyedTarget interface {
 	Target
 	// SendKeyed puts text where every message with this key goes.
 	SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error)
 }
 
-// PoisonQueuer is a Shard with a poison queue of its own beside it, such as
-// a *Queue of an Account or a memqueue.Queue. A Listener on it, and a
-// ShardedQueue over shards that all have one, use it by default (see
-// ListenerOptions.PoisonQueue and ShardedQueue.PoisonQueue).
+// PoisonQueuer is a [Shard] with a poison queue of its own beside it, such as
+// a [*Queue] of an [Account] or a memqueue.Queue. A [Listener] on it, and a
+// [ShardedQueue] over shards that all have one, use it by default (see
+// [ListenerOptions.PoisonQueue] and [ShardedQueue.PoisonQueue]).
 type PoisonQueuer interface {
 	// PoisonShard returns the poison queue, or nil if there is none.
 	PoisonShard() Shard
 }
 
-// PayloadStorer is a Source or Target with a PayloadStore of its own, such
-// as a *Queue of an Account or a ShardedQueue: a Publisher offloads to it,
-// and a Listener reads from it, unless their options name another (see
-// PublisherOptions.Payloads and ListenerOptions.Payloads). A Source of your
+// PayloadStorer is a [Source] or [Target] with a [PayloadStore] of its own, such
+// as a [*Queue] of an [Account] or a [ShardedQueue]: a [Publisher] offloads to it,
+// and a [Listener] reads from it, unless their options name another (see
+// [PublisherOptions.Payloads] and [ListenerOptions.Payloads]). A Source of your
 // own that wraps one passes it on by implementing PayloadStorer too.
 type PayloadStorer interface {
 	// PayloadStore returns the store, or nil if there is none.
 	PayloadStore() *PayloadStore
 }
 
-// WakeSource tells its subscribers that work was sent. A *Queue is one: it
-// calls them after every successful Send through it in this process. An
+// WakeSource tells its subscribers that work was sent. A [*Queue] is one: it
+// calls them after every successful [Queue.Send] through it in this process. An
 // [endpoint.WakeHandler] is one for wake-ups from other processes.
 //
 // [endpoint.WakeHandler]: https://pkg.go.dev/github.com/azdispatch/azdispatch/endpoint#WakeHandler
@@ -116,12 +116,12 @@ func checkReceive(max int, visibility time.Duration) error {
 	return checkVisibility("Receive's visibility", visibility, false)
 }
 
-// checkDelay refuses a SendOptions.Delay the service would refuse.
+// checkDelay refuses a [SendOptions.Delay] the service would refuse.
 func checkDelay(delay time.Duration) error { return checkVisibility("SendOptions.Delay", delay, true) }
 
-// Delivery is one received message as its Source returned it. The listener
+// Delivery is one received message as its [Source] returned it. The listener
 // hands it from the dequeuer to one goroutine that settles it; while a batch
-// runs, that goroutine's visibility renewals (SetVisibility, which may
+// runs, that goroutine's visibility renewals ([Source.SetVisibility], which may
 // replace Receipt and NextVisibleAt) run beside item goroutines that read
 // the other fields, so a Source must change no field but those two.
 type Delivery struct {
@@ -131,14 +131,14 @@ type Delivery struct {
 	InsertedAt    time.Time
 	ExpiresAt     time.Time
 	NextVisibleAt time.Time // when it reappears unless deleted or renewed
-	Queue         string    // the queue it came from: for a ShardedQueue, the shard's name
+	Queue         string    // the queue it came from: for a [ShardedQueue], the shard's name
 
-	// Receipt is what the Source that returned the delivery needs to delete
-	// it or change its visibility later: for a Queue, its pop receipt; for a
-	// ShardedQueue, the shard it came through as well. Only that source
+	// Receipt is what the [Source] that returned the delivery needs to delete
+	// it or change its visibility later: for a [Queue], its pop receipt; for a
+	// [ShardedQueue], the shard it came through as well. Only that source
 	// reads it; everyone else passes the Delivery back as it is. A Source of
 	// your own puts here whatever it needs (its own record of the message,
-	// say), and may replace it in SetVisibility.
+	// say), and may replace it in [Source.SetVisibility].
 	Receipt any
 }
 
@@ -149,7 +149,7 @@ const (
 	// MaxVisibility is the longest a message can be hidden.
 	MaxVisibility = 7 * 24 * time.Hour
 	// MaxMessageSize is the largest encoded message, in UTF-8 bytes, that a
-	// Publisher puts on a queue as it is (larger ones are offloaded to a
+	// [Publisher] puts on a queue as it is (larger ones are offloaded to a
 	// blob): the service's 64 KiB less the 1 KiB kept for the header of a
 	// poison envelope, so that every message sent can later be moved whole
 	// into a poison queue.
@@ -169,7 +169,7 @@ type Message[T any] struct {
 	Queue        string // the queue the message came from
 
 	// BatchID names the batch the body is an item of (see
-	// Publisher.SendBatch); empty for a message sent on its own, offloaded
+	// [Publisher.SendBatch]); empty for a message sent on its own, offloaded
 	// or not. Item is the body's index in the batch, from 0. Together with
 	// ID they identify an item across redeliveries.
 	BatchID string
@@ -180,13 +180,13 @@ type Message[T any] struct {
 //   - nil: the message is deleted;
 //   - an error: the message is released for another try after the
 //     listener's retry delay, or poisoned once it has used its tries;
-//   - Permanent(err): the message is poisoned at once;
+//   - [Permanent](err): the message is poisoned at once;
 //   - a panic: recovered, and treated as an error.
 //
-// The context ends when the handler times out (cause ErrHandlerTimeout),
+// The context ends when the handler times out (cause [ErrHandlerTimeout]),
 // when the listener can no longer keep the message hidden because another
-// receiver may have it (cause ErrOwnershipLost), or at the end of a
-// shutdown's drain (cause ErrDrainTimeout). Delivery is at least once: a
+// receiver may have it (cause [ErrOwnershipLost]), or at the end of a
+// shutdown's drain (cause [ErrDrainTimeout]). Delivery is at least once: a
 // message may be handled again after a crash or a lost delete, so handlers
-// should be idempotent; DequeueCount > 1 says a retry may be under way.
+// should be idempotent; [Message.DequeueCount] > 1 says a retry may be under way.
 type Handler[T any] func(ctx context.Context, m *Message[T]) error

@@ -30,8 +30,8 @@ type answer struct {
 	code   string
 }
 
-// answerOf reads err's answer, from a *StorageError or the SDK's
-// *azcore.ResponseError; the zero answer (no status) for anything else.
+// answerOf reads err's answer, from a [*StorageError] or the SDK's
+// [*azcore.ResponseError]; the zero answer (no status) for anything else.
 func answerOf(err error) answer {
 	var se *StorageError
 	if errors.As(err, &se) {
@@ -69,7 +69,7 @@ func (a answer) fatal(o Op) bool {
 
 // receiptStale reports whether a delete or update (o) was refused because
 // its pop receipt is stale: the message is someone else's now
-// (ErrOwnershipLost). Azurite answers 400 PopReceiptMismatch, the service
+// ([ErrOwnershipLost]). Azurite answers 400 PopReceiptMismatch, the service
 // 404 MessageNotFound, and 404 QueueNotFound for a queue deleted under it.
 func (a answer) receiptStale(o Op) bool {
 	if o != OpDelete && o != OpUpdate {

@@ -40,7 +40,7 @@ const (
 	opOther      Op = "other"       // whatever else
 )
 
-// counted is where o is counted in a Transactions.
+// counted is where o is counted in a [Transactions].
 func (o Op) counted() txcount.Op { return txcount.Named(string(o)) }
 
 // Transactions counts billable storage requests by kind. Every HTTP attempt
@@ -72,7 +72,7 @@ func (t Transactions) Blob() int64 {
 	return t.BlobRead + t.BlobWrite + t.BlobDelete + t.BlobLease + t.BlobList
 }
 
-// counter accumulates Transactions: an account's, a queue's, a listener's,
+// counter accumulates [Transactions]: an account's, a queue's, a listener's,
 // or one a context carries. It is safe for concurrent use; the zero value
 // is ready.
 type counter struct{ c txcount.Counter }
