@@ -74,9 +74,10 @@ type ListenerOptions struct {
 	// requests a day, and an idle one none.
 	ScaleInterval time.Duration
 
-	// OnEvent, if set, is called on every scale-up, scale-down, idle back-off
-	// and wake-up, from the listener's goroutines: it must be quick and safe
-	// for concurrent use.
+	// OnEvent, if set, is called on every scale-up, scale-down, idle
+	// back-off and wake-up, and when a fatal storage error starts or ends
+	// (see [EventKind]), from the listener's goroutines: it must be quick
+	// and safe for concurrent use.
 	OnEvent func(Event)
 
 	// VisibilityTimeout is how long a received message stays hidden from
