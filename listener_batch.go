@@ -38,13 +38,17 @@ type batchRun[T any] struct {
 	meta  payload.Meta
 	etag  azcore.ETag
 	saved int // items done at the last checkpoint read or written
+	// turn is the batch's turn under a rate limit, booked at its receive,
+	// for the first item it runs; zero once taken, and each item after
+	// waits for a turn of its own.
+	turn time.Time
 }
 
 // runBatch reads a batch's blob, runs the items that are not done yet, and
 // says what becomes of the message: deleted (then its blob) when every item
 // is done, otherwise released for another try, with a checkpoint of what is
 // done.
-func (l *Listener[T]) runBatch(t *try, p *payload.Pointer) action {
+func (l *Listener[T]) runBatch(t *try, p *payload.Pointer, turn time.Time) action {
 	// The blob is held while the items run, and one item's text is
 	// inflated at a time; the items in their handlers are bounded by the
 	// handler tokens, not counted here.
@@ -59,7 +63,7 @@ func (l *Listener[T]) runBatch(t *try, p *payload.Pointer) action {
 	if err != nil {
 		return l.payloadFailed(t, err)
 	}
-	b := &batchRun[T]{l: l, t: t, p: p, meta: f.meta, etag: f.etag, done: payload.NewDoneSet(p.Items)}
+	b := &batchRun[T]{l: l, t: t, p: p, meta: f.meta, etag: f.etag, done: payload.NewDoneSet(p.Items), turn: turn}
 	b.done.Merge(f.meta.Done)
 	b.saved = b.done.Len()
 	t.blob, t.saveProgress = p, b.checkpoint
@@ -102,7 +106,13 @@ func (b *batchRun[T]) runItems(data []byte) error {
 			l.stats.itemsSkipped.Add(1)
 			continue
 		}
-		if err := l.takeHandler(t); err != nil {
+		turn := b.turn
+		b.turn = time.Time{}
+		err = l.waitTurn(t, turn)
+		if err == nil {
+			err = l.takeHandler(t)
+		}
+		if err != nil {
 			b.halted = errors.Is(err, errNotStarted)
 			return nil
 		}

@@ -62,9 +62,6 @@ type try struct {
 	origin any
 	// meta is the metadata the message carried, nil if none.
 	meta Metadata
-	// turn is when the message's handler call may start under the rate
-	// limit, booked at its receive; zero once taken, or without a limit.
-	turn time.Time
 }
 
 // inHand is everything one message needs on its way, in one allocation:
@@ -87,7 +84,7 @@ func (l *Listener[T]) process(s *session, w work) {
 	h := &inHand[T]{}
 	t := &h.t
 	d := w.d
-	t.s, t.d, t.origin, t.received, t.turn = s, d, d.Receipt, w.received, w.turn
+	t.s, t.d, t.origin, t.received = s, d, d.Receipt, w.received
 	t.hidden(w.received, w.received.Add(w.took), l.opts.VisibilityTimeout)
 	t.ctx, t.end = context.WithCancelCause(s.detached)
 	s.watch.addTry(t)
@@ -101,7 +98,7 @@ func (l *Listener[T]) process(s *session, w work) {
 			l.givePayload(t)
 		}
 	}()
-	a := l.work(h)
+	a := l.work(h, w.turn)
 	settled = true
 	l.settle(t, a)
 	l.givePayload(t)
@@ -113,8 +110,8 @@ var errHandlerExited = errors.New("azdispatch: the handler ended its goroutine (
 
 // work does what the message asks and says what should become of it: a
 // pointer is resolved first, a batch runs its items, anything else is
-// decoded and handed to the handler.
-func (l *Listener[T]) work(h *inHand[T]) action {
+// decoded and handed to the handler, at turn under a rate limit.
+func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	t := &h.t
 	d := t.d
 	switch l.memo.Settled(d.ID, d.Text) {
@@ -152,7 +149,7 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 			return poison(fmt.Sprintf("payload %s cannot be read: %v: %s has no payload store (see PayloadStorer); set ListenerOptions.Payloads",
 				p.Blob, ErrNoBlobService, l.src.Name()))
 		case p.Kind == payload.KindBatch:
-			return l.runBatch(t, p)
+			return l.runBatch(t, p, turn)
 		}
 		// Room for the blob and the text it inflates to; once the text is
 		// out, it alone is kept, until the message is settled.
@@ -175,8 +172,12 @@ func (l *Listener[T]) work(h *inHand[T]) action {
 		return poison(decodeFailed(err))
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue
-	// A message waits here, hidden and renewed, while batch items hold
-	// every handler token; its HandlerTimeout starts once it has one.
+	// A message waits here for its turn under a rate limit, then, hidden
+	// and renewed, while batch items hold every handler token; its
+	// HandlerTimeout starts once it has one.
+	if err := l.waitTurn(t, turn); err != nil {
+		return l.judge(t, t.ctx, err)
+	}
 	if err := l.takeHandler(t); err != nil {
 		return l.judge(t, t.ctx, err)
 	}
@@ -200,9 +201,6 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 // errNotStarted when Run's context ends first, or with the try's cause; a
 // unit it got then is given back.
 func (l *Listener[T]) takeHandler(t *try) error {
-	if err := l.waitTurn(t); err != nil {
-		return err
-	}
 	if !l.handlers.TryAcquire(1) {
 		// Only a wait makes a context of its own: it ends with the try's
 		// or with Run's.
@@ -227,18 +225,19 @@ func (l *Listener[T]) takeHandler(t *try) error {
 	return nil
 }
 
-// waitTurn waits for the try's turn under the rate limit, if there is one:
-// the turn booked at its receive for the message's first call, a turn of
-// its own for each further batch item. It fails as takeHandler does.
-func (l *Listener[T]) waitTurn(t *try) error {
+// waitTurn waits for a handler call's turn under the rate limit, if there
+// is one: turn, booked at the message's receive for its first call, or,
+// if turn is zero, a turn of its own (a batch's further items). It fails
+// as takeHandler does. The turn is not kept in the try, whose size is
+// what every message allocates.
+func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
 	if l.gate == nil {
 		return nil
 	}
 	ctx, done := t.untilRunEnds()
 	defer done()
 	var err error
-	if turn := t.turn; !turn.IsZero() {
-		t.turn = time.Time{}
+	if !turn.IsZero() {
 		syncx.Sleep(ctx, time.Until(turn), nil)
 		err = ctx.Err()
 	} else {
