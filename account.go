@@ -298,6 +298,13 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter) {
 	return &co, tx
 }
 
+// errNoTurnBeforeDeadline is the error of a request whose turn under
+// AccountOptions.Limiter would come after its context's deadline: the
+// caller's deadline, met early, so it matches context.DeadlineExceeded,
+// and no storage's fault (a sharded queue does not back its shard off
+// for it).
+var errNoTurnBeforeDeadline = fmt.Errorf("azdispatch: no turn of AccountOptions.Limiter before the context's deadline: %w", context.DeadlineExceeded)
+
 // The limiter sits in an account's pipeline twice. limitPolicy, per call,
 // waits for the first attempt's turn on the caller's context, before the
 // SDK's retry policy starts the attempt's TryTimeout; limitRetryPolicy, per
@@ -320,7 +327,7 @@ func (p limitPolicy) Do(req *policy.Request) (*http.Response, error) {
 		case deadline && p.limiter.Burst() > 0:
 			// The limiter refuses at once a wait that would outlast the
 			// context; that is the context's deadline, met early.
-			return nil, fmt.Errorf("azdispatch: no turn of AccountOptions.Limiter before the context's deadline: %w", context.DeadlineExceeded)
+			return nil, errNoTurnBeforeDeadline
 		}
 		return nil, fmt.Errorf("azdispatch: AccountOptions.Limiter: %w", err)
 	}

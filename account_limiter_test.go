@@ -98,3 +98,30 @@ func TestLimiterWaitIsNotPartOfTheTryTimeout(t *testing.T) {
 	}
 	assert.EqualValues(t, 6, f.hits.Load(), "each call: an attempt and two retries")
 }
+
+// A request whose turn under the account's limiter would come after its
+// deadline fails at once with context.DeadlineExceeded, and a sharded
+// queue does not take that for its shards' fault: no request was sent, and
+// a back-off would only move the caller's own deadline onto the shards.
+func TestALimiterDeadlineIsNotTheShardsFault(t *testing.T) {
+	limiter := rate.NewLimiter(1, 1)
+	for range 100 {
+		limiter.Reserve()
+	}
+	acct, err := NewAccountWithSharedKey("http://127.0.0.1:9/devstoreaccount1", "devstoreaccount1", emulatorKey, &AccountOptions{Limiter: limiter})
+	require.NoError(t, err)
+	shards, err := AccountShards("paced", 2, acct)
+	require.NoError(t, err)
+	sq, err := NewShardedQueue("paced", shards, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = sq.Send(ctx, "x", nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), time.Second, "refused at once, not at the deadline")
+	for _, h := range sq.Health() {
+		assert.True(t, h.Healthy, "%s: %v", h.Shard, h.LastError)
+	}
+	assert.Zero(t, acct.Transactions().Total(), "nothing was sent")
+}

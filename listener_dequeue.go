@@ -73,16 +73,16 @@ func (l *Listener[T]) dequeue(s *session) {
 		}
 		// Under a rate limit, no more messages than there are turns for
 		// soon: the rest wait in the queue, visible to other workers.
+		// The turns of those that come are booked after the receive.
 		turns, err := l.takeTurns(ctx, n)
 		if err != nil {
 			slots.Give(n)
 			if ctx.Err() != nil {
 				return
 			}
-			// The limiter was changed after the listener was made to give
-			// no turns (a burst of 0, or a rate of 0 with its burst spent):
-			// nothing may start until it is changed back, which is looked
-			// for every second.
+			// The limiter gives no turns (a rate of 0 with its burst spent,
+			// or a burst set to 0 after the listener was made): nothing may
+			// start until it is changed, which is looked for every second.
 			if !paused {
 				l.log.Warn("the rate limiter gives no turns; receiving is paused until it does", "err", err)
 				paused = true
@@ -116,7 +116,7 @@ func (l *Listener[T]) dequeue(s *session) {
 		// or a Source's): what it brought is received all the same.
 		batch = l.keep(s, batch, n)
 		slots.Give(n - len(batch))
-		turns.Keep(len(batch))
+		turns.Use(len(batch))
 		l.stats.received.Add(int64(len(batch)))
 		switch {
 		case ctx.Err() != nil:
@@ -214,9 +214,11 @@ func (l *Listener[T]) dequeue(s *session) {
 	}
 }
 
-// takeTurns books the turns of up to n messages under the rate limit (nil
-// without one), waiting while there are none soon. It fails only when ctx
-// ends.
+// takeTurns says how many of up to n messages may be received under the
+// rate limit (nil Turns without one), waiting while there are no turns
+// soon; the caller books the turns of those received with Turns.Use. It
+// fails when ctx ends, or with ratelimit.ErrNoTurns when the limiter gives
+// no turns at all.
 func (l *Listener[T]) takeTurns(ctx context.Context, n int) (*ratelimit.Turns, error) {
 	if l.gate == nil {
 		return nil, nil

@@ -205,10 +205,14 @@ type ListenerOptions struct {
 	// their demand: one with a backlog never books the limiter far ahead
 	// of another. Turns a receive found no message for are given back.
 	//
-	// A batch message takes one turn when it is received, for its first
-	// item; each further item waits for a turn of its own while the batch
-	// is in hand. A limiter with a burst of 0 (and a finite rate) gives no
-	// turns, and is refused. Nil, the default, means no limit.
+	// Every message received takes a turn, whether or not its handler
+	// runs (one poisoned without a call takes one too). A batch message's
+	// turn is its first item's; each further item waits for a turn of its
+	// own while the batch is in hand, renewed if that takes long. A rate
+	// of 0 pauses receiving once its burst is spent, until the rate is
+	// raised (the limiter is looked at again every second); a burst of 0
+	// with a finite rate gives no turns at all, and is refused. Nil, the
+	// default, means no limit.
 	RateLimit *rate.Limiter
 
 	// CheckpointInterval is how often a batch in progress records its

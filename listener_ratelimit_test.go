@@ -194,43 +194,56 @@ func TestRateLimitWithNoBurstIsRefused(t *testing.T) {
 }
 
 // A limiter set to give no turns while the listener runs (a rate of 0, to
-// pause a consumer) pauses receiving, with no message taken and no busy
-// loop; set back, the listener goes on.
+// pause a consumer, with or without its burst) pauses receiving, with no
+// message taken and no busy loop; set back, the listener goes on within
+// about a second.
 func TestARateLimitSetToZeroPausesReceiving(t *testing.T) {
-	limiter := rate.NewLimiter(rate.Inf, 1)
-	q := memqueue.New("paused", nil)
-	handled := make(chan struct{}, 10)
-	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error {
-		handled <- struct{}{}
-		return nil
-	}, &azdispatch.ListenerOptions{RateLimit: limiter})
-	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	var run sync.WaitGroup
-	run.Go(func() { assert.NoError(t, l.Run(ctx)) })
-	defer func() { stop(); run.Wait() }()
+	for _, burstToo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("burst to 0 too: %v", burstToo), func(t *testing.T) {
+			limiter := rate.NewLimiter(rate.Inf, 1)
+			q := memqueue.New("paused", nil)
+			handled := make(chan struct{}, 10)
+			l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error {
+				handled <- struct{}{}
+				return nil
+			}, &azdispatch.ListenerOptions{RateLimit: limiter})
+			require.NoError(t, err)
+			ctx, stop := context.WithCancel(context.Background())
+			var run sync.WaitGroup
+			run.Go(func() { assert.NoError(t, l.Run(ctx)) })
+			defer func() { stop(); run.Wait() }()
 
-	_, err = q.Send(ctx, "1", nil)
-	require.NoError(t, err)
-	<-handled
-	limiter.SetLimit(0)
-	limiter.SetBurst(0)
-	receivesBefore := q.Transactions().Receive
-	_, err = q.Send(ctx, "2", nil)
-	require.NoError(t, err)
-	select {
-	case <-handled:
-		t.Fatal("handled while the limiter gives no turns")
-	case <-time.After(1500 * time.Millisecond):
-	}
-	// At most the receive under way when the limit changed, and one a
-	// second after: not a loop.
-	assert.LessOrEqual(t, q.Transactions().Receive-receivesBefore, int64(3))
-	limiter.SetLimit(rate.Inf)
-	limiter.SetBurst(1)
-	select {
-	case <-handled:
-	case <-time.After(time.Minute):
-		t.Fatal("not handled once the limiter gives turns again")
+			_, err = q.Send(ctx, "1", nil)
+			require.NoError(t, err)
+			<-handled
+			limiter.SetLimit(0)
+			if burstToo {
+				limiter.SetBurst(0)
+			} else {
+				// The burst's one token, spent by the first message under
+				// the new rate.
+				_, err = q.Send(ctx, "2", nil)
+				require.NoError(t, err)
+				<-handled
+			}
+			receivesBefore := q.Transactions().Receive
+			_, err = q.Send(ctx, "3", nil)
+			require.NoError(t, err)
+			select {
+			case <-handled:
+				t.Fatal("handled while the limiter gives no turns")
+			case <-time.After(1500 * time.Millisecond):
+			}
+			// At most the receive under way when the limit changed, and
+			// one a second after: not a loop.
+			assert.LessOrEqual(t, q.Transactions().Receive-receivesBefore, int64(3))
+			limiter.SetLimit(rate.Inf)
+			limiter.SetBurst(1)
+			select {
+			case <-handled:
+			case <-time.After(time.Minute):
+				t.Fatal("not handled once the limiter gives turns again")
+			}
+		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // Middleware wraps every handler call of a listener: single messages and
 // batch items alike. It is not generic, so that one middleware (tracing,
-// metrics, a rate limit, logging) serves every [Listener][T]. Set it in
+// metrics, logging) serves every [Listener][T]. Set it in
 // [ListenerOptions.Middleware].
 //
 // HandleCall runs the rest of the chain, and at its end the handler, by

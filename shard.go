@@ -394,6 +394,13 @@ func (s *ShardedQueue) Health() []ShardHealth {
 	return out
 }
 
+// The poison queues of a sharded queue sit beside its shards: shard
+// "tasks-3" has "tasks-3-poison" in the same account. Poison capacity so
+// grows with the shards, a poison move stays in the account the message
+// came from (one account failing does not stop the others' poison moves),
+// and a requeued message goes back to its own shard, keeping the affinity
+// of keyed sends.
+
 // PoisonQueue is where a listener on s moves messages it gives up on: a
 // sharded queue over the shards' own poison queues ("<shard>-poison" in the
 // shard's account). A message is poisoned into its own shard's poison queue

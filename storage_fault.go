@@ -119,12 +119,13 @@ func throttled(err error) bool {
 // account endpoint is (a transport failure: refused connection, DNS,
 // timeout, with no HTTP answer at all). Errors about the message or the
 // caller (a too large text, a stale pop receipt, a context the caller
-// ended, a request the service calls bad) are not the shard's fault.
+// ended, a deadline the account's limiter would pass, a request the
+// service calls bad) are not the shard's fault.
 func fault(ctx context.Context, err error) (shard, account bool) {
 	if err == nil || ctx.Err() != nil {
 		return false, false
 	}
-	for _, notShard := range []error{ErrMessageTooLarge, ErrInvalidText, ErrInvalidConfig, ErrOwnershipLost} {
+	for _, notShard := range []error{ErrMessageTooLarge, ErrInvalidText, ErrInvalidConfig, ErrOwnershipLost, errNoTurnBeforeDeadline} {
 		if errors.Is(err, notShard) {
 			return false, false
 		}

@@ -4,7 +4,7 @@
 //
 //	queue := memqueue.New("orders", nil) // in place of account.Queue("orders")
 //	_, err := queue.Send(ctx, `{"id":1}`, nil)
-//	queue.FailNext(memqueue.OpDelete, 1, nil) // the next delete fails: 503 ServerBusy
+//	queue.FailNext(azdispatch.OpDelete, 1, nil) // the next delete fails: 503 ServerBusy
 //	listener, err := azdispatch.NewListener(queue, handle, nil)
 //	err = listener.Run(ctx)
 //

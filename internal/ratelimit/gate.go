@@ -7,74 +7,76 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
 // ErrNoTurns is the error of a gate whose limiter gives no turns at all: a
-// burst of 0 with a finite rate.
-var ErrNoTurns = errors.New("the rate limiter gives no turns (its burst is 0)")
+// burst of 0 with a finite rate, or a rate of 0 with its burst spent.
+var ErrNoTurns = errors.New("the rate limiter gives no turns (a rate or a burst of 0)")
+
+// maxWait bounds one wait of Take for turns, so that a limiter whose rate
+// is raised while a gate waits is seen within it.
+const maxWait = time.Second
 
 // Gate books the turns of one listener on a limiter that others may share.
 //
-// A receive asks first for the turns its messages would take, one each: at
-// most half a horizon's worth of the limiter's rate at once, and none that
-// comes later than the limit. So the listener takes no more messages than
-// it can start soon, and the rest wait in the queue. A gate asks again
-// only once its last turn is within half a horizon, so that it keeps about
-// a horizon booked ahead, and never more: two gates on one limiter, both
-// with a backlog, book half a horizon each in turn, and one that asks
-// while the other holds its horizon books right after it. Listeners
-// sharing a limiter thus take turns in chunks, each as large as its demand
-// up to half a horizon, and none waits behind another's backlog.
+// Before a receive, Take says how many messages the listener may ask for:
+// those whose turns come within the limit, at most half a horizon's worth
+// of the limiter's rate. It reserves nothing: after the receive, Use
+// reserves one turn for each message that came, so that turns a receive
+// found no message for are never taken from the limiter (x/time/rate gives
+// back a cancelled reservation's tokens only when nothing was reserved
+// after it). A gate asks again only once its last turn is within half a
+// horizon, so that it keeps about a horizon booked ahead, and never more:
+// two gates on one limiter, both with a backlog, book half a horizon each
+// in turn, and one that asks while the other holds its horizon books
+// right after it. Listeners sharing a limiter thus take turns in chunks,
+// each as large as its demand up to half a horizon, and none waits behind
+// another's backlog.
 //
 // A Gate is safe for concurrent use; the asks of one listener's dequeuers
-// are made one at a time.
+// are made one at a time, from Take to Use.
 type Gate struct {
 	limiter *rate.Limiter
 	horizon time.Duration
-	limit   time.Duration // no turn is booked further ahead than this
-	ask     chan struct{} // a token: held while one ask is made
+	limit   time.Duration // no turn is counted on further ahead than this
+	ask     chan struct{} // a token: held from Take to Use
 	// bookedUntil is when the last turn this gate holds comes (guarded by
 	// holding the ask token).
 	bookedUntil time.Time
 }
 
 // New returns a gate on limiter that keeps about horizon booked ahead, and
-// books no turn further ahead than limit (at least horizon).
+// counts on no turn further ahead than limit (at least horizon).
 func New(limiter *rate.Limiter, horizon, limit time.Duration) *Gate {
 	horizon = max(horizon, time.Millisecond)
 	return &Gate{limiter: limiter, horizon: horizon, limit: max(limit, horizon), ask: make(chan struct{}, 1)}
 }
 
-// chunk is how many turns one ask may book: half a horizon's worth at the
-// limiter's rate now, at least one.
-func (g *Gate) chunk(max int) int {
-	perSecond := float64(g.limiter.Limit())
-	if perSecond >= float64(max)*2/g.horizon.Seconds() { // rate.Inf too
-		return max
-	}
-	return min(max, int(perSecond*g.horizon.Seconds()/2)+1)
-}
-
-// Turns are the turns one ask booked, earliest first.
+// Turns are what one ask may book: Take says how many, Use books them.
 type Turns struct {
-	g     *Gate
-	res   []*rate.Reservation
-	at    []time.Time
-	prior time.Time // the gate's bookedUntil before the ask
+	g    *Gate
+	may  int
+	at   []time.Time
+	used bool
 }
 
-// Len is how many turns were booked. Nil Turns, of no gate, have none.
+// Len is how many turns the ask may book before Use, and how many it
+// booked after. Nil Turns, of no gate, have none.
 func (t *Turns) Len() int {
-	if t == nil {
+	switch {
+	case t == nil:
 		return 0
+	case t.used:
+		return len(t.at)
 	}
-	return len(t.at)
+	return t.may
 }
 
-// At is when turn i comes; the zero time for nil Turns, which limit
+// At is when booked turn i comes; the zero time for nil Turns, which limit
 // nothing.
 func (t *Turns) At(i int) time.Time {
 	if t == nil {
@@ -83,10 +85,10 @@ func (t *Turns) At(i int) time.Time {
 	return t.at[i]
 }
 
-// Take books up to max turns that come within the horizon, at least one:
-// it waits while the gate's own turns are still far off, or while the
-// limiter has none within the horizon. It fails only with ctx's cause, or
-// with ErrNoTurns.
+// Take says how many of up to max messages may be asked for, at least
+// one: it waits while the gate's own turns are still far off, or while the
+// limiter has none within the limit. It holds the gate until Use. It fails
+// only with ctx's cause, or with ErrNoTurns.
 func (g *Gate) Take(ctx context.Context, max int) (*Turns, error) {
 	for {
 		select {
@@ -94,12 +96,16 @@ func (g *Gate) Take(ctx context.Context, max int) (*Turns, error) {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
-		wait, turns, err := g.try(max)
-		<-g.ask
-		if err != nil || turns != nil {
-			return turns, err
+		wait, n, err := g.count(max)
+		if err != nil || n > 0 {
+			if err != nil {
+				<-g.ask
+				return nil, err
+			}
+			return &Turns{g: g, may: n}, nil
 		}
-		timer := time.NewTimer(wait)
+		<-g.ask
+		timer := time.NewTimer(min(wait, maxWait))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -109,68 +115,58 @@ func (g *Gate) Take(ctx context.Context, max int) (*Turns, error) {
 	}
 }
 
-// try books what it can now, holding the ask token; when it books nothing
-// it says how long to wait before asking again.
-func (g *Gate) try(max int) (time.Duration, *Turns, error) {
+// count says how many turns an ask may book now; when none, how long to
+// wait before asking again.
+func (g *Gate) count(max int) (time.Duration, int, error) {
 	now := time.Now()
 	if askFrom := g.bookedUntil.Add(-g.horizon / 2); now.Before(askFrom) {
-		return askFrom.Sub(now), nil, nil
+		return askFrom.Sub(now), 0, nil
 	}
-	t := &Turns{g: g, prior: g.bookedUntil}
-	n := g.chunk(max)
-	for len(t.at) < n {
-		r := g.limiter.ReserveN(now, 1)
-		if !r.OK() {
-			t.cancel(now, 0)
-			return 0, nil, ErrNoTurns
+	perSecond := g.limiter.Limit()
+	if perSecond == rate.Inf {
+		return 0, max, nil
+	}
+	if g.limiter.Burst() < 1 {
+		return 0, 0, ErrNoTurns
+	}
+	// The limiter's tokens now, less what is reserved ahead (negative
+	// then), and what accrues by the limit: turns within it.
+	tokens := g.limiter.TokensAt(now)
+	within := math.Floor(tokens + float64(perSecond)*g.limit.Seconds())
+	if within < 1 {
+		if perSecond <= 0 {
+			return 0, 0, ErrNoTurns
 		}
-		delay := r.DelayFrom(now)
-		if delay > g.limit {
-			r.CancelAt(now)
-			if len(t.at) == 0 {
-				// Asked again once the first turn comes within the limit.
-				return max1ms(delay - g.limit), nil, nil
-			}
-			break
-		}
-		t.res = append(t.res, r)
-		t.at = append(t.at, now.Add(delay))
+		// Asked again once the first turn comes within the limit.
+		first := time.Duration((1 - tokens) / float64(perSecond) * float64(time.Second))
+		return max1ms(first - g.limit), 0, nil
 	}
-	if len(t.at) == 0 { // max < 1
-		return 0, t, nil
-	}
-	g.bookedUntil = t.at[len(t.at)-1]
-	return 0, t, nil
+	chunk := int(float64(perSecond)*g.horizon.Seconds()/2) + 1
+	return 0, int(min(float64(max), float64(chunk), within)), nil
 }
 
 func max1ms(d time.Duration) time.Duration { return max(d, time.Millisecond) }
 
-// Keep keeps the first n turns and gives back the rest: a receive that
-// brought fewer messages than it had turns for. Turns given back serve
-// whoever asks next, this listener or another, as far as no later booking
-// has been made on the limiter meanwhile.
-func (t *Turns) Keep(n int) {
-	if t == nil || n >= len(t.at) {
+// Use books a turn for each of the first n messages (at most Len) a
+// receive brought, and lets the gate go. A turn the limiter refuses (its
+// burst set to 0 meanwhile) comes at once: the message is in hand already.
+func (t *Turns) Use(n int) {
+	if t == nil || t.used {
 		return
 	}
 	g := t.g
-	g.ask <- struct{}{}
 	defer func() { <-g.ask }()
-	t.cancel(time.Now(), n)
-	if last := t.at[len(t.at)-1]; g.bookedUntil.Equal(last) {
-		// No ask of this gate has booked since: its last turn is now n's.
-		g.bookedUntil = t.prior
-		if n > 0 {
-			g.bookedUntil = t.at[n-1]
+	t.used = true
+	n = min(n, t.may)
+	now := time.Now()
+	t.at = make([]time.Time, n)
+	for i := range n {
+		t.at[i] = now
+		if r := g.limiter.ReserveN(now, 1); r.OK() {
+			t.at[i] = now.Add(r.DelayFrom(now))
 		}
 	}
-	t.at, t.res = t.at[:n], t.res[:n]
-}
-
-// cancel gives back the turns from the n-th on, latest first: the limiter
-// restores a reservation's token only when nothing was reserved after it.
-func (t *Turns) cancel(now time.Time, n int) {
-	for i := len(t.res) - 1; i >= n; i-- {
-		t.res[i].CancelAt(now)
+	if n > 0 {
+		g.bookedUntil = t.at[n-1]
 	}
 }

@@ -12,16 +12,17 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// An ask books no turn beyond the horizon: at 10 a second with a burst of
-// 1 and a horizon of half a second, one turn now and one every tenth of a
-// second up to half a second from now.
-func TestTakeBooksOnlyWithinTheHorizon(t *testing.T) {
+// An ask counts on no turn beyond the limit, and no more than half a
+// horizon's worth: at 10 a second with a burst of 1, a horizon and a limit
+// of a second, the burst and five more.
+func TestTakeCountsOnlyTurnsWithinTheLimit(t *testing.T) {
 	g := New(rate.NewLimiter(10, 1), time.Second, time.Second)
-	start := time.Now()
 	turns, err := g.Take(context.Background(), 32)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, turns.Len(), 5)
-	require.LessOrEqual(t, turns.Len(), 6)
+	assert.Equal(t, 6, turns.Len())
+	start := time.Now()
+	turns.Use(6)
+	require.Equal(t, 6, turns.Len())
 	for i := range turns.Len() {
 		assert.False(t, turns.At(i).After(start.Add(time.Second)), "turn %d at %v", i, turns.At(i).Sub(start))
 		if i > 0 {
@@ -30,19 +31,26 @@ func TestTakeBooksOnlyWithinTheHorizon(t *testing.T) {
 	}
 }
 
-// Turns a receive had no message for go back to the limiter: another gate
-// asking next gets them, and does not wait behind them.
-func TestKeepGivesBackWhatWasNotUsed(t *testing.T) {
+// Turns a receive had no message for are never taken from the limiter:
+// another gate asking next gets them, and does not wait behind them. Ten
+// asks that find nothing leave the limiter as they found it.
+func TestTurnsNotUsedAreNotTaken(t *testing.T) {
 	limiter := rate.NewLimiter(2, 1)
 	a, b := New(limiter, 4*time.Second, 4*time.Second), New(limiter, 4*time.Second, 4*time.Second)
+	for range 10 {
+		turns, err := a.Take(context.Background(), 32)
+		require.NoError(t, err)
+		turns.Use(0)
+	}
 	turns, err := a.Take(context.Background(), 32)
 	require.NoError(t, err)
-	require.Equal(t, 5, turns.Len()) // now, and every half second for two seconds
-	turns.Keep(1)
+	require.Equal(t, 5, turns.Len()) // the burst, and every half second for two seconds
+	turns.Use(1)
 	assert.Equal(t, 1, turns.Len())
 	other, err := b.Take(context.Background(), 1)
 	require.NoError(t, err)
-	// Without the give-back its first turn would be 2.5 s away.
+	other.Use(1)
+	// Had the four unused turns been taken, its first would be 2.5 s away.
 	assert.Less(t, time.Until(other.At(0)), time.Second)
 }
 
@@ -52,20 +60,23 @@ func TestKeepGivesBackWhatWasNotUsed(t *testing.T) {
 func TestGatesSharingALimiterTakeTurns(t *testing.T) {
 	limiter := rate.NewLimiter(20, 1)
 	const horizon = 200 * time.Millisecond
-	greedy, modest := New(limiter, horizon, horizon), New(limiter, horizon, horizon)
+	greedy, modest := New(limiter, horizon, 2*horizon), New(limiter, horizon, 2*horizon)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			if _, err := greedy.Take(ctx, 32); err != nil {
+			turns, err := greedy.Take(ctx, 32)
+			if err != nil {
 				return
 			}
+			turns.Use(turns.Len())
 		}
 	})
 	start := time.Now()
 	turns, err := modest.Take(ctx, 1)
 	require.NoError(t, err)
+	turns.Use(1)
 	cancel()
 	wg.Wait()
 	// The greedy gate holds at most a horizon of turns ahead; the modest
@@ -73,9 +84,36 @@ func TestGatesSharingALimiterTakeTurns(t *testing.T) {
 	assert.Less(t, turns.At(0).Sub(start), 4*horizon, "the modest gate's first turn")
 }
 
-func TestALimiterWithNoBurstGivesNoTurns(t *testing.T) {
+// A limiter that gives no turns, from the start or once changed, fails an
+// ask with ErrNoTurns rather than leaving it waiting for ever.
+func TestALimiterThatGivesNoTurnsSaysSo(t *testing.T) {
 	_, err := New(rate.NewLimiter(10, 0), time.Second, time.Second).Take(context.Background(), 3)
 	assert.ErrorIs(t, err, ErrNoTurns)
+
+	limiter := rate.NewLimiter(0, 1)
+	g := New(limiter, time.Second, time.Second)
+	turns, err := g.Take(context.Background(), 3)
+	require.NoError(t, err)
+	assert.Equal(t, 1, turns.Len(), "the burst")
+	turns.Use(1)
+	_, err = g.Take(context.Background(), 3)
+	assert.ErrorIs(t, err, ErrNoTurns, "the burst spent at a rate of 0")
+}
+
+// A wait for turns looks again at least every second, so that a rate raised
+// meanwhile is seen: at one turn an hour, with the turn spent, an ask that
+// would wait an hour gets its turn soon after the rate goes up.
+func TestARaisedRateIsSeenWithinASecond(t *testing.T) {
+	limiter := rate.NewLimiter(rate.Every(time.Hour), 1)
+	require.True(t, limiter.Allow())
+	g := New(limiter, time.Second, time.Second)
+	time.AfterFunc(100*time.Millisecond, func() { limiter.SetLimit(rate.Inf) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	turns, err := g.Take(ctx, 3)
+	require.NoError(t, err)
+	assert.Equal(t, 3, turns.Len())
+	turns.Use(0)
 }
 
 func TestTakeEndsWithItsContext(t *testing.T) {
@@ -88,8 +126,10 @@ func TestTakeEndsWithItsContext(t *testing.T) {
 	assert.ErrorIs(t, err, stop)
 }
 
-func TestAnInfiniteLimitBooksEverythingAtOnce(t *testing.T) {
+func TestAnInfiniteLimitCountsEverything(t *testing.T) {
 	turns, err := New(rate.NewLimiter(rate.Inf, 0), time.Second, time.Second).Take(context.Background(), 32)
 	require.NoError(t, err)
+	assert.Equal(t, 32, turns.Len())
+	turns.Use(32)
 	assert.Equal(t, 32, turns.Len())
 }
