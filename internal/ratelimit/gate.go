@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -37,23 +38,24 @@ const maxWait = time.Second
 // each as large as its demand up to half a horizon, and none waits behind
 // another's backlog.
 //
-// A Gate is safe for concurrent use; the asks of one listener's dequeuers
-// are made one at a time, from Take to Use.
+// A Gate is safe for concurrent use. The dequeuers of one listener ask in
+// parallel: turns an ask counted and has not yet used (its receive under
+// way) are pending, and the next ask counts on none of them again.
 type Gate struct {
 	limiter *rate.Limiter
 	horizon time.Duration
 	limit   time.Duration // no turn is counted on further ahead than this
-	ask     chan struct{} // a token: held from Take to Use
-	// bookedUntil is when the last turn this gate holds comes (guarded by
-	// holding the ask token).
-	bookedUntil time.Time
+
+	mu          sync.Mutex
+	bookedUntil time.Time // when the last turn this gate booked comes
+	pending     int       // turns counted by asks whose Use has not come
 }
 
 // New returns a gate on limiter that keeps about horizon booked ahead, and
 // counts on no turn further ahead than limit (at least horizon).
 func New(limiter *rate.Limiter, horizon, limit time.Duration) *Gate {
 	horizon = max(horizon, time.Millisecond)
-	return &Gate{limiter: limiter, horizon: horizon, limit: max(limit, horizon), ask: make(chan struct{}, 1)}
+	return &Gate{limiter: limiter, horizon: horizon, limit: max(limit, horizon)}
 }
 
 // Turns are what one ask may book: Take says how many, Use books them.
@@ -87,24 +89,20 @@ func (t *Turns) At(i int) time.Time {
 
 // Take says how many of up to max messages may be asked for, at least
 // one: it waits while the gate's own turns are still far off, or while the
-// limiter has none within the limit. It holds the gate until Use. It fails
-// only with ctx's cause, or with ErrNoTurns.
+// limiter has none within the limit. Those turns are pending until Use,
+// which must follow. It fails only with ctx's cause, or with ErrNoTurns.
 func (g *Gate) Take(ctx context.Context, max int) (*Turns, error) {
 	for {
-		select {
-		case g.ask <- struct{}{}:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
+		g.mu.Lock()
 		wait, n, err := g.count(max)
-		if err != nil || n > 0 {
-			if err != nil {
-				<-g.ask
-				return nil, err
-			}
+		g.pending += n
+		g.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, err
+		case n > 0:
 			return &Turns{g: g, may: n}, nil
 		}
-		<-g.ask
 		timer := time.NewTimer(min(wait, maxWait))
 		select {
 		case <-ctx.Done():
@@ -116,12 +114,9 @@ func (g *Gate) Take(ctx context.Context, max int) (*Turns, error) {
 }
 
 // count says how many turns an ask may book now; when none, how long to
-// wait before asking again.
+// wait before asking again. The caller holds g.mu.
 func (g *Gate) count(max int) (time.Duration, int, error) {
 	now := time.Now()
-	if askFrom := g.bookedUntil.Add(-g.horizon / 2); now.Before(askFrom) {
-		return askFrom.Sub(now), 0, nil
-	}
 	perSecond := g.limiter.Limit()
 	if perSecond == rate.Inf {
 		return 0, max, nil
@@ -130,8 +125,17 @@ func (g *Gate) count(max int) (time.Duration, int, error) {
 		return 0, 0, ErrNoTurns
 	}
 	// The limiter's tokens now, less what is reserved ahead (negative
-	// then), and what accrues by the limit: turns within it.
-	tokens := g.limiter.TokensAt(now)
+	// then) and what asks of this gate counted on and have not used.
+	tokens := g.limiter.TokensAt(now) - float64(g.pending)
+	last := g.bookedUntil
+	if tokens < 0 && perSecond > 0 && g.pending > 0 {
+		// The last pending turn comes when the tokens reach it.
+		last = later(last, now.Add(time.Duration(-tokens/float64(perSecond)*float64(time.Second))))
+	}
+	if askFrom := last.Add(-g.horizon / 2); now.Before(askFrom) {
+		return askFrom.Sub(now), 0, nil
+	}
+	// What accrues by the limit: the turns within it.
 	within := math.Floor(tokens + float64(perSecond)*g.limit.Seconds())
 	if within < 1 {
 		if perSecond <= 0 {
@@ -147,15 +151,25 @@ func (g *Gate) count(max int) (time.Duration, int, error) {
 
 func max1ms(d time.Duration) time.Duration { return max(d, time.Millisecond) }
 
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // Use books a turn for each of the first n messages (at most Len) a
-// receive brought, and lets the gate go. A turn the limiter refuses (its
-// burst set to 0 meanwhile) comes at once: the message is in hand already.
+// receive brought, and gives back the rest of what Take counted. A turn
+// the limiter refuses (its burst set to 0 meanwhile) comes at once: the
+// message is in hand already.
 func (t *Turns) Use(n int) {
 	if t == nil || t.used {
 		return
 	}
 	g := t.g
-	defer func() { <-g.ask }()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pending -= t.may
 	t.used = true
 	n = min(n, t.may)
 	now := time.Now()
@@ -167,6 +181,6 @@ func (t *Turns) Use(n int) {
 		}
 	}
 	if n > 0 {
-		g.bookedUntil = t.at[n-1]
+		g.bookedUntil = later(g.bookedUntil, t.at[n-1])
 	}
 }

@@ -133,3 +133,28 @@ func TestAnInfiniteLimitCountsEverything(t *testing.T) {
 	turns.Use(32)
 	assert.Equal(t, 32, turns.Len())
 }
+
+// Dequeuers of one listener ask in parallel: turns one ask counted and has
+// not used yet are not counted again, so two asks before either receive
+// returns count on no more than the limit holds. Without a limit, asks
+// never wait for each other.
+func TestParallelAsksDoNotCountTheSameTurns(t *testing.T) {
+	g := New(rate.NewLimiter(10, 1), time.Second, time.Second)
+	a, err := g.Take(context.Background(), 32)
+	require.NoError(t, err)
+	b, err := g.Take(context.Background(), 32)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, a.Len()+b.Len(), 11, "the burst and ten a second, within a second")
+	a.Use(a.Len())
+	b.Use(b.Len())
+	assert.False(t, b.At(b.Len()-1).After(time.Now().Add(1100*time.Millisecond)), "the last turn is within the limit")
+
+	free := New(rate.NewLimiter(rate.Inf, 0), time.Second, time.Second)
+	x, err := free.Take(context.Background(), 32)
+	require.NoError(t, err)
+	y, err := free.Take(context.Background(), 32) // x's receive still under way
+	require.NoError(t, err)
+	assert.Equal(t, 64, x.Len()+y.Len())
+	x.Use(0)
+	y.Use(0)
+}
