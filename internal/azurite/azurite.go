@@ -16,7 +16,9 @@ package azurite
 import (
 	"bufio"
 	"context"
+	"crypto/sha512"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +84,27 @@ type Options struct {
 	// key and SAS. Azurite takes bearer tokens only over HTTPS, and the
 	// Azure SDK sends them only there, so it implies HTTPS.
 	OAuth bool
+	// Accounts is how many storage accounts the emulator serves: the
+	// well-known devstoreaccount1, then devstoreaccount2, … each with a key
+	// of its own (see AccountConnectionString), through Azurite's
+	// AZURITE_ACCOUNTS. Zero means one. More than one implies Fresh.
+	Accounts int
+}
+
+// account is one storage account an instance serves.
+type account struct{ name, key string }
+
+// accountsFor returns the n accounts an instance serves: the well-known
+// one first, then accounts whose keys are derived from their names (test
+// keys, not secrets, but kept out of logs as real keys are).
+func accountsFor(n int) []account {
+	accts := []account{{devAccount, devKey}}
+	for i := 2; i <= n; i++ {
+		name := fmt.Sprintf("devstoreaccount%d", i)
+		sum := sha512.Sum512([]byte("azdispatch test account " + name))
+		accts = append(accts, account{name, base64.StdEncoding.EncodeToString(sum[:])})
+	}
+	return accts
 }
 
 // Instance is a running private Azurite, or an external account described by
@@ -94,6 +117,8 @@ type Instance struct {
 	queueURL string
 	blobURL  string
 	roots    *x509.CertPool // trusts the emulator's certificate; nil over HTTP
+	protocol string         // of a private process: "http" or "https"
+	accounts []account      // of a private process
 
 	// Private process only.
 	cmd     *exec.Cmd
@@ -120,7 +145,8 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 		opts = &Options{}
 	}
 	https := opts.HTTPS || opts.OAuth
-	if cs := os.Getenv(EnvConnectionString); cs != "" && !opts.Fresh && !https {
+	accts := accountsFor(opts.Accounts)
+	if cs := os.Getenv(EnvConnectionString); cs != "" && !opts.Fresh && !https && len(accts) == 1 {
 		return external(cs)
 	}
 	dir, err := Install(ctx)
@@ -159,7 +185,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	// "node" resolves to node.exe on Windows (LookPath honours PATHEXT).
 	cmd := exec.Command("node", args...)
 	cmd.Dir = work
-	cmd.Env = childEnv()
+	cmd.Env = childEnv(accts)
 	// One pipe as *os.File for both streams: exec then starts no copying
 	// goroutines, and our reader sees lines in the order they were written.
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -183,7 +209,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	}
 
 	i := &Instance{
-		account: devAccount, key: devKey, roots: roots,
+		account: devAccount, key: devKey, roots: roots, accounts: accts,
 		cmd: cmd, group: group, workDir: work, out: pr,
 		exited: make(chan struct{}), outDone: make(chan struct{}), ready: make(chan struct{}),
 		ports: map[string]string{},
@@ -202,19 +228,28 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	if https {
 		protocol = "https"
 	}
-	i.connStr = "DefaultEndpointsProtocol=" + protocol + ";AccountName=" + devAccount + ";AccountKey=" + devKey +
-		";BlobEndpoint=" + i.blobURL + ";QueueEndpoint=" + i.queueURL + ";"
+	i.protocol = protocol
+	i.connStr = i.AccountConnectionString(0)
 	return i, nil
 }
 
-// childEnv drops AZURITE_ACCOUNTS, which would replace the well-known
-// account that the connection string we hand out relies on.
-func childEnv() []string {
+// childEnv sets AZURITE_ACCOUNTS to the accounts the instance serves, or,
+// for the well-known account alone, drops it: a value inherited from the
+// environment would replace the account the connection strings we hand out
+// rely on.
+func childEnv(accts []account) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AZURITE_ACCOUNTS=") {
 			env = append(env, kv)
 		}
+	}
+	if len(accts) > 1 {
+		var list []string
+		for _, a := range accts {
+			list = append(list, a.name+":"+a.key)
+		}
+		env = append(env, "AZURITE_ACCOUNTS="+strings.Join(list, ";"))
 	}
 	return env
 }
@@ -290,6 +325,23 @@ func (i *Instance) lastOutput() string {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return strings.Join(i.tail, "\n")
+}
+
+// Accounts is how many storage accounts the instance serves: one for an
+// external account.
+func (i *Instance) Accounts() int { return max(len(i.accounts), 1) }
+
+// AccountConnectionString returns the connection string of account n (0
+// to Accounts()-1; 0 is ConnectionString's). It holds the account key: do
+// not log it.
+func (i *Instance) AccountConnectionString(n int) string {
+	if i.external {
+		return i.connStr
+	}
+	a := i.accounts[n]
+	host := func(u string) string { return strings.TrimSuffix(u, "/"+devAccount) }
+	return "DefaultEndpointsProtocol=" + i.protocol + ";AccountName=" + a.name + ";AccountKey=" + a.key +
+		";BlobEndpoint=" + host(i.blobURL) + "/" + a.name + ";QueueEndpoint=" + host(i.queueURL) + "/" + a.name + ";"
 }
 
 // ConnectionString returns a connection string for the Azure SDKs. It holds

@@ -120,6 +120,10 @@ func Install(ctx context.Context) (string, error) {
 		}
 	}
 
+	// Said once, on stderr: the first run of an example or a test spends
+	// most of its time here, and silence would look like a hang.
+	fmt.Fprintln(os.Stderr, "azdispatch: installing Azurite 3.37.0, the storage emulator, from npm (once; it may take a minute)")
+
 	ctx, cancel := context.WithTimeout(ctx, installTimeout)
 	defer cancel()
 	// --ignore-scripts: the only install script in the tree (protobufjs)

@@ -1,0 +1,64 @@
+package azuritetest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/azuritetest"
+	"github.com/azdispatch/azdispatch/internal/azurite"
+)
+
+// Two accounts in one emulator: each has its own queues, and each
+// connection string reaches its own.
+func TestTwoAccountsEachWithTheirOwnQueues(t *testing.T) {
+	azurite.SkipIfShort(t)
+	emulator := azuritetest.Start(t, &azuritetest.Options{Accounts: 2})
+	require.Equal(t, 2, emulator.Accounts())
+	ctx := context.Background()
+	var depths []int
+	for i := range 2 {
+		account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(i), nil)
+		require.NoError(t, err)
+		q, err := account.Queue("work")
+		require.NoError(t, err)
+		require.NoError(t, q.Create(ctx))
+		for range i + 1 {
+			_, err := q.Send(ctx, "hello", nil)
+			require.NoError(t, err)
+		}
+		depth, err := q.Depth(ctx)
+		require.NoError(t, err)
+		depths = append(depths, depth)
+	}
+	assert.Equal(t, []int{1, 2}, depths, "the same queue name in two accounts is two queues")
+	assert.NotEqual(t, emulator.ConnectionString(0), emulator.ConnectionString(1))
+}
+
+func TestAccountOutOfRangePanics(t *testing.T) {
+	azurite.SkipIfShort(t)
+	emulator := azuritetest.Start(t, nil)
+	assert.Panics(t, func() { emulator.ConnectionString(1) })
+}
+
+// A user's module imports this package as its own tests would: the
+// integration test in examples/integration, a module of its own, runs
+// with go test there and passes. (Run from here so that this module's
+// go test ./... covers it.)
+func TestAUserModuleTestsAgainstAzurite(t *testing.T) {
+	azurite.SkipIfShort(t)
+	dir, err := filepath.Abs(filepath.Join("..", "examples", "integration"))
+	require.NoError(t, err)
+	cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go test in %s:\n%s", dir, out)
+	t.Logf("%s", out)
+}
