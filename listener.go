@@ -1,6 +1,7 @@
 package azdispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type Listener[T any] struct {
 	opts    ListenerOptions // defaults filled in
 	limits  payload.Limits  // opts.PayloadLimits, as the payload format takes them
 	log     *slog.Logger
+	alerts  *slog.Logger // log, or slog.Default when no Logger was set: for what needs a person
 
 	floor     int // dequeuers kept when idle: MinDequeuers, or 0 when PushOnly
 	threshold int // free slots a dequeuer needs before receiving again
@@ -131,6 +133,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	l := &Listener[T]{
 		src: source, handler: handler, opts: o, limits: payload.Limits(o.PayloadLimits),
 		log:       o.Logger.With("source", source.Name()),
+		alerts:    cmp.Or(o.alerts, o.Logger).With("source", source.Name()),
 		floor:     floor,
 		threshold: min(o.BatchSize, max(1, o.Concurrency/2)),
 		scale:     scaler{interval: o.ScaleInterval, min: floor, max: o.MaxDequeuers},

@@ -128,8 +128,14 @@ type ListenerOptions struct {
 	// 30 s; negative cancels at once.
 	DrainTimeout time.Duration
 
-	// Logger receives the listener's logs. Defaults to none.
+	// Logger receives the listener's logs. Defaults to none, but for
+	// what needs a person: a fatal storage error (a queue that does not
+	// exist, a refused credential), once each time it starts, goes to
+	// [slog.Default] when no Logger is set.
 	Logger *slog.Logger
+	// alerts is where fatal storage errors are logged: Logger if set,
+	// slog.Default otherwise.
+	alerts *slog.Logger
 
 	// Payloads is where the listener reads offloaded payloads (batches and
 	// large messages) that pointer messages name: the store its publishers
@@ -260,6 +266,7 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.alerts = slog.Default()
 	}
 	if cfg.Payloads == nil {
 		cfg.Payloads = defaultPayloadStore(src)

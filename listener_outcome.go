@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
@@ -170,7 +172,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 			t.save(ctx)
 			l.stats.lost.Add(1)
 			l.reappears(t)
-			l.msgLog(d).Warn("handled, but the delete failed; the message will be delivered again, and deleted without running the handler", "err", err)
+			l.msgLog(d).Warn(deleteFailed(err), "err", err)
 			return
 		}
 		l.storageSucceeded(OpDelete)
@@ -366,4 +368,19 @@ func (l *Listener[T]) count(ok bool, c *atomic.Int64) {
 	} else {
 		l.stats.lost.Add(1)
 	}
+}
+
+// deleteFailed says what a failed delete of a handled message means, by
+// what the service answered: a stale receipt, a message that may be gone,
+// or a failure that left it where it was.
+func deleteFailed(err error) string {
+	switch queueerror.Code(answerOf(err).code) {
+	case queueerror.PopReceiptMismatch:
+		return "handled, but the delete was refused: the message became visible again and another receiver holds it now; " +
+			"if it comes back here it is deleted without running the handler"
+	case queueerror.MessageNotFound:
+		return "handled, but the delete found no such message: it was deleted by someone else (or the queue cleared), " +
+			"or its pop receipt is stale; if it still exists it comes back, and is then deleted without running the handler"
+	}
+	return "handled, but the delete failed; the message will be delivered again, and deleted without running the handler"
 }

@@ -1,6 +1,7 @@
 package azdispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,10 +66,16 @@ func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time)
 func (e *PoisonEnvelope) encode() (string, error) {
 	h := *e
 	for {
-		header, err := json.Marshal(&h)
-		if err != nil {
+		// Not json.Marshal: it escapes <, > and & as \u003c…, which an
+		// operator reading the envelope with az or Storage Explorer would
+		// see as such.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(&h); err != nil {
 			return "", err
 		}
+		header := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		if len(poisonMagic)+len(header)+1 <= poisonHeaderReserve {
 			return poisonMagic + string(header) + "\n" + e.Body, nil
 		}
