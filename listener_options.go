@@ -111,7 +111,11 @@ type ListenerOptions struct {
 	// Retry says how long a failed message stays hidden before its next
 	// try. Defaults to [ExponentialRetry](time.Second, 5*time.Minute): a
 	// transient fault gets about 15 s over the default 5 tries, and a
-	// failing message does not come back hot.
+	// failing message does not come back hot. It is the least time between
+	// tries: the message is received again when a receive next looks for
+	// it, which over a [ShardedQueue] may be up to its
+	// [ShardedQueueOptions.EmptySkip] (5 s) later, while its shard is passed
+	// over as empty and other shards are busy.
 	Retry RetryFunc
 
 	// Idle is the back-off after a receive that found nothing, and says when
