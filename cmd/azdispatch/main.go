@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+
+	"golang.org/x/term"
 )
 
 func main() {
@@ -120,7 +122,7 @@ purge not confirmed); 3 done, and found something to look at (poison list: poiso
 messages; sweep dry run: payloads to delete).
 `
 
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// stdinIsTerminal reports whether a person can answer a prompt on stdin.
+// Not os.ModeCharDevice: /dev/null is a character device too, and a purge
+// run with stdin from it must not take its empty answer for a person's.
+func stdinIsTerminal() bool { return term.IsTerminal(int(os.Stdin.Fd())) }

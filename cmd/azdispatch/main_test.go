@@ -167,6 +167,13 @@ func run(t *testing.T, env map[string]string, stdin string, args ...string) resu
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdin = strings.NewReader(stdin)
+	return runCmd(t, cmd, args)
+}
+
+// runCmd runs cmd, made by run or a test of its own, and collects what it
+// printed and its exit code.
+func runCmd(t *testing.T, cmd *exec.Cmd, args []string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
