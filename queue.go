@@ -230,6 +230,21 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 	return int(deref(resp.ApproximateMessagesCount)), nil
 }
 
+// Exists reports whether the queue exists: one Get Queue Properties
+// request, as [Queue.Depth] makes, which cannot tell a queue that does not
+// exist from an empty one. An operator's tool asks it to tell a mistyped
+// name from an empty queue.
+func (q *Queue) Exists(ctx context.Context) (bool, error) {
+	_, err := q.client.GetProperties(tagRequest(ctx, OpDepth, q.tx), nil)
+	switch {
+	case err == nil:
+		return true, nil
+	case queueerror.HasCode(err, queueerror.QueueNotFound):
+		return false, nil
+	}
+	return false, storageError(OpDepth, q.name, err)
+}
+
 // countEmptyReceive records a receive that found nothing. It is not an HTTP
 // attempt of its own, so the counting policy does not see it.
 func (q *Queue) countEmptyReceive(ctx context.Context) {

@@ -314,3 +314,31 @@ func TestUsage(t *testing.T) {
 	assert.Contains(t, doc.Error, "AZ_UNSET_VARIABLE")
 	assert.Equal(t, exitUsage, doc.ExitCode)
 }
+
+// A command on a queue that does not exist (a mistyped name, most likely)
+// fails, naming it, instead of reporting an empty queue: depth, peek and
+// each poison command. A queue that exists but has no poison queue yet is
+// simply empty.
+func TestCommandsOnAMissingQueueFail(t *testing.T) {
+	conn, _ := accounts(t)
+	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
+	typo := []string{"-queue", uniqueName(t)}
+	for _, args := range [][]string{
+		{"depth"}, {"peek"}, {"poison", "list"}, {"poison", "requeue"}, {"poison", "purge", "-yes"}, {"poison", "show", "some-id"},
+	} {
+		r := run(t, env, "", append(args, typo...)...)
+		assert.Equal(t, exitFailed, r.code, "%v: %s", args, r)
+		assert.Contains(t, r.stderr, "no such queue", "%v", args)
+		assert.Contains(t, r.stderr, typo[1], "%v names the queue", args)
+	}
+
+	queue := uniqueName(t)
+	var sent sendDoc
+	runJSON(t, env, exitOK, &sent, "send", "x", "-queue", queue)
+	var depth depthDoc
+	runJSON(t, env, exitOK, &depth, "depth", "-queue", queue)
+	assert.Equal(t, 1, depth.Total)
+	var list poisonListDoc
+	runJSON(t, env, exitOK, &list, "poison", "list", "-queue", queue)
+	assert.Empty(t, list.Envelopes, "no poison queue yet: nothing poisoned")
+}

@@ -137,6 +137,9 @@ payload (claim check), a poison envelope, or plain text. One request per queue.`
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 
 	var src peekable = t.queue
 	if t.sharded != nil {

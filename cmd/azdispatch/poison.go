@@ -116,6 +116,9 @@ Exits 3 when the poison queues hold anything, so that a script can alert on it.`
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	doc, lerr := listPoison(ctx, t)
 	if lerr != nil && len(doc.Envelopes) == 0 {
 		return lerr // nothing to show: an empty table would read as "no poison"
@@ -170,6 +173,9 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	doc, lerr := listPoison(ctx, t)
 	for _, e := range doc.Envelopes {
 		if e.PoisonID != pos[0] && (e.EnvelopeView == nil || e.MessageID != pos[0]) {
@@ -289,6 +295,9 @@ too, and stay hidden for 30 s: a listing meanwhile does not show them.`)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	opts := &azdispatch.RequeueOptions{Max: sel.max, Filter: sel.filter()}
 	var res azdispatch.RequeueResult
 	var rerr error

@@ -60,6 +60,9 @@ dequeue counts grow by one.`)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 
 	doc := purgeDoc{Target: t.name(), Selected: sel.describe()}
 	var errs []error

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -190,6 +192,50 @@ func (t *target) units() []unit {
 		}
 	}
 	return out
+}
+
+// existence is a queue that can say whether it exists, as a *Queue can.
+type existence interface {
+	Exists(ctx context.Context) (bool, error)
+}
+
+// errNoSuchQueue is the error of a command on a queue that does not exist:
+// most likely a mistyped name, which must not read as an empty queue.
+var errNoSuchQueue = errors.New("no such queue")
+
+// mustExist fails with errNoSuchQueue when the target's queue does not
+// exist, or, for a sharded set, when none of its shards does (one request
+// per queue): a shard is created when first sent to, so some missing is
+// normal, all missing a mistyped base name. Poison queues may be missing,
+// which only means nothing was poisoned yet.
+func (t *target) mustExist(ctx context.Context) error {
+	units := t.units()
+	missing := make([]string, len(units))
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		q, ok := u.queue.(existence)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			exists, err := q.Exists(ctx)
+			switch {
+			case err != nil:
+				errs[i] = err
+			case !exists:
+				missing[i] = u.queue.Name()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if slices.Contains(missing, "") {
+		return nil // one exists
+	}
+	return fmt.Errorf("%w: %s (is the name right? this command creates no queue)", errNoSuchQueue, strings.Join(missing, ", "))
 }
 
 // peekable is a queue that can be peeked, as a *Queue can.
