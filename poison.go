@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -168,8 +169,11 @@ type RequeueResult struct {
 // older version, is requeued never to expire).
 // Each message is sent before it is deleted from the poison queue, so a
 // failure between the two leaves a copy in both places rather than in none.
-// Messages left behind are hidden for 30 s; Requeue remembers the IDs it has
-// seen and stops at the first batch that holds nothing new.
+// Messages left behind (rejected by the filter, or not envelopes) are
+// hidden while it runs, so that each batch brings new ones, and made
+// visible again when it returns (one request each): a purge or a look
+// right after sees them. Requeue remembers the IDs it has seen and stops
+// at the first batch that holds nothing new.
 //
 // A message can be poisoned twice: when the delete after its copy to the
 // poison queue fails, and its next delivery reaches another listener.
@@ -177,12 +181,21 @@ type RequeueResult struct {
 // second envelope of a message this run has moved is deleted, not sent
 // again ([RequeueResult.Duplicates]). Run Requeue over the whole poison queue
 // (no [RequeueOptions.Max]) for this to catch them all.
-func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (RequeueResult, error) {
+func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (_ RequeueResult, err error) {
 	var res RequeueResult
 	var o RequeueOptions
 	if opts != nil {
 		o = *opts
 	}
+	var left []*Delivery
+	defer func() {
+		// What this run hid and left behind is visible again at once. A
+		// release that fails leaves its message to reappear when it would
+		// have anyway, after requeueVisibility.
+		for _, d := range left {
+			err = errors.Join(err, poison.SetVisibility(context.WithoutCancel(ctx), d, 0))
+		}
+	}()
 	seen := make(map[string]bool)
 	moved := make(map[envelopeKey]bool)
 	for o.Max == 0 || res.Moved < o.Max {
@@ -208,6 +221,7 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 			switch {
 			case err != nil:
 				res.Invalid++
+				left = append(left, d)
 			case env.MessageID != "" && moved[env.key()]:
 				if err := poison.Delete(ctx, d); err != nil {
 					return res, fmt.Errorf("azdispatch: requeue: deleting duplicate envelope %s: %w", d.ID, err)
@@ -215,6 +229,7 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 				res.Duplicates++
 			case o.Filter != nil && !o.Filter(env):
 				res.Skipped++
+				left = append(left, d)
 			default:
 				if err := requeueOne(ctx, poison, to, d, env); err != nil {
 					return res, err
