@@ -38,7 +38,7 @@ func TestCommandsOnOneQueue(t *testing.T) {
 	assert.Equal(t, 2, depth.Total)
 	assert.Equal(t, 0, depth.PoisonTotal)
 	require.Len(t, depth.Queues, 1)
-	assert.Equal(t, "AZURE_STORAGE_CONNECTION_STRING", depth.Queues[0].Account)
+	assert.Equal(t, "devstoreaccount1", depth.Queues[0].Account, "the account's name, as the depth endpoint gives it")
 
 	var peeked peekDoc
 	runJSON(t, env, exitOK, &peeked, append([]string{"peek"}, target...)...)
@@ -181,9 +181,9 @@ func TestCommandsOnAShardedSetOverTwoAccounts(t *testing.T) {
 		assert.Equal(t, base+"-"+string(rune('0'+i)), r.Queue)
 		perAccount[r.Account] += r.Depth
 	}
-	assert.Positive(t, perAccount["AZ_ACCOUNT_A"])
-	assert.Positive(t, perAccount["AZ_ACCOUNT_B"])
-	assert.Equal(t, 3, perAccount["AZ_ACCOUNT_A"]+perAccount["AZ_ACCOUNT_B"])
+	assert.Positive(t, perAccount["devstoreaccount1 (AZ_ACCOUNT_A)"])
+	assert.Positive(t, perAccount["devstoreaccount1 (AZ_ACCOUNT_B)"])
+	assert.Equal(t, 3, perAccount["devstoreaccount1 (AZ_ACCOUNT_A)"]+perAccount["devstoreaccount1 (AZ_ACCOUNT_B)"])
 	r := run(t, env, "", append([]string{"depth"}, target...)...)
 	require.Equal(t, exitOK, r.code, r)
 	assert.Regexp(t, `TOTAL\s+3\s+0`, r.stdout)

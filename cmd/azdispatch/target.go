@@ -54,7 +54,7 @@ func (f *targetFlags) register(fs *flag.FlagSet) {
 // target is what the flags name, opened.
 type target struct {
 	accounts []*azdispatch.Account
-	labels   []string // per account, for output: the variable's name or the URL's host; never a credential
+	labels   []string // per account, for output: its name, as the depth endpoint gives it (with where it came from when names repeat); never a credential
 	queue    *azdispatch.Queue
 	sharded  *azdispatch.ShardedQueue
 	store    *azdispatch.PayloadStore // nil when the account has no blob service
@@ -132,6 +132,7 @@ func (f *targetFlags) open(c *cli, need queueRequired) (*target, error) {
 			t.labels = append(t.labels, v)
 		}
 	}
+	t.labels = accountLabels(t.accounts, t.labels)
 	if f.queue != "" && len(t.accounts) > 1 {
 		return nil, usageErrorf("-queue takes one account; a set over several accounts is named with -base and -shards")
 	}
@@ -241,4 +242,23 @@ func (t *target) mustExist(ctx context.Context) error {
 // peekable is a queue that can be peeked, as a *Queue can.
 type peekable interface {
 	Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
+}
+
+// accountLabels names accounts for output by their account names, as the
+// depth endpoint does; where two share a name (two emulators are both
+// devstoreaccount1), each gets where it came from too: the variable's
+// name or the URL's host.
+func accountLabels(accounts []*azdispatch.Account, sources []string) []string {
+	count := map[string]int{}
+	for _, a := range accounts {
+		count[a.Name()]++
+	}
+	labels := make([]string, len(accounts))
+	for i, a := range accounts {
+		labels[i] = a.Name()
+		if count[a.Name()] > 1 {
+			labels[i] += " (" + sources[i] + ")"
+		}
+	}
+	return labels
 }
