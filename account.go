@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"golang.org/x/time/rate"
 
+	"github.com/azdispatch/azdispatch/internal/netx"
 	"github.com/azdispatch/azdispatch/internal/redact"
 )
 
@@ -284,6 +285,7 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter) {
 	if co.Transport == nil {
 		co.Transport = newHTTPClient()
 	}
+	co.Transport = refusedFast{co.Transport}
 	if co.Retry.TryTimeout == 0 {
 		co.Retry.TryTimeout = 30 * time.Second
 	}
@@ -438,3 +440,27 @@ func blobServiceURL(queueURL string, opts *AccountOptions) string {
 	u.Host = account + ".blob." + rest
 	return u.String()
 }
+
+// refusedFast fails a request whose connection is refused at once, instead
+// of after the SDK's retries (about 10 s): a refused connection means
+// nothing listens at the endpoint, which a retry 0.8 s later will not
+// change, and a listener then reports it (Ready, its back-off) within
+// seconds rather than half a minute. Throttling, timeouts and other
+// transport failures are retried by the SDK as before.
+type refusedFast struct{ next policy.Transporter }
+
+func (t refusedFast) Do(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.Do(req)
+	if err != nil && netx.Refused(err) {
+		return nil, refusedError{err}
+	}
+	return resp, err
+}
+
+// refusedError is a refused connection, which the SDK's retry policy does
+// not retry (it is errorinfo.NonRetriable).
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string { return e.err.Error() }
+func (e refusedError) Unwrap() error { return e.err }
+func (refusedError) NonRetriable()   {}

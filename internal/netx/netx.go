@@ -1,0 +1,2 @@
+// Package netx reads network errors the same way on every platform.
+package netx

@@ -1,0 +1,48 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A listener whose endpoint refuses connections (nothing listens: a dead
+// emulator, a wrong port) is not ready within seconds, not after the SDK's
+// retries of three receives (about 30 s): a refused connection is failed
+// at once, and the listener's own back-off retries it. The figure is
+// logged; the bound leaves room for a loaded machine.
+func TestADeadEndpointIsNoticedWithinSeconds(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	acct, err := NewAccountWithSharedKey("http://"+addr+"/devstoreaccount1", "devstoreaccount1", emulatorKey, nil)
+	require.NoError(t, err)
+	q, err := acct.Queue("orders")
+	require.NoError(t, err)
+	lis, err := NewListener(q, func(context.Context, *Message[int]) error { return nil }, nil)
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	var run sync.WaitGroup
+	run.Go(func() { _ = lis.Run(ctx) })
+	defer func() { stop(); run.Wait() }()
+
+	start := time.Now()
+	for lis.Ready() == nil || errors.Is(lis.Ready(), ErrNotReady) && lis.State().ReceiveErrors < readyReceiveFailures {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("still ready after a minute: %+v", lis.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("not ready %v after start, after %d receives: %v", took.Round(time.Millisecond), lis.State().ReceiveErrors, lis.Ready())
+	assert.Less(t, took, 10*time.Second, "against about 30 s with the SDK's retries")
+	assert.Contains(t, lis.Ready().Error(), "receives failed in a row")
+	assert.EqualValues(t, lis.State().ReceiveErrors, lis.State().Transactions.Receive, "one attempt per receive: no SDK retry")
+}
