@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -341,4 +342,80 @@ func TestCommandsOnAMissingQueueFail(t *testing.T) {
 	var list poisonListDoc
 	runJSON(t, env, exitOK, &list, "poison", "list", "-queue", queue)
 	assert.Empty(t, list.Envelopes, "no poison queue yet: nothing poisoned")
+}
+
+// A batch with two items poisoned has two envelopes, both with the batch
+// message's ID: poison show by that ID shows one and names the other, so
+// that it is not taken for all there is.
+func TestPoisonShowNamesTheOtherItemsOfABatch(t *testing.T) {
+	conn, _ := accounts(t)
+	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
+	ctx := context.Background()
+	acct, err := azdispatch.NewAccountFromConnectionString(conn, nil)
+	require.NoError(t, err)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	require.NoError(t, q.Create(ctx))
+	pub, err := azdispatch.NewPublisher[int](q, nil)
+	require.NoError(t, err)
+	sent, err := pub.SendBatch(ctx, []int{0, 1, 2})
+	require.NoError(t, err)
+	l, err := azdispatch.NewListener(q, func(_ context.Context, m *azdispatch.Message[int]) error {
+		if m.Body != 1 {
+			return azdispatch.Permanent(errors.New("not this one"))
+		}
+		return nil
+	}, nil)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(runCtx) }()
+	require.Eventually(t, func() bool { return l.State().ItemsPoisoned == 2 && l.State().Succeeded == 1 }, time.Minute, 20*time.Millisecond)
+	stop()
+	<-done
+
+	var shown poisonEntry
+	runJSON(t, env, exitOK, &shown, "poison", "show", sent.MessageID, "-queue", q.Name())
+	assert.Equal(t, sent.MessageID, shown.MessageID)
+	require.Len(t, shown.Others, 1, "the other poisoned item is named")
+	assert.NotEqual(t, shown.PoisonID, shown.Others[0])
+	r := run(t, env, "", "poison", "show", sent.MessageID, "-queue", q.Name())
+	require.Equal(t, exitOK, r.code, r)
+	assert.Contains(t, r.stdout, "other envelopes:")
+	assert.Contains(t, r.stdout, shown.Others[0])
+}
+
+// A filtered requeue leaves what it skipped visible: a purge run right
+// after sees it and deletes it, instead of reporting nothing deleted while
+// the envelope sits hidden.
+func TestAPurgeRightAfterAFilteredRequeueSeesWhatItSkipped(t *testing.T) {
+	conn, _ := accounts(t)
+	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
+	ctx := context.Background()
+	acct, err := azdispatch.NewAccountFromConnectionString(conn, nil)
+	require.NoError(t, err)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	require.NoError(t, q.Create(ctx))
+	for _, text := range []string{"MOVE", "KEEP"} {
+		_, err := q.Send(ctx, text, nil)
+		require.NoError(t, err)
+	}
+	l, err := azdispatch.NewListener(q, func(_ context.Context, m *azdispatch.Message[string]) error {
+		return azdispatch.Permanent(errors.New("reason " + m.Body))
+	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(runCtx) }()
+	require.Eventually(t, func() bool { return l.State().Poisoned == 2 }, time.Minute, 20*time.Millisecond)
+	stop()
+	<-done
+
+	var requeued requeueDoc
+	runJSON(t, env, exitOK, &requeued, "poison", "requeue", "-reason", "reason MOVE", "-queue", q.Name())
+	assert.Equal(t, 1, requeued.Moved)
+	var purged purgeDoc
+	runJSON(t, env, exitOK, &purged, "poison", "purge", "-yes", "-queue", q.Name())
+	assert.Equal(t, 1, purged.Deleted, "the envelope the requeue skipped, visible at once")
 }

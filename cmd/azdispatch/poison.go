@@ -50,6 +50,9 @@ type poisonEntry struct {
 	Kind        string `json:"kind"`      // "poison", or "not-envelope" with Text
 	*EnvelopeView
 	Text string `json:"text,omitempty"`
+	// Others, in poison show, are the poison IDs of the other envelopes
+	// of the same message: the other poisoned items of a batch.
+	Others []string `json:"others,omitempty"`
 }
 
 // poisonListDoc is the result of poison list.
@@ -181,6 +184,16 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 		if e.PoisonID != pos[0] && (e.EnvelopeView == nil || e.MessageID != pos[0]) {
 			continue
 		}
+		// A batch with several items poisoned has an envelope for each,
+		// all with the batch message's ID: name the others, so that one
+		// shown is not taken for all there is.
+		if e.EnvelopeView != nil {
+			for _, other := range doc.Envelopes {
+				if other.PoisonID != e.PoisonID && other.EnvelopeView != nil && other.MessageID == e.MessageID {
+					e.Others = append(e.Others, other.PoisonID)
+				}
+			}
+		}
 		return c.emit(o.json, e, func(tw *tabwriter.Writer) {
 			row(tw, "poison queue:", e.PoisonQueue)
 			row(tw, "poison id:", e.PoisonID)
@@ -203,6 +216,9 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 				row(tw, "body payload:", summary(kindPointer, "", e.BodyPointer, nil))
 			}
 			row(tw, "body bytes:", len(e.Body))
+			if len(e.Others) > 0 {
+				row(tw, "other envelopes:", fmt.Sprintf("%d of the same message (show them by poison id): %s", len(e.Others), strings.Join(e.Others, " ")))
+			}
 			tw.Flush()
 			// The body goes out as it is, past the tabwriter, which would
 			// turn its tabs into padding.
