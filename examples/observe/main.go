@@ -142,10 +142,15 @@ func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(out).Encode(summarize(traces, metrics, calls))
+		return json.NewEncoder(out).Encode(summarize(traces, metrics, queueMessages, calls))
 	}
 	fmt.Fprintf(out, "sent %d messages to %q (%d small, 1 claim-checked, 1 batch of %d); %d handler calls\n\n",
 		queueMessages, queue.Name(), small, batchItems, calls)
+	fmt.Fprintln(out, "Each message: its send, then the spans of its handling (the receive, shared by the")
+	fmt.Fprintln(out, "messages it brought; process; settle) in traces of their own, joined to the send by")
+	fmt.Fprintln(out, "span links, as the OpenTelemetry messaging conventions have it: the trace IDs differ,")
+	fmt.Fprintln(out, "the links tie them together.")
+	fmt.Fprintln(out)
 	traces.print(out)
 	fmt.Fprintln(out)
 	metrics.print(out)

@@ -26,9 +26,10 @@ func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
 	var s summary
 	require.NoError(t, json.Unmarshal(out.Bytes(), &s), "output: %s", out.String())
 	t.Logf("%s", out.String())
-	assert.Equal(t, 3+1+batchItems, s.Messages)
-	assert.Equal(t, s.Messages, s.ProcessSpans)
-	assert.Equal(t, s.Messages, s.LinkedToProducer)
+	assert.Equal(t, 3+1+batchItems, s.HandlerCalls)
+	assert.Equal(t, 3+1+1, s.QueueMessages, "a batch is one queue message")
+	assert.Equal(t, s.HandlerCalls, s.ProcessSpans)
+	assert.Equal(t, s.HandlerCalls, s.LinkedToProducer)
 	assert.Equal(t, 2, s.ClaimChecked, "the large message and the batch went to blobs")
 	for _, name := range []string{"messaging.client.sent.messages", "messaging.client.consumed.messages",
 		"messaging.process.duration", "messaging.client.operation.duration", "azdispatch.storage.transactions",

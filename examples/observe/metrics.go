@@ -104,7 +104,8 @@ func describeAttrs(s attribute.Set) string {
 
 // summary is the -json record.
 type summary struct {
-	Messages         int              `json:"messages"`           // handler calls expected: single messages and batch items
+	QueueMessages    int              `json:"queue_messages"`     // messages put on the queue: a batch is one
+	HandlerCalls     int              `json:"handler_calls"`      // handler calls: single messages and batch items
 	ProcessSpans     int              `json:"process_spans"`      // process spans recorded
 	LinkedToProducer int              `json:"linked_to_producer"` // of them, linked to a recorded send span
 	SendSpans        int              `json:"send_spans"`
@@ -113,8 +114,8 @@ type summary struct {
 	Transactions     map[string]int64 `json:"transactions"` // billable requests by kind, from azdispatch.storage.transactions
 }
 
-func summarize(t *traces, m metrics, calls int) summary {
-	s := summary{Messages: calls, ProcessSpans: len(t.process), LinkedToProducer: t.linkedToProducer(),
+func summarize(t *traces, m metrics, queueMessages, calls int) summary {
+	s := summary{QueueMessages: queueMessages, HandlerCalls: calls, ProcessSpans: len(t.process), LinkedToProducer: t.linkedToProducer(),
 		SendSpans: len(t.sends), Metrics: m.names(), Transactions: m.transactions()}
 	for _, send := range t.sends {
 		for _, kv := range send.Attributes {
