@@ -345,8 +345,8 @@ func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
 	// The format alone decides: a pointer beyond this listener's limits may
 	// still be requeued to one with larger limits.
 	p, err := payload.ParsePointer(text, payload.Unlimited())
-	if err != nil {
-		return nil
+	if err != nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+		return nil // not a blob of this listener's container
 	}
 	err = l.opts.Payloads.markPoisoned(ctx, p.Blob, time.Now())
 	if errors.Is(err, ErrPayloadMissing) || errors.Is(err, ErrPayloadCorrupt) {

@@ -148,6 +148,11 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		case l.opts.Payloads == nil:
 			return poison(fmt.Sprintf("payload %s cannot be read: %v: %s has no payload store (see PayloadStorer); set ListenerOptions.Payloads",
 				p.Blob, ErrNoBlobService, l.src.Name()))
+		case p.Container != "" && p.Container != l.opts.Payloads.Container():
+			// Read from the listener's own container only, whatever a
+			// pointer says: this one was written for another.
+			return poison(fmt.Sprintf("%v: payload %s was written to container %q; this listener reads payloads from %q (ListenerOptions.Payloads)",
+				ErrInvalidPointer, p.Blob, p.Container, l.opts.Payloads.Container()))
 		case p.Kind == payload.KindBatch:
 			return l.runBatch(t, p, turn)
 		}

@@ -115,11 +115,13 @@ func (l PayloadLimits) withDefaults(field string) (PayloadLimits, error) {
 	return PayloadLimits(full), nil
 }
 
-// put writes data as a new payload blob and returns the pointer to it. The
-// container is created if the write finds it missing.
-func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) (*payload.Pointer, error) {
+// put writes data, a payload of expanded bytes once decompressed, as a new
+// payload blob and returns the pointer to it. The container is created if
+// the write finds it missing.
+func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte, expanded int64) (*payload.Pointer, error) {
 	sum := sha256.Sum256(data)
-	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
+	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items,
+		Container: s.name, Expanded: expanded}
 	bb := s.client.NewBlockBlobClient(p.Blob)
 	opts := &blockblob.UploadOptions{
 		Metadata:    meta.ToMap(),

@@ -117,7 +117,7 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 		return "", err
 	}
 	now := time.Now()
-	p, err := store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: env.Queue, Created: now, Items: 1, Poisoned: now}, data)
+	p, err := store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: env.Queue, Created: now, Items: 1, Poisoned: now}, data, w.Expanded())
 	if err != nil {
 		return "", err
 	}

@@ -56,9 +56,9 @@ func setDefault[T int | int64](v *T, def T) {
 // Unlimited returns the limits for parsing a pointer by its format alone:
 // a pointer beyond one listener's limits may still be requeued to one with
 // larger limits, so whether its blob must be kept does not depend on them.
-// ParsePointer consults only MaxBlobSize and MaxItems, and Unlimited sets
-// those two to the largest possible. The other fields are zero: these limits
-// must not be used to read a payload.
+// ParsePointer consults only MaxBlobSize, MaxExpandedSize and MaxItems, and
+// Unlimited sets those to the largest possible. MaxItemSize is zero, and
+// nothing is bounded: these limits must not be used to read a payload.
 func Unlimited() Limits {
-	return Limits{MaxBlobSize: math.MaxInt64, MaxItems: math.MaxInt}
+	return Limits{MaxBlobSize: math.MaxInt64, MaxExpandedSize: math.MaxInt64, MaxItems: math.MaxInt}
 }

@@ -40,9 +40,18 @@ const sha256Len = 64
 type Pointer struct {
 	Kind   string `json:"kind"`   // KindBatch or KindSingle
 	Blob   string `json:"blob"`   // BlobIDLen lowercase hex digits
-	Size   int64  `json:"size"`   // bytes of the blob (gzip)
+	Size   int64  `json:"size"`   // bytes of the blob as stored (gzip)
 	SHA256 string `json:"sha256"` // of the blob's bytes, lowercase hex
 	Items  int    `json:"items"`  // 1 for a single payload
+	// Container is the container the blob was written to, said for a
+	// person who goes to look at it (with az or Storage Explorer): a
+	// listener still reads from its own container, and refuses a pointer
+	// that names another. Expanded is the payload's size once
+	// decompressed (a single message's text; a batch's item frames). Both
+	// are absent from pointers written before they were added, which
+	// parse as before.
+	Container string `json:"container,omitempty"`
+	Expanded  int64  `json:"expanded_size,omitempty"`
 }
 
 // IsPointer reports whether text claims to be a pointer. Whether it is a
@@ -56,7 +65,7 @@ func (p *Pointer) Encode() string {
 }
 
 // ParsePointer reads and checks a pointer against a listener's limits (of
-// which it consults MaxBlobSize and MaxItems). It makes no request: a
+// which it consults MaxBlobSize, MaxExpandedSize and MaxItems). It makes no request: a
 // pointer that fails here is poisoned without any blob being touched.
 // Errors match ErrInvalidPointer.
 func ParsePointer(text string, lim Limits) (*Pointer, error) {
@@ -92,6 +101,10 @@ func ParsePointer(text string, lim Limits) (*Pointer, error) {
 		return nil, bad("a single payload has %d items", p.Items)
 	case p.Items < 1 || p.Items > lim.MaxItems:
 		return nil, bad("%d items, not between 1 and MaxItems %d", p.Items, lim.MaxItems)
+	case p.Expanded < 0 || p.Expanded > lim.MaxExpandedSize:
+		return nil, bad("expanded size %d is not between 0 and MaxExpandedSize %d", p.Expanded, lim.MaxExpandedSize)
+	case p.Container != "" && !validContainer(p.Container):
+		return nil, bad("container %q is not a container name", xmltext.TruncateUTF8(p.Container, 80))
 	}
 	return &p, nil
 }
@@ -115,4 +128,19 @@ func NewBlobID() string {
 	b := make([]byte, BlobIDLen/2)
 	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
 	return hex.EncodeToString(b)
+}
+
+// validContainer reports whether name is a blob container name: 3 to 63
+// lowercase letters, digits and single hyphens, starting and ending with a
+// letter or digit.
+func validContainer(name string) bool {
+	if len(name) < 3 || len(name) > 63 || name[0] == '-' || name[len(name)-1] == '-' || strings.Contains(name, "--") {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -26,7 +26,10 @@ func TestParsePointerRefusesTamperedPointers(t *testing.T) {
 	id, sum := strings.Repeat("0f", 16), strings.Repeat("ab", 32)
 	valid := `{"kind":"batch","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`
 	cases := map[string]string{
-		"other container": `{"kind":"batch","container":"other","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`,
+		"container path":  `{"kind":"batch","container":"../other","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`,
+		"container url":   `{"kind":"batch","container":"https://evil.example/c","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`,
+		"account":         `{"kind":"batch","account":"other","blob":"` + id + `","size":10,"sha256":"` + sum + `","items":2}`,
+		"huge expanded":   strings.Replace(valid, `"items":2`, `"items":2,"expanded_size":99999999999999`, 1),
 		"path":            strings.Replace(valid, id, "../"+id[3:], 1),
 		"path in id":      strings.Replace(valid, id, id[:16]+"/"+id[17:], 1),
 		"url":             strings.Replace(valid, id, "https://evil.example/x", 1),
@@ -51,6 +54,12 @@ func TestParsePointerRefusesTamperedPointers(t *testing.T) {
 	}
 	_, err := ParsePointer(Magic+valid, defaultLimits(t))
 	assert.NoError(t, err, "the untampered pointer is valid")
+	// A container and an expanded size are said, for people: the
+	// listener checks the container against its own.
+	said, err := ParsePointer(Magic+strings.Replace(valid, `"items":2`, `"items":2,"container":"other","expanded_size":30`, 1), defaultLimits(t))
+	require.NoError(t, err)
+	assert.Equal(t, "other", said.Container)
+	assert.EqualValues(t, 30, said.Expanded)
 	_, err = ParsePointer(valid, defaultLimits(t))
 	assert.ErrorIs(t, err, ErrInvalidPointer, "no magic")
 }
