@@ -59,6 +59,8 @@ func TestAUserModuleTestsAgainstAzurite(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go test in %s:\n%s", dir, out)
+	// A change of this module's dependencies needs the same in that
+	// module's go.mod: the go command then asks for go mod tidy there.
+	require.NoError(t, err, "go test in %s (after a change of dependencies, run go mod tidy there):\n%s", dir, out)
 	t.Logf("%s", out)
 }
