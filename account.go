@@ -441,20 +441,30 @@ func blobServiceURL(queueURL string, opts *AccountOptions) string {
 	return u.String()
 }
 
-// refusedFast fails a request whose connection is refused at once, instead
-// of after the SDK's retries (about 10 s): a refused connection means
-// nothing listens at the endpoint, which a retry 0.8 s later will not
-// change, and a listener then reports it (Ready, its back-off) within
-// seconds rather than half a minute. Throttling, timeouts and other
-// transport failures are retried by the SDK as before.
+// refusedFast fails a listener's receive whose connection is refused at
+// once, instead of after the SDK's retries (about 10 s): a refused
+// connection means nothing listens at the endpoint, and the listener then
+// reports it (Ready) within a second rather than half a minute, and
+// retries after its own back-off. It applies only to requests whose
+// context says so (see failFastRefused): a send, a delete or a lease keeps
+// the SDK's retries, which carry it over an endpoint still starting.
+// Throttling, timeouts and other transport failures are retried as before.
 type refusedFast struct{ next policy.Transporter }
 
 func (t refusedFast) Do(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.Do(req)
-	if err != nil && netx.Refused(err) {
+	if err != nil && req.Context().Value(failFastKey{}) != nil && netx.Refused(err) {
 		return nil, refusedError{err}
 	}
 	return resp, err
+}
+
+type failFastKey struct{}
+
+// failFastRefused returns a copy of ctx whose requests fail at once when
+// their connection is refused (see refusedFast).
+func failFastRefused(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failFastKey{}, true)
 }
 
 // refusedError is a refused connection, which the SDK's retry policy does

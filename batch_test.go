@@ -361,7 +361,7 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 	}
 	data, err := w.Finish()
 	require.NoError(t, err)
-	p, err := store.put(ctx, payload.Meta{Kind: payload.KindBatch, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data, w.Expanded())
+	p, err := store.put(ctx, payload.Meta{Kind: payload.KindBatch, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data)
 	require.NoError(t, err)
 	_, err = q.Send(ctx, p.Encode(), nil)
 	require.NoError(t, err)

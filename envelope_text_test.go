@@ -32,8 +32,8 @@ func TestDeleteFailureWordsFollowTheAnswer(t *testing.T) {
 	stale := &StorageError{Op: OpDelete, StatusCode: http.StatusBadRequest, Code: "PopReceiptMismatch"}
 	gone := &StorageError{Op: OpDelete, StatusCode: http.StatusNotFound, Code: "MessageNotFound"}
 	busy := &StorageError{Op: OpDelete, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy"}
-	assert.Contains(t, deleteFailed(stale), "another receiver holds it now")
-	assert.Contains(t, deleteFailed(gone), "deleted by someone else")
+	assert.Contains(t, deleteFailed(stale), "another receive holds it now")
+	assert.Contains(t, deleteFailed(gone), "the receipt is stale")
 	assert.NotContains(t, deleteFailed(gone), "will be delivered again")
 	assert.Contains(t, deleteFailed(busy), "will be delivered again")
 }

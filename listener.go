@@ -1,7 +1,6 @@
 package azdispatch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +35,7 @@ type Listener[T any] struct {
 	opts    ListenerOptions // defaults filled in
 	limits  payload.Limits  // opts.PayloadLimits, as the payload format takes them
 	log     *slog.Logger
-	alerts  *slog.Logger // log, or slog.Default when no Logger was set: for what needs a person
+	alerts  func() *slog.Logger // log, or slog.Default when no Logger was set: for what needs a person
 
 	floor     int // dequeuers kept when idle: MinDequeuers, or 0 when PushOnly
 	threshold int // free slots a dequeuer needs before receiving again
@@ -133,7 +132,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	l := &Listener[T]{
 		src: source, handler: handler, opts: o, limits: payload.Limits(o.PayloadLimits),
 		log:       o.Logger.With("source", source.Name()),
-		alerts:    cmp.Or(o.alerts, o.Logger).With("source", source.Name()),
+		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
 		threshold: min(o.BatchSize, max(1, o.Concurrency/2)),
 		scale:     scaler{interval: o.ScaleInterval, min: floor, max: o.MaxDequeuers},
@@ -281,7 +280,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 			return l.shutdown(s, &dequeuers, stopWork)
 		case now := <-fatalCheck:
 			if err := l.fatalTooLong(now); err != nil {
-				l.log.Error("stopping: a fatal storage error stood for FatalTimeout", "err", err)
+				l.alerts().Error("stopping: a fatal storage error stood for FatalTimeout", "err", err)
 				stopRun()
 				return errors.Join(err, l.shutdown(s, &dequeuers, stopWork))
 			}
@@ -424,4 +423,15 @@ func (l *Listener[T]) createQueue(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// alertLogger returns where a listener logs what needs a person: its
+// Logger, or, when none was set, slog.Default as it is when the line is
+// written (a program may set it after making the listener).
+func alertLogger(o ListenerOptions, source string) func() *slog.Logger {
+	if !o.alertsToDefault {
+		l := o.Logger.With("source", source)
+		return func() *slog.Logger { return l }
+	}
+	return func() *slog.Logger { return slog.Default().With("source", source) }
 }

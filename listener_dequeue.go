@@ -293,6 +293,9 @@ func (l *Listener[T]) keep(s *session, batch []*Delivery, n int) []*Delivery {
 func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Delivery, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
 	defer cancel()
+	// A refused connection is reported now, and retried after the
+	// listener's back-off, not the SDK's.
+	rctx = failFastRefused(rctx)
 	if look != nil {
 		rctx = withDueLook(rctx, look)
 	}

@@ -119,7 +119,7 @@ func (l *Listener[T]) storageFailed(err error) {
 	if err == nil || !l.health.fail(err, time.Now()) {
 		return
 	}
-	l.alerts.Error("storage refuses the listener in a way that will not pass without a change (credential, permissions, the queue); it keeps trying", "err", err)
+	l.alerts().Error("storage refuses the listener in a way that will not pass without a change (credential, permissions, the queue); it keeps trying", "err", err)
 	l.event(Event{Kind: EventFatal, Err: err})
 }
 

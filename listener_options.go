@@ -137,9 +137,9 @@ type ListenerOptions struct {
 	// exist, a refused credential), once each time it starts, goes to
 	// [slog.Default] when no Logger is set.
 	Logger *slog.Logger
-	// alerts is where fatal storage errors are logged: Logger if set,
-	// slog.Default otherwise.
-	alerts *slog.Logger
+	// alertsToDefault says fatal storage errors go to slog.Default, read
+	// when one is logged: no Logger was set.
+	alertsToDefault bool
 
 	// Payloads is where the listener reads offloaded payloads (batches and
 	// large messages) that pointer messages name: the store its publishers
@@ -270,7 +270,7 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		cfg.alerts = slog.Default()
+		cfg.alertsToDefault = true
 	}
 	if cfg.Payloads == nil {
 		cfg.Payloads = defaultPayloadStore(src)

@@ -376,11 +376,12 @@ func (l *Listener[T]) count(ok bool, c *atomic.Int64) {
 func deleteFailed(err error) string {
 	switch queueerror.Code(answerOf(err).code) {
 	case queueerror.PopReceiptMismatch:
-		return "handled, but the delete was refused: the message became visible again and another receiver holds it now; " +
+		return "handled, but the delete was refused: the message became visible again and another receive holds it now; " +
 			"if it comes back here it is deleted without running the handler"
 	case queueerror.MessageNotFound:
-		return "handled, but the delete found no such message: it was deleted by someone else (or the queue cleared), " +
-			"or its pop receipt is stale; if it still exists it comes back, and is then deleted without running the handler"
+		return "handled, but the delete found no such message with this receipt: the receipt is stale (the message became " +
+			"visible and another receive holds it), or it was deleted by someone else (or the queue cleared); " +
+			"if it comes back here it is deleted without running the handler"
 	}
 	return "handled, but the delete failed; the message will be delivered again, and deleted without running the handler"
 }

@@ -238,3 +238,7 @@ func sasResources() sas.AccountResourceTypes {
 func sasPermissions() sas.AccountPermissions {
 	return sas.AccountPermissions{Read: true, Write: true, Delete: true, List: true, Add: true, Create: true, Update: true, Process: true}
 }
+
+// EncodeEnvelopeForTest is PoisonEnvelope.encode, for the external tests
+// that write envelopes as a listener would.
+func EncodeEnvelopeForTest(e *PoisonEnvelope) (string, error) { return e.encode() }

@@ -115,13 +115,17 @@ func (l PayloadLimits) withDefaults(field string) (PayloadLimits, error) {
 	return PayloadLimits(full), nil
 }
 
-// put writes data, a payload of expanded bytes once decompressed, as a new
-// payload blob and returns the pointer to it. The container is created if
-// the write finds it missing.
-func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte, expanded int64) (*payload.Pointer, error) {
+// put writes data as a new payload blob and returns the pointer to it. The
+// container is created if the write finds it missing.
+//
+// The pointer does not say its container or expanded size yet: listeners
+// of earlier versions refuse a pointer with fields they do not know, and
+// would poison the message and let its blob be swept. This version reads
+// both; a later one writes them, once listeners that read them run
+// everywhere.
+func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) (*payload.Pointer, error) {
 	sum := sha256.Sum256(data)
-	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items,
-		Container: s.name, Expanded: expanded}
+	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
 	bb := s.client.NewBlockBlobClient(p.Blob)
 	opts := &blockblob.UploadOptions{
 		Metadata:    meta.ToMap(),

@@ -225,7 +225,7 @@ func (r *sasRig) stores(t *testing.T) (admin, sas *PayloadStore) {
 func (r *sasRig) blob(ctx context.Context, t *testing.T) *payload.Pointer {
 	t.Helper()
 	admin, _ := r.stores(t)
-	p, err := admin.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"), 7)
+	p, err := admin.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"))
 	require.NoError(t, err)
 	return p
 }
@@ -310,13 +310,13 @@ var publisherOps = []sasOp{
 	{name: "offload", needs: []need{{'b', 'o', 'c'}}, run: func(ctx context.Context, t *testing.T, r *sasRig) error {
 		r.blob(ctx, t) // the container now exists
 		_, sas := r.stores(t)
-		_, err := sas.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"), 7)
+		_, err := sas.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"))
 		return err
 	}},
 	{name: "offload creating the container", needs: []need{{'b', 'o', 'c'}, {'b', 'c', 'c'}}, run: func(ctx context.Context, t *testing.T, r *sasRig) error {
 		sas, err := r.sas.PayloadStore(uniqueName(t)) // not the rig's, which the others create
 		require.NoError(t, err)
-		_, err = sas.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"), 7)
+		_, err = sas.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"))
 		return err
 	}},
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
@@ -117,7 +118,7 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 		return "", err
 	}
 	now := time.Now()
-	p, err := store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: env.Queue, Created: now, Items: 1, Poisoned: now}, data, w.Expanded())
+	p, err := store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: env.Queue, Created: now, Items: 1, Poisoned: now}, data)
 	if err != nil {
 		return "", err
 	}
@@ -169,10 +170,10 @@ type RequeueResult struct {
 // older version, is requeued never to expire).
 // Each message is sent before it is deleted from the poison queue, so a
 // failure between the two leaves a copy in both places rather than in none.
-// Messages left behind (rejected by the filter, or not envelopes) are
-// hidden while it runs, so that each batch brings new ones, and made
-// visible again when it returns (one request each): a purge or a look
-// right after sees them. Requeue remembers the IDs it has seen and stops
+// Messages left behind (rejected by the filter, not envelopes, or not
+// reached when it stopped) are hidden while it runs, so that each batch
+// brings new ones, and made visible again when it returns (one request
+// each, in parallel): a purge or a look right after sees them. Requeue remembers the IDs it has seen and stops
 // at the first batch that holds nothing new.
 //
 // A message can be poisoned twice: when the delete after its copy to the
@@ -187,15 +188,12 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 	if opts != nil {
 		o = *opts
 	}
-	var left []*Delivery
-	defer func() {
-		// What this run hid and left behind is visible again at once. A
-		// release that fails leaves its message to reappear when it would
-		// have anyway, after requeueVisibility.
-		for _, d := range left {
-			err = errors.Join(err, poison.SetVisibility(context.WithoutCancel(ctx), d, 0))
-		}
-	}()
+	// left holds, by ID, the latest delivery of each message this run
+	// received and did not settle (skipped, not an envelope, or not yet
+	// looked at when the run ended): made visible again at once when it
+	// returns, so that a purge or a look right after sees them.
+	left := map[string]*Delivery{}
+	defer func() { err = errors.Join(err, releaseLeft(ctx, poison, left)) }()
 	seen := make(map[string]bool)
 	moved := make(map[envelopeKey]bool)
 	for o.Max == 0 || res.Moved < o.Max {
@@ -210,6 +208,9 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 			}
 			return res, err
 		}
+		for _, d := range batch {
+			left[d.ID] = d // until settled below; a later delivery's receipt replaces an earlier one's
+		}
 		fresh := 0
 		for _, d := range batch {
 			if seen[d.ID] {
@@ -221,19 +222,19 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 			switch {
 			case err != nil:
 				res.Invalid++
-				left = append(left, d)
 			case env.MessageID != "" && moved[env.key()]:
 				if err := poison.Delete(ctx, d); err != nil {
 					return res, fmt.Errorf("azdispatch: requeue: deleting duplicate envelope %s: %w", d.ID, err)
 				}
+				delete(left, d.ID)
 				res.Duplicates++
 			case o.Filter != nil && !o.Filter(env):
 				res.Skipped++
-				left = append(left, d)
 			default:
 				if err := requeueOne(ctx, poison, to, d, env); err != nil {
 					return res, err
 				}
+				delete(left, d.ID)
 				moved[env.key()] = true
 				res.Moved++
 			}
@@ -243,6 +244,37 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 		}
 	}
 	return res, nil
+}
+
+// releaseLeft makes the messages a Requeue left behind visible again, in
+// parallel, within 10 s even if ctx has ended. One found gone, or held by
+// another receiver since (its receipt stale), needs nothing; another
+// failure is reported, and its message reappears after
+// requeueVisibility as it would have anyway.
+func releaseLeft(ctx context.Context, poison Source, left map[string]*Delivery) error {
+	if len(left) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for _, d := range left {
+		wg.Go(func() {
+			err := poison.SetVisibility(ctx, d, 0)
+			if err == nil || errors.Is(err, ErrOwnershipLost) {
+				return
+			}
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("azdispatch: requeue: making %s visible again: %w", d.ID, err))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // envelopeKey names the message an envelope holds: the original message's

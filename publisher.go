@@ -355,5 +355,5 @@ func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writ
 	case p.ttl > 0:
 		meta.Expires = now.Add(p.ttl)
 	}
-	return p.store.put(ctx, meta, data, w.Expanded())
+	return p.store.put(ctx, meta, data)
 }

@@ -23,7 +23,7 @@ func TestSweepDryRunDeletesNothing(t *testing.T) {
 		t.Helper()
 		now := time.Now()
 		meta := payload.Meta{Kind: payload.KindSingle, Queue: queue, Created: now, Expires: now.Add(ttl), Items: 1}
-		p, err := store.put(ctx, meta, []byte("payload"), 7)
+		p, err := store.put(ctx, meta, []byte("payload"))
 		require.NoError(t, err)
 		return p.Blob
 	}

@@ -59,7 +59,7 @@ func TestSweepIgnoresThePublishersClockSkew(t *testing.T) {
 	put := func(created time.Time, ttl time.Duration) string {
 		t.Helper()
 		meta := payload.Meta{Kind: payload.KindSingle, Queue: queue, Created: created, Expires: created.Add(ttl), Items: 1}
-		p, err := store.put(ctx, meta, []byte("payload"), 7)
+		p, err := store.put(ctx, meta, []byte("payload"))
 		require.NoError(t, err)
 		return p.Blob
 	}

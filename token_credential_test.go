@@ -135,7 +135,7 @@ func TestTokenCredential(t *testing.T) {
 			assertUnauthenticated(t, err)
 			store, err := a.Payloads()
 			require.NoError(t, err)
-			_, err = store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: q.Name(), Created: time.Now(), Items: 1}, []byte("refused"), 7)
+			_, err = store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: q.Name(), Created: time.Now(), Items: 1}, []byte("refused"))
 			assertUnauthenticated(t, err)
 		})
 	}

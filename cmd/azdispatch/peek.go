@@ -137,7 +137,7 @@ payload (claim check), a poison envelope, or plain text. One request per queue.`
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	if err := t.mustExist(ctx); err != nil {
+	if err := t.mustExist(ctx, false); err != nil {
 		return err
 	}
 

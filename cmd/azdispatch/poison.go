@@ -119,7 +119,7 @@ Exits 3 when the poison queues hold anything, so that a script can alert on it.`
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	if err := t.mustExist(ctx); err != nil {
+	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}
 	doc, lerr := listPoison(ctx, t)
@@ -176,7 +176,7 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	if err := t.mustExist(ctx); err != nil {
+	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}
 	doc, lerr := listPoison(ctx, t)
@@ -187,9 +187,9 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 		// A batch with several items poisoned has an envelope for each,
 		// all with the batch message's ID: name the others, so that one
 		// shown is not taken for all there is.
-		if e.EnvelopeView != nil {
+		if e.EnvelopeView != nil && e.MessageID != "" {
 			for _, other := range doc.Envelopes {
-				if other.PoisonID != e.PoisonID && other.EnvelopeView != nil && other.MessageID == e.MessageID {
+				if other.PoisonID != e.PoisonID && other.EnvelopeView != nil && other.MessageID == e.MessageID && other.Queue == e.Queue {
 					e.Others = append(e.Others, other.PoisonID)
 				}
 			}
@@ -296,7 +296,7 @@ func runPoisonRequeue(ctx context.Context, c *cli, args []string) error {
 		`Moves envelopes back to their queue with their original text (the library's Requeue; on
 a sharded set each goes back to its own shard), all of them or those -id and -reason pick.
 Each is sent before it is deleted from the poison queue. Envelopes not picked are received
-too, and stay hidden for 30 s: a listing meanwhile does not show them.`)
+too, hidden while the requeue runs, and visible again when it ends.`)
 	o.register(fs)
 	sel.register(fs)
 	if err := c.parseNoArgs(fs, args); err != nil {
@@ -311,7 +311,7 @@ too, and stay hidden for 30 s: a listing meanwhile does not show them.`)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	if err := t.mustExist(ctx); err != nil {
+	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}
 	opts := &azdispatch.RequeueOptions{Max: sel.max, Filter: sel.filter()}

@@ -48,20 +48,21 @@ dequeue counts grow by one.`)
 	if err != nil {
 		return err
 	}
+	if !yes && !c.terminal() {
+		return usageErrorf("purge deletes messages for good: refusing without a terminal to confirm on; pass -yes")
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	// Before asking: a mistyped name fails without a question.
+	if err := t.mustExist(ctx, true); err != nil {
+		return err
+	}
 	if !yes {
-		if !c.terminal() {
-			return usageErrorf("purge deletes messages for good: refusing without a terminal to confirm on; pass -yes")
-		}
 		fmt.Fprintf(c.stderr, "Delete %s from the poison queue(s) of %s for good? [y/N] ", sel.describe(), t.name())
 		answer, _ := bufio.NewReader(c.stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return usageErrorf("purge not confirmed: nothing deleted")
 		}
-	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	if err := t.mustExist(ctx); err != nil {
-		return err
 	}
 
 	doc := purgeDoc{Target: t.name(), Selected: sel.describe()}

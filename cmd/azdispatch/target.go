@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -204,39 +205,51 @@ type existence interface {
 // most likely a mistyped name, which must not read as an empty queue.
 var errNoSuchQueue = errors.New("no such queue")
 
-// mustExist fails with errNoSuchQueue when the target's queue does not
-// exist, or, for a sharded set, when none of its shards does (one request
-// per queue): a shard is created when first sent to, so some missing is
-// normal, all missing a mistyped base name. Poison queues may be missing,
-// which only means nothing was poisoned yet.
-func (t *target) mustExist(ctx context.Context) error {
-	units := t.units()
-	missing := make([]string, len(units))
-	errs := make([]error, len(units))
+// mustExist fails with errNoSuchQueue when the target is known not to
+// exist: no queue of it (nor, with poisonToo, a poison queue of it)
+// exists, and one at least was found missing. A shard is created when
+// first sent to, so some shards of a set missing is normal; a poison
+// queue may outlive its queue, and a poison command on it still works. A
+// queue whose check fails is not known either way, and fails nothing here:
+// the command meets the error itself. One request per queue asked.
+func (t *target) mustExist(ctx context.Context, poisonToo bool) error {
+	var queues []azdispatch.Shard
+	for _, u := range t.units() {
+		queues = append(queues, u.queue)
+		if poisonToo && u.poison != nil {
+			queues = append(queues, u.poison)
+		}
+	}
+	var found, missing atomic.Int32
+	var names []string
+	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i, u := range units {
-		q, ok := u.queue.(existence)
+	for _, sh := range queues {
+		q, ok := sh.(existence)
 		if !ok {
+			found.Add(1) // cannot say: taken as there
 			continue
 		}
 		wg.Go(func() {
 			exists, err := q.Exists(ctx)
 			switch {
 			case err != nil:
-				errs[i] = err
-			case !exists:
-				missing[i] = u.queue.Name()
+			case exists:
+				found.Add(1)
+			default:
+				missing.Add(1)
+				mu.Lock()
+				names = append(names, sh.Name())
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	if found.Load() > 0 || missing.Load() == 0 {
+		return nil
 	}
-	if slices.Contains(missing, "") {
-		return nil // one exists
-	}
-	return fmt.Errorf("%w: %s (is the name right? this command creates no queue)", errNoSuchQueue, strings.Join(missing, ", "))
+	slices.Sort(names)
+	return fmt.Errorf("%w: %s (is the name right? this command creates no queue)", errNoSuchQueue, strings.Join(names, ", "))
 }
 
 // peekable is a queue that can be peeked, as a *Queue can.

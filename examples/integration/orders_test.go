@@ -68,6 +68,8 @@ func TestOrdersAreShippedAcrossTwoAccounts(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	// Stopped and waited for however the test ends, a failure included.
+	t.Cleanup(func() { stop(); run.Wait() })
 	seen := map[int]bool{}
 	for len(seen) < n+1 {
 		select {

@@ -66,10 +66,6 @@ func (w *Writer) Add(text string) error {
 // Items returns how many items have been added.
 func (w *Writer) Items() int { return w.items }
 
-// Expanded is the payload's size once decompressed: the item frames added
-// so far.
-func (w *Writer) Expanded() int64 { return w.expanded }
-
 // Finish ends the payload and returns the blob's bytes; nothing may be added
 // after it. It fails with ErrTooLarge when the compressed blob is over
 // MaxBlobSize.

@@ -51,5 +51,5 @@ func TestLimitsWithDefaults(t *testing.T) {
 
 func TestUnlimitedBoundsOnlyWhatAPointerSays(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, Limits{MaxBlobSize: math.MaxInt64, MaxItems: math.MaxInt}, Unlimited())
+	assert.Equal(t, Limits{MaxBlobSize: math.MaxInt64, MaxExpandedSize: math.MaxInt64, MaxItems: math.MaxInt}, Unlimited())
 }

@@ -47,9 +47,10 @@ type Pointer struct {
 	// person who goes to look at it (with az or Storage Explorer): a
 	// listener still reads from its own container, and refuses a pointer
 	// that names another. Expanded is the payload's size once
-	// decompressed (a single message's text; a batch's item frames). Both
-	// are absent from pointers written before they were added, which
-	// parse as before.
+	// decompressed (a single message's text, or a batch's item frames,
+	// with their header and lengths). Both are optional: this version
+	// reads them and does not write them yet, since a listener of an
+	// earlier version refuses a pointer with fields it does not know.
 	Container string `json:"container,omitempty"`
 	Expanded  int64  `json:"expanded_size,omitempty"`
 }
@@ -81,7 +82,7 @@ func ParsePointer(text string, lim Limits) (*Pointer, error) {
 	}
 	var p Pointer
 	dec := json.NewDecoder(strings.NewReader(rest))
-	dec.DisallowUnknownFields() // a "container" or "url" field is refused, not ignored
+	dec.DisallowUnknownFields() // a "url" or "account" field is refused, not ignored
 	if err := dec.Decode(&p); err != nil {
 		return nil, bad("%v", err)
 	}
