@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/netx"
 )
 
 // defaultAccountEnv is the variable read for the connection string when no
@@ -89,6 +91,10 @@ func (f *targetFlags) open(c *cli, need queueRequired) (*target, error) {
 	}
 	opts := &azdispatch.AccountOptions{Client: &azqueue.ClientOptions{}}
 	opts.Client.Retry = policy.RetryOptions{MaxRetries: int32(f.retries), TryTimeout: 30 * time.Second}
+	// An operator at a prompt learns at once that nothing listens at the
+	// endpoint (a wrong port, an emulator not started), rather than after
+	// the SDK's retries.
+	opts.Client.Transport = refusedAtOnce{http.DefaultClient}
 	if f.retries == 0 {
 		opts.Client.Retry.MaxRetries = -1 // the SDK reads 0 as its default of 3
 	}
@@ -275,3 +281,23 @@ func accountLabels(accounts []*azdispatch.Account, sources []string) []string {
 	}
 	return labels
 }
+
+// refusedAtOnce is a transport whose refused connections the SDK does not
+// retry: nothing listens there, and a retry 0.8 s later finds the same.
+type refusedAtOnce struct{ next policy.Transporter }
+
+func (t refusedAtOnce) Do(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.Do(req)
+	if err != nil && netx.Refused(err) {
+		return nil, refusedErr{err}
+	}
+	return resp, err
+}
+
+// refusedErr is a refused connection, marked as not worth retrying for the
+// SDK's retry policy (its errorinfo.NonRetriable).
+type refusedErr struct{ err error }
+
+func (e refusedErr) Error() string { return e.err.Error() }
+func (e refusedErr) Unwrap() error { return e.err }
+func (refusedErr) NonRetriable()   {}

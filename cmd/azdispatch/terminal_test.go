@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -24,10 +25,40 @@ func TestPurgeWithStdinFromDevNullIsRefused(t *testing.T) {
 	cmd := exec.CommandContext(ctx, harness.bin, args...)
 	cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"+
 		"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"+
-		"QueueEndpoint=http://127.0.0.1:9/devstoreaccount1;BlobEndpoint=http://127.0.0.1:9/devstoreaccount1")
+		"QueueEndpoint=http://"+closedPort(t)+"/devstoreaccount1;BlobEndpoint=http://"+closedPort(t)+"/devstoreaccount1")
 	cmd.Stdin = devNull
 	r := runCmd(t, cmd, args)
 	assert.Equal(t, exitUsage, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "without a terminal")
 	assert.NotContains(t, r.stderr, "[y/N]", "nothing was asked")
+}
+
+// Against a port where nothing listens, depth fails at once with the
+// refused connection, instead of waiting out the SDK's retries (about 10 s
+// of silence). The bound leaves room for a loaded machine.
+func TestDepthAgainstAClosedPortAnswersAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := []string{"depth", "-queue", "orders"}
+	cmd := exec.CommandContext(ctx, harness.bin, args...)
+	cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"+
+		"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"+
+		"QueueEndpoint=http://"+closedPort(t)+"/devstoreaccount1;BlobEndpoint=http://"+closedPort(t)+"/devstoreaccount1")
+	start := time.Now()
+	r := runCmd(t, cmd, args)
+	took := time.Since(start)
+	t.Logf("answered in %v", took.Round(time.Millisecond))
+	assert.Equal(t, exitFailed, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "refused")
+	assert.Less(t, took, 5*time.Second, "against about 10 s of the SDK's retries")
+}
+
+// closedPort returns an address on this machine where nothing listens: a
+// port just bound and closed again.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
 }
