@@ -285,7 +285,11 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter) {
 	if co.Transport == nil {
 		co.Transport = newHTTPClient()
 	}
-	co.Transport = refusedFast{co.Transport}
+	// A listener's receive whose connection is refused is reported now,
+	// and retried after the listener's back-off (see failFastRefused); a
+	// send, a delete or a lease keeps the SDK's retries, which carry it
+	// over an endpoint still starting.
+	co.Transport = netx.FailFast{Next: co.Transport, When: askedToFailFast}
 	if co.Retry.TryTimeout == 0 {
 		co.Retry.TryTimeout = 30 * time.Second
 	}
@@ -441,36 +445,14 @@ func blobServiceURL(queueURL string, opts *AccountOptions) string {
 	return u.String()
 }
 
-// refusedFast fails a listener's receive whose connection is refused at
-// once, instead of after the SDK's retries (about 10 s): a refused
-// connection means nothing listens at the endpoint, and the listener then
-// reports it (Ready) within a second rather than half a minute, and
-// retries after its own back-off. It applies only to requests whose
-// context says so (see failFastRefused): a send, a delete or a lease keeps
-// the SDK's retries, which carry it over an endpoint still starting.
-// Throttling, timeouts and other transport failures are retried as before.
-type refusedFast struct{ next policy.Transporter }
-
-func (t refusedFast) Do(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.Do(req)
-	if err != nil && req.Context().Value(failFastKey{}) != nil && netx.Refused(err) {
-		return nil, refusedError{err}
-	}
-	return resp, err
-}
-
 type failFastKey struct{}
 
 // failFastRefused returns a copy of ctx whose requests fail at once when
-// their connection is refused (see refusedFast).
+// their connection is refused (see netx.FailFast): a listener's receives,
+// so that a dead endpoint is reported (Ready) within a second rather than
+// after the SDK's retries of three receives, half a minute.
 func failFastRefused(ctx context.Context) context.Context {
 	return context.WithValue(ctx, failFastKey{}, true)
 }
 
-// refusedError is a refused connection, which the SDK's retry policy does
-// not retry (it is errorinfo.NonRetriable).
-type refusedError struct{ err error }
-
-func (e refusedError) Error() string { return e.err.Error() }
-func (e refusedError) Unwrap() error { return e.err }
-func (refusedError) NonRetriable()   {}
+func askedToFailFast(req *http.Request) bool { return req.Context().Value(failFastKey{}) != nil }

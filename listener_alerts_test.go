@@ -16,29 +16,11 @@ import (
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
-// syncBuffer is a bytes.Buffer safe for the listener's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A listener at default options, started before its queue exists, says so
 // once through slog.Default, though it logs nothing else: a person must
 // create the queue. (Not parallel: it sets the process's default logger.)
 func TestAListenerWithoutALoggerSaysItsQueueIsMissing(t *testing.T) {
-	var out syncBuffer
+	var out azdispatch.SyncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
 

@@ -3,13 +3,14 @@ package azdispatch
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/netx"
 )
 
 // A listener whose endpoint refuses connections (nothing listens: a dead
@@ -18,10 +19,8 @@ import (
 // at once, and the listener's own back-off retries it. The figure is
 // logged; the bound leaves room for a loaded machine.
 func TestADeadEndpointIsNoticedWithinSeconds(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := netx.UnusedAddr()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close()) // nothing listens there now
 	acct, err := NewAccountWithSharedKey("http://"+addr+"/devstoreaccount1", "devstoreaccount1", emulatorKey, nil)
 	require.NoError(t, err)
 	q, err := acct.Queue("orders")

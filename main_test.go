@@ -242,3 +242,6 @@ func sasPermissions() sas.AccountPermissions {
 // EncodeEnvelopeForTest is PoisonEnvelope.encode, for the external tests
 // that write envelopes as a listener would.
 func EncodeEnvelopeForTest(e *PoisonEnvelope) (string, error) { return e.encode() }
+
+// SyncBuffer is syncBuffer, for the external tests that capture logs.
+type SyncBuffer = syncBuffer

@@ -220,14 +220,21 @@ func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Durat
 // Depth is the approximate number of messages in the queue, invisible ones
 // included; 0 when the queue does not exist.
 func (q *Queue) Depth(ctx context.Context) (int, error) {
+	depth, _, err := q.properties(ctx)
+	return depth, err
+}
+
+// properties reads the queue's approximate depth and whether it exists:
+// one Get Queue Properties request.
+func (q *Queue) properties(ctx context.Context) (depth int, exists bool, err error) {
 	resp, err := q.client.GetProperties(tagRequest(ctx, OpDepth, q.tx), nil)
-	if err != nil {
-		if queueerror.HasCode(err, queueerror.QueueNotFound) {
-			return 0, nil
-		}
-		return 0, storageError(OpDepth, q.name, err)
+	switch {
+	case err == nil:
+		return int(deref(resp.ApproximateMessagesCount)), true, nil
+	case queueerror.HasCode(err, queueerror.QueueNotFound):
+		return 0, false, nil
 	}
-	return int(deref(resp.ApproximateMessagesCount)), nil
+	return 0, false, storageError(OpDepth, q.name, err)
 }
 
 // Exists reports whether the queue exists: one Get Queue Properties
@@ -235,14 +242,8 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // exist from an empty one. An operator's tool asks it to tell a mistyped
 // name from an empty queue.
 func (q *Queue) Exists(ctx context.Context) (bool, error) {
-	_, err := q.client.GetProperties(tagRequest(ctx, OpDepth, q.tx), nil)
-	switch {
-	case err == nil:
-		return true, nil
-	case queueerror.HasCode(err, queueerror.QueueNotFound):
-		return false, nil
-	}
-	return false, storageError(OpDepth, q.name, err)
+	_, exists, err := q.properties(ctx)
+	return exists, err
 }
 
 // countEmptyReceive records a receive that found nothing. It is not an HTTP

@@ -351,11 +351,7 @@ func TestPoisonShowNamesTheOtherItemsOfABatch(t *testing.T) {
 	conn, _ := accounts(t)
 	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
 	ctx := context.Background()
-	acct, err := azdispatch.NewAccountFromConnectionString(conn, nil)
-	require.NoError(t, err)
-	q, err := acct.Queue(uniqueName(t))
-	require.NoError(t, err)
-	require.NoError(t, q.Create(ctx))
+	q := createdQueue(t, conn)
 	pub, err := azdispatch.NewPublisher[int](q, nil)
 	require.NoError(t, err)
 	sent, err := pub.SendBatch(ctx, []int{0, 1, 2})
@@ -367,12 +363,7 @@ func TestPoisonShowNamesTheOtherItemsOfABatch(t *testing.T) {
 		return nil
 	}, nil)
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(runCtx) }()
-	require.Eventually(t, func() bool { return l.State().ItemsPoisoned == 2 && l.State().Succeeded == 1 }, time.Minute, 20*time.Millisecond)
-	stop()
-	<-done
+	runUntil(t, l, func(s azdispatch.State) bool { return s.ItemsPoisoned == 2 && s.Succeeded == 1 })
 
 	var shown poisonEntry
 	runJSON(t, env, exitOK, &shown, "poison", "show", sent.MessageID, "-queue", q.Name())
@@ -392,11 +383,7 @@ func TestAPurgeRightAfterAFilteredRequeueSeesWhatItSkipped(t *testing.T) {
 	conn, _ := accounts(t)
 	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
 	ctx := context.Background()
-	acct, err := azdispatch.NewAccountFromConnectionString(conn, nil)
-	require.NoError(t, err)
-	q, err := acct.Queue(uniqueName(t))
-	require.NoError(t, err)
-	require.NoError(t, q.Create(ctx))
+	q := createdQueue(t, conn)
 	for _, text := range []string{"MOVE", "KEEP"} {
 		_, err := q.Send(ctx, text, nil)
 		require.NoError(t, err)
@@ -405,12 +392,7 @@ func TestAPurgeRightAfterAFilteredRequeueSeesWhatItSkipped(t *testing.T) {
 		return azdispatch.Permanent(errors.New("reason " + m.Body))
 	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw()})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(runCtx) }()
-	require.Eventually(t, func() bool { return l.State().Poisoned == 2 }, time.Minute, 20*time.Millisecond)
-	stop()
-	<-done
+	runUntil(t, l, func(s azdispatch.State) bool { return s.Poisoned == 2 })
 
 	var requeued requeueDoc
 	runJSON(t, env, exitOK, &requeued, "poison", "requeue", "-reason", "reason MOVE", "-queue", q.Name())
@@ -418,4 +400,27 @@ func TestAPurgeRightAfterAFilteredRequeueSeesWhatItSkipped(t *testing.T) {
 	var purged purgeDoc
 	runJSON(t, env, exitOK, &purged, "poison", "purge", "-yes", "-queue", q.Name())
 	assert.Equal(t, 1, purged.Deleted, "the envelope the requeue skipped, visible at once")
+}
+
+// createdQueue opens a new queue, created, in the account of conn.
+func createdQueue(t *testing.T, conn string) *azdispatch.Queue {
+	t.Helper()
+	acct, err := azdispatch.NewAccountFromConnectionString(conn, nil)
+	require.NoError(t, err)
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	require.NoError(t, q.Create(context.Background()))
+	return q
+}
+
+// runUntil runs l until its state satisfies done, then stops it and waits
+// for Run to return.
+func runUntil[T any](t *testing.T, l *azdispatch.Listener[T], done func(azdispatch.State) bool) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() { defer close(ended); _ = l.Run(ctx) }()
+	require.Eventually(t, func() bool { return done(l.State()) }, time.Minute, 20*time.Millisecond)
+	stop()
+	<-ended
 }

@@ -94,7 +94,7 @@ func (f *targetFlags) open(c *cli, need queueRequired) (*target, error) {
 	// An operator at a prompt learns at once that nothing listens at the
 	// endpoint (a wrong port, an emulator not started), rather than after
 	// the SDK's retries.
-	opts.Client.Transport = refusedAtOnce{http.DefaultClient}
+	opts.Client.Transport = netx.FailFast{Next: http.DefaultClient}
 	if f.retries == 0 {
 		opts.Client.Retry.MaxRetries = -1 // the SDK reads 0 as its default of 3
 	}
@@ -281,23 +281,3 @@ func accountLabels(accounts []*azdispatch.Account, sources []string) []string {
 	}
 	return labels
 }
-
-// refusedAtOnce is a transport whose refused connections the SDK does not
-// retry: nothing listens there, and a retry 0.8 s later finds the same.
-type refusedAtOnce struct{ next policy.Transporter }
-
-func (t refusedAtOnce) Do(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.Do(req)
-	if err != nil && netx.Refused(err) {
-		return nil, refusedErr{err}
-	}
-	return resp, err
-}
-
-// refusedErr is a refused connection, marked as not worth retrying for the
-// SDK's retry policy (its errorinfo.NonRetriable).
-type refusedErr struct{ err error }
-
-func (e refusedErr) Error() string { return e.err.Error() }
-func (e refusedErr) Unwrap() error { return e.err }
-func (refusedErr) NonRetriable()   {}

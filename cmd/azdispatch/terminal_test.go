@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/netx"
 )
 
 // A purge whose stdin is /dev/null, a character device but no terminal, is
@@ -53,12 +54,9 @@ func TestDepthAgainstAClosedPortAnswersAtOnce(t *testing.T) {
 	assert.Less(t, took, 5*time.Second, "against about 10 s of the SDK's retries")
 }
 
-// closedPort returns an address on this machine where nothing listens: a
-// port just bound and closed again.
+// closedPort returns an address on this machine where nothing listens.
 func closedPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := netx.UnusedAddr()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
 	return addr
 }
