@@ -83,6 +83,10 @@ type State struct {
 	Lost      int64 // not settled: ownership lost (stale pop receipt) or a delete or release failed; the message reappears when its visibility timeout ends
 	Released  int64 // received but not started at shutdown, or cut off by the drain timeout: made visible again at once
 	Renewed   int64 // visibility renewals of long-running handlers
+	// Rehidden counts delayed messages received before they were due and
+	// hidden again (see [Publisher.SendAfter]): hops, not tries. They are
+	// counted in Received too, and in nothing else.
+	Rehidden int64
 
 	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
 	// deleted without running the handler: it had succeeded on an earlier
@@ -138,7 +142,7 @@ type stats struct {
 	received, succeeded, failed, retried, poisoned, panics atomic.Int64
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
-	wakes, handledBefore                                   atomic.Int64
+	wakes, handledBefore, rehidden                         atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -188,6 +192,7 @@ func (s *stats) snapshot() State {
 		Panics:             s.panics.Load(),
 		Lost:               s.lost.Load(),
 		Released:           s.released.Load(),
+		Rehidden:           s.rehidden.Load(),
 		Renewed:            s.renewed.Load(),
 		HandledBefore:      s.handledBefore.Load(),
 		ReceiveErrors:      s.receiveErrors.Load(),

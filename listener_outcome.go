@@ -32,15 +32,20 @@ const (
 	actRelease
 	// actLost: another receiver owns the message now; nothing to do.
 	actLost
+	// actHide: a delayed message received before it is due: hidden again,
+	// with the action's text, for its after, without a try.
+	actHide
 )
 
 // action is the outcome of a try: what to do, and why.
 type action struct {
 	kind           actionKind
-	reason         string // actPoison: the poison envelope's reason
-	err            error  // actRetry: the failure, for the log
-	handledBefore  bool   // actDone: handled on an earlier delivery whose delete failed
-	poisonedBefore bool   // actDone: copied to the poison queue on an earlier delivery whose delete failed
+	reason         string        // actPoison: the poison envelope's reason
+	err            error         // actRetry: the failure, for the log
+	handledBefore  bool          // actDone: handled on an earlier delivery whose delete failed
+	poisonedBefore bool          // actDone: copied to the poison queue on an earlier delivery whose delete failed
+	after          time.Duration // actHide: how long to hide it
+	text           string        // actHide: its text from now on
 }
 
 func poison(reason string) action { return action{kind: actPoison, reason: reason} }
@@ -195,6 +200,9 @@ func (l *Listener[T]) settle(t *try, a action) {
 	case actRelease:
 		t.save(ctx)
 		l.count(l.release(ctx, d, 0, t.reappearsBy()), &l.stats.released)
+	case actHide:
+		d.Text = a.text
+		l.count(l.release(ctx, d, a.after, t.reappearsBy()), &l.stats.rehidden)
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(d).Info("retrying later", "err", a.err)
@@ -338,7 +346,7 @@ func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload
 // not ours has nothing to keep; any other failure is returned, and the
 // message stays in its queue.
 func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
-	_, text, err := ParseMetadata(d.Text)
+	_, text, err := ParseMetadata(bodyText(d.Text))
 	if err != nil || !payload.IsPointer(text) || l.opts.Payloads == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -119,7 +120,7 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		// Handled before, but its delete failed: delete it now (and its
 		// payload blob, if any, after it), and do not count this delivery
 		// against it.
-		if _, text, err := ParseMetadata(d.Text); err == nil {
+		if _, text, err := ParseMetadata(bodyText(d.Text)); err == nil {
 			if p, err := payload.ParsePointer(text, l.limits); err == nil {
 				t.blob = p
 			}
@@ -130,12 +131,23 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		// move. Its payload blob stays, for the envelope.
 		return action{kind: actDone, poisonedBefore: true}
 	}
+	due, rest, err := dueline.Parse(d.Text)
+	if err != nil {
+		return poison(err.Error())
+	}
+	if due != nil {
+		if wait := due.Due(d.InsertedAt).Sub(receivedAt(d)); wait > 0 {
+			return hideAgain(d, due, wait)
+		}
+		// The deliveries before it was due were hops, not tries.
+		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
+	}
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
 		// poison it without trying again.
 		return poison(fmt.Sprintf("dequeued %d times, more than MaxDequeueCount %d", d.DequeueCount, l.opts.MaxDequeueCount))
 	}
-	meta, text, err := ParseMetadata(d.Text)
+	meta, text, err := ParseMetadata(rest)
 	if err != nil {
 		return poison(err.Error())
 	}
@@ -188,6 +200,37 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	}
 	defer l.giveHandler()
 	return l.runHandler(t, &h.call, m, len(text))
+}
+
+// hideAgain is the action for d, a delayed message received wait before
+// it is due by the service's clock: hidden again for what remains (at most
+// 7 days), its due line counting the hop and the service's dequeue count
+// so far, so that this delivery is not taken for a try.
+func hideAgain(d *Delivery, due *dueline.Line, wait time.Duration) action {
+	next := *due
+	next.Hops++
+	next.Seen = d.DequeueCount
+	_, rest, _ := dueline.Parse(d.Text)
+	return action{kind: actHide, after: min(wait, MaxVisibility), text: next.Encode() + rest}
+}
+
+// receivedAt is when d was received by the service's clock, or by the
+// local clock if its source cannot tell.
+func receivedAt(d *Delivery) time.Time {
+	if d.ReceivedAt.IsZero() {
+		return time.Now()
+	}
+	return d.ReceivedAt
+}
+
+// bodyText is a message's text without its due line, if any: what a
+// poison envelope keeps (a message requeued from there is not delayed
+// again), and where its metadata and pointer are read.
+func bodyText(text string) string {
+	if _, rest, err := dueline.Parse(text); err == nil {
+		return rest
+	}
+	return text
 }
 
 // decode runs the codec, which may run user code (a type's UnmarshalJSON)

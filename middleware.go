@@ -186,8 +186,10 @@ type Outgoing struct {
 	Body any
 	// Items is the number of items of a [Publisher.SendBatch]; 0 for a single message.
 	Items int
-	Key   string        // [Publisher.SendKeyed]'s key; "" otherwise
-	Delay time.Duration // [Publisher.SendAfter]'s delay; 0 otherwise
+	Key   string // [Publisher.SendKeyed]'s key; "" otherwise
+	// Delay is [Publisher.SendAfter]'s delay, or what remains until
+	// [Publisher.SendAt]'s time; 0 otherwise.
+	Delay time.Duration
 	// Metadata goes with the message (see [Metadata]): set entries before
 	// calling Next. Nil until something is set.
 	Metadata Metadata
@@ -202,10 +204,12 @@ type Outgoing struct {
 	chain   []SendMiddleware
 	pos     int
 	send    func(ctx context.Context, s *Outgoing) error
-	ownMeta bool      // Metadata is a map Set made for this send
-	keyed   bool      // sent with SendKeyed
-	isBatch bool      // sent with SendBatch
-	batch   SentBatch // what SendBatch returns
+	at      time.Time   // SendAt's time, if ahead
+	sent    sentMessage // what the target said of the message
+	ownMeta bool        // Metadata is a map Set made for this send
+	keyed   bool        // sent with SendKeyed
+	isBatch bool        // sent with SendBatch
+	batch   SentBatch   // what SendBatch returns
 }
 
 // Set adds one entry of metadata. The first Set of a send copies a

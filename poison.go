@@ -59,7 +59,7 @@ type PoisonEnvelope struct {
 func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time) *PoisonEnvelope {
 	return &PoisonEnvelope{
 		Queue: source, MessageID: d.ID, DequeueCount: d.DequeueCount, Reason: reason,
-		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), ExpiresAt: d.ExpiresAt, Body: d.Text,
+		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), ExpiresAt: d.ExpiresAt, Body: bodyText(d.Text),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
@@ -108,17 +109,78 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 // it before decoding, so its handler cannot tell. Without a payload store
 // such a body fails with a [*MessageTooLargeError], before any request.
 func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
-	return p.publish(ctx, body, route{})
+	m, err := p.publish(ctx, body, route{})
+	return m.ID, err
 }
 
-// SendAfter is [Publisher.Send] with the message kept invisible for delay (up to 7 days,
-// rounded up to whole seconds).
-func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (string, error) {
+// Scheduled is a message sent to be handled later: what [Publisher.SendAfter]
+// and [Publisher.SendAt] return.
+type Scheduled struct {
+	ID string // the message's ID
+	// Due is when a listener may first handle it, on the service's clock,
+	// to the second.
+	Due time.Time
+}
+
+// SendAfter is [Publisher.Send] with the message handled no sooner than
+// delay from now (rounded up to whole seconds), counted on the service's
+// clock. A delay up to [MaxVisibility] (7 days) is the service's own: the
+// message is sent hidden for it, and its text is what [Publisher.Send]
+// would send. A longer one, of any length, is recorded in the message's text
+// (a line before the body, relative to the service's insertion time), and
+// the message is sent hidden for 7 days; a listener that receives it before
+// it is due hides it again, for what remains or 7 days, without running the
+// handler: about one Update Message a week while it waits, and nothing else
+// (no table, no poller). Those hops are not tries: they never count
+// towards [ListenerOptions.MaxDequeueCount], and the handler's
+// [Message.DequeueCount] counts only real deliveries. Listeners must be of
+// this version or later to read such a message (an earlier one poisons it
+// as undecodable): upgrade listeners first.
+//
+// A message with a due line lives its TTL past its due time (see
+// [PublisherOptions.TTL]), and so does its payload blob, if offloaded.
+func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (Scheduled, error) {
 	// Checked before a large body is offloaded, which would leave its blob.
-	if err := checkDelay(delay); err != nil {
-		return "", err
+	if delay < 0 {
+		return Scheduled{}, &ConfigError{Field: "SendAfter's delay", Reason: fmt.Sprintf("%v is negative", delay)}
 	}
-	return p.publish(ctx, body, route{delay: delay})
+	delay = time.Duration(seconds(delay)) * time.Second
+	m, err := p.publish(ctx, body, route{delay: delay})
+	if err != nil {
+		return Scheduled{}, err
+	}
+	sent := m.Inserted
+	if sent.IsZero() { // a Target of your own: the best guess
+		sent = serviceTime(p.target).Truncate(time.Second)
+	}
+	return Scheduled{ID: m.ID, Due: sent.Add(delay).UTC()}, nil
+}
+
+// SendAt is [Publisher.Send] with the message handled no sooner than at (rounded
+// up to a whole second) by the service's clock, however far ahead; a time
+// already past sends it visible at once. The time is recorded in the
+// message's text, and the message is sent hidden until then (for at most 7
+// days) by the publisher's best knowledge of the service's clock (see
+// [Queue.ServiceTime]), so that neither the publisher's clock nor the
+// listener's decides: a listener that receives it early hides it again, as
+// for [Publisher.SendAfter], whose notes on hops, TTL and upgrades apply.
+func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Scheduled, error) {
+	if at.IsZero() {
+		return Scheduled{}, &ConfigError{Field: "SendAt's time", Reason: "zero"}
+	}
+	if t := at.Truncate(time.Second); !t.Equal(at) {
+		at = t.Add(time.Second)
+	}
+	at = at.UTC()
+	r := route{}
+	if wait := at.Sub(serviceTime(p.target)); wait > 0 {
+		r.delay, r.at = time.Duration(seconds(wait))*time.Second, at
+	}
+	m, err := p.publish(ctx, body, r)
+	if err != nil {
+		return Scheduled{}, err
+	}
+	return Scheduled{ID: m.ID, Due: at}, nil
 }
 
 // SendKeyed is [Publisher.Send] with a key: every message of the key lands on the same
@@ -129,7 +191,8 @@ func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (strin
 	if p.keyed == nil {
 		return "", &ConfigError{Field: "target", Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
 	}
-	return p.publish(ctx, body, route{key: key, keyed: true})
+	m, err := p.publish(ctx, body, route{key: key, keyed: true})
+	return m.ID, err
 }
 
 // SentBatch describes a batch that [Publisher.SendBatch] put on the queue.
@@ -192,69 +255,95 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata) 
 			return SentBatch{}, err
 		}
 	}
-	ptr, err := p.offload(ctx, payload.KindBatch, w)
+	ptr, err := p.offload(ctx, payload.KindBatch, w, route{})
 	if err != nil {
 		return SentBatch{}, err
 	}
 	text := line + ptr.Encode()
-	id, err := p.deliver(ctx, text, route{})
+	m, err := p.deliver(ctx, text, route{})
 	if err != nil {
 		return SentBatch{}, err
 	}
-	return SentBatch{MessageID: id, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size, text: len(text)}, nil
+	return SentBatch{MessageID: m.ID, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size, text: len(text)}, nil
 }
 
 // route is how a message goes on the queue: visible at once or after a
-// delay, and with a key or not.
+// delay (to at, for SendAt), and with a key or not.
 type route struct {
-	delay time.Duration
+	delay time.Duration // whole seconds
+	at    time.Time     // SendAt's time, if it is ahead
 	key   string
 	keyed bool
 }
 
+// dueLine is the line that records when the message is due, if the
+// service cannot keep it hidden until then alone, or if a time was named.
+func (r route) dueLine() string {
+	switch {
+	case !r.at.IsZero():
+		return (&dueline.Line{At: r.at}).Encode()
+	case r.delay > MaxVisibility:
+		return (&dueline.Line{After: int64(seconds(r.delay))}).Encode()
+	}
+	return ""
+}
+
+// ttl is how long a message sent this way lives, for a publisher whose
+// messages live ttl: one with a due line lives ttl past its due time.
+func (r route) ttl(ttl time.Duration) time.Duration {
+	if ttl < 0 || r.dueLine() == "" {
+		return ttl
+	}
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
+	return r.delay + ttl
+}
+
 // publish is the path of every single message: through the middleware, if
 // any, to send.
-func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (string, error) {
+func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (sentMessage, error) {
 	if p.mw == nil {
-		id, _, err := p.send(ctx, body, r, nil)
-		return id, err
+		m, _, err := p.send(ctx, body, r, nil)
+		return m, err
 	}
 	s := p.outgoing(&body, r)
 	if err := s.Next(ctx); err != nil {
-		return "", err
+		return sentMessage{}, err
 	}
-	return s.ID, nil
+	return s.sent, nil
 }
 
 // send encodes body, offloads it when the text cannot go on the queue as
-// it is, and delivers it with meta's line before it. It returns the ID and
-// the text sent.
-func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata) (id, sent string, err error) {
+// it is, and delivers it with its due line and meta's line before it. It
+// returns what the target said of the message and the text sent.
+func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata) (m sentMessage, sent string, err error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
-		return "", "", fmt.Errorf("azdispatch: encode: %w", err)
+		return m, "", fmt.Errorf("azdispatch: encode: %w", err)
 	}
 	line, err := meta.line()
 	if err != nil {
-		return "", "", err
+		return m, "", err
 	}
+	head := r.dueLine() + line
 	// The target checks the text itself; the publisher's limit is tighter.
-	// A body that looks like a pointer or a metadata line is offloaded too,
-	// so that a listener never mistakes it for one.
-	if size := len(line) + len(text); size > MaxMessageSize || payload.IsPointer(text) || hasMetadata(text) {
-		if text, err = p.claimCheck(ctx, text, size); err != nil {
-			return "", "", err
+	// A body that looks like a pointer or a line of ours is offloaded
+	// too, so that a listener never mistakes it for one.
+	if size := len(head) + len(text); size > MaxMessageSize || payload.IsPointer(text) || hasMetadata(text) || dueline.Has(text) {
+		if text, err = p.claimCheck(ctx, text, size, r); err != nil {
+			return m, "", err
 		}
 	}
-	text = line + text
-	id, err = p.deliver(ctx, text, r)
-	return id, text, err
+	text = head + text
+	m, err = p.deliver(ctx, text, r)
+	return m, text, err
 }
 
 // outgoing describes a send to the middleware; body is a *T or a *[]T.
 func (p *Publisher[T]) outgoing(body any, r route) *Outgoing {
 	return &Outgoing{Queue: p.target.Name(), Body: body, Key: r.key, Delay: r.delay,
-		keyed: r.keyed, chain: p.mw, send: p.sendOut}
+		at: r.at, keyed: r.keyed, chain: p.mw, send: p.sendOut}
 }
 
 // sendOutgoing is the end of every send middleware chain: the send.
@@ -275,32 +364,37 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	if !ok {
 		return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
 	}
-	id, text, err := p.send(ctx, *body, route{delay: s.Delay, key: s.Key, keyed: s.keyed}, s.Metadata)
+	m, text, err := p.send(ctx, *body, route{delay: s.Delay, at: s.at, key: s.Key, keyed: s.keyed}, s.Metadata)
 	if err != nil {
 		return err
 	}
-	_, rest, _ := ParseMetadata(text)
-	s.ID, s.Size, s.Offloaded = id, len(text), payload.IsPointer(rest)
+	_, rest, _ := dueline.Parse(text)
+	_, rest, _ = ParseMetadata(rest)
+	s.ID, s.Size, s.Offloaded, s.sent = m.ID, len(text), payload.IsPointer(rest), m
 	return nil
 }
 
 // deliver sends text as r says, and tells OnSent of a message visible at once.
-func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (string, error) {
-	opts := &SendOptions{Delay: r.delay, TTL: p.ttl}
-	var id string
+func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentMessage, error) {
+	opts := &SendOptions{Delay: min(r.delay, MaxVisibility), TTL: r.ttl(p.ttl)}
+	var m sentMessage
 	var err error
-	if r.keyed {
-		id, err = p.keyed.SendKeyed(ctx, r.key, text, opts)
-	} else {
-		id, err = p.target.Send(ctx, text, opts)
+	sharded, _ := p.target.(*ShardedQueue)
+	switch {
+	case r.keyed && sharded != nil:
+		m, err = sharded.sendKeyedMessage(ctx, r.key, text, opts)
+	case r.keyed:
+		m.ID, err = p.keyed.SendKeyed(ctx, r.key, text, opts)
+	default:
+		m, err = sendTo(ctx, p.target, text, opts)
 	}
 	if err != nil {
-		return "", err
+		return sentMessage{}, err
 	}
 	if r.delay == 0 && p.onSent != nil {
-		p.onSent(ctx, id)
+		p.onSent(ctx, m.ID)
 	}
-	return id, nil
+	return m, nil
 }
 
 // noStore is the error of a publisher with no payload store.
@@ -314,7 +408,7 @@ func (p *Publisher[T]) noStore() error {
 // same body either way.
 //
 // size is what the message would take on the queue, metadata included.
-func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int) (string, error) {
+func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (string, error) {
 	if p.store == nil {
 		var why error = &MessageTooLargeError{Size: size, Limit: MaxMessageSize}
 		if size <= MaxMessageSize {
@@ -326,7 +420,7 @@ func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int) (s
 	if err := w.Add(text); err != nil {
 		return "", err
 	}
-	ptr, err := p.offload(ctx, payload.KindSingle, w)
+	ptr, err := p.offload(ctx, payload.KindSingle, w, r)
 	if err != nil {
 		return "", err
 	}
@@ -336,24 +430,25 @@ func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int) (s
 // defaultTTL is the service's message lifetime when none is given.
 const defaultTTL = 7 * 24 * time.Hour
 
-// offload writes a payload built in w to a blob and returns its pointer.
+// offload writes a payload built in w, for a message sent as r says, to a
+// blob and returns its pointer. The blob expires when the message does.
 // The blob is written before the pointer is sent: a pointer must never name
 // a blob that does not exist yet. If the send then fails, the blob is left
 // for [Sweep] rather than deleted, because a send that failed on the client
 // may have succeeded at the service, and deleting would leave a dangling
 // pointer, which is a lost message; a leftover blob is only waste.
-func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer) (*payload.Pointer, error) {
+func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer, r route) (*payload.Pointer, error) {
 	data, err := w.Finish()
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	meta := payload.Meta{Kind: kind, Queue: p.target.Name(), Created: now, Items: w.Items()}
-	switch {
-	case p.ttl == 0:
+	switch ttl := r.ttl(p.ttl); {
+	case ttl == 0:
 		meta.Expires = now.Add(defaultTTL)
-	case p.ttl > 0:
-		meta.Expires = now.Add(p.ttl)
+	case ttl > 0:
+		meta.Expires = now.Add(ttl)
 	}
 	return p.store.put(ctx, meta, data)
 }

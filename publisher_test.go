@@ -67,7 +67,7 @@ func TestPublisherSendAfterDelaysDelivery(t *testing.T) {
 	q := testQueue(t)
 	p, err := NewPublisher[job](q, &PublisherOptions{TTL: time.Hour})
 	require.NoError(t, err)
-	id, err := p.SendAfter(ctx, job{N: 7}, 2*time.Second)
+	s, err := p.SendAfter(ctx, job{N: 7}, 2*time.Second)
 	require.NoError(t, err)
 	sent := time.Now()
 
@@ -81,8 +81,9 @@ func TestPublisherSendAfterDelaysDelivery(t *testing.T) {
 		return true
 	})
 	assert.GreaterOrEqual(t, time.Since(sent), 1500*time.Millisecond, "not before its delay")
-	assert.Equal(t, id, got.ID)
-	assert.Equal(t, `{"n":7}`, got.Text)
+	assert.Equal(t, s.ID, got.ID)
+	assert.Equal(t, got.InsertedAt.Add(2*time.Second), s.Due, "due by the service's insertion time")
+	assert.Equal(t, `{"n":7}`, got.Text, "a delay the service keeps adds nothing to the text")
 	assert.WithinDuration(t, got.InsertedAt.Add(time.Hour), got.ExpiresAt, 5*time.Second)
 }
 
@@ -95,7 +96,7 @@ func TestPublisherRefusesABadDelayBeforeOffloading(t *testing.T) {
 	require.NoError(t, err)
 	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
 	require.NoError(t, err)
-	_, err = p.SendAfter(context.Background(), strings.Repeat("x", MaxMessageSize+1), 8*24*time.Hour)
+	_, err = p.SendAfter(context.Background(), strings.Repeat("x", MaxMessageSize+1), -time.Second)
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Zero(t, acct.Transactions().Total(), "no request, no blob")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
+	"github.com/azdispatch/azdispatch/internal/svcclock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/txcount"
 )
@@ -27,6 +28,23 @@ type Queue struct {
 	client  *azqueue.QueueClient
 	tx      *counter
 	sent    syncx.Subscribers // woken after each send through this *Queue
+	clock   svcclock.Clock    // the service's time, from its answers
+}
+
+// sentMessage is what the service says of a message it took: its ID, the
+// queue it is on (a shard's, for a [ShardedQueue]), the pop receipt that
+// deletes it until it is first received, and its insertion time. A
+// [Target] of your own gives the ID alone.
+type sentMessage struct {
+	ID       string
+	Queue    string
+	Receipt  string
+	Inserted time.Time
+}
+
+// messageSender is a [Target] that tells all of [sentMessage].
+type messageSender interface {
+	sendMessage(ctx context.Context, text string, opts *SendOptions) (sentMessage, error)
 }
 
 // popReceipt is the Receipt of a [Delivery] from a [Queue]: the queue it came
@@ -89,13 +107,19 @@ func (q *Queue) Create(ctx context.Context) error {
 // Send puts text on the queue. It refuses, without a request, text the
 // service would refuse or corrupt ([ErrMessageTooLarge], [ErrInvalidText]).
 func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
+	m, err := q.sendMessage(ctx, text, opts)
+	return m.ID, err
+}
+
+// sendMessage is [Queue.Send], with all the service says of the new message.
+func (q *Queue) sendMessage(ctx context.Context, text string, opts *SendOptions) (sentMessage, error) {
 	if err := checkText(text, serviceMessageLimit); err != nil {
-		return "", err
+		return sentMessage{}, err
 	}
 	var o azqueue.EnqueueMessageOptions
 	if opts != nil {
 		if err := checkDelay(opts.Delay); err != nil {
-			return "", err
+			return sentMessage{}, err
 		}
 		if opts.Delay > 0 {
 			o.VisibilityTimeout = to.Ptr(seconds(opts.Delay))
@@ -107,11 +131,15 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 			o.TimeToLive = to.Ptr(seconds(opts.TTL))
 		}
 	}
-	var id string
+	m := sentMessage{Queue: q.name}
 	err := q.createIfMissing(ctx, OpSend, func(ctx context.Context) error {
 		resp, err := q.client.EnqueueMessage(ctx, text, &o)
-		if err == nil && len(resp.Messages) > 0 && resp.Messages[0].MessageID != nil {
-			id = *resp.Messages[0].MessageID
+		if err == nil {
+			q.clock.Saw(resp.Date)
+			if len(resp.Messages) > 0 && resp.Messages[0] != nil {
+				e := resp.Messages[0]
+				m.ID, m.Receipt, m.Inserted = deref(e.MessageID), deref(e.PopReceipt), deref(e.InsertionTime)
+			}
 		}
 		return err
 	})
@@ -120,8 +148,15 @@ func (q *Queue) Send(ctx context.Context, text string, opts *SendOptions) (strin
 		// listener now would only cost it an empty receive.
 		q.sent.Wake()
 	}
-	return id, err
+	return m, err
 }
+
+// ServiceTime is the time now on the service's clock, as the Date of the
+// queue's last answer gave it (to the second, the header's unit), carried
+// forward by the local clock; the local clock until the first answer. A
+// [Publisher] reads it to hide a message sent with [Publisher.SendAt] for
+// as long as the service will count.
+func (q *Queue) ServiceTime() time.Time { return q.clock.Now() }
 
 // Subscribe implements [WakeSource]: wake is called after every successful
 // [Queue.Send] of a message visible at once, through this *Queue, in this process.
@@ -147,6 +182,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	if err != nil {
 		return nil, storageError(OpReceive, q.name, err)
 	}
+	q.clock.Saw(resp.Date)
 	msgs := resp.Messages
 	if len(msgs) == 0 {
 		q.countEmptyReceive(ctx)
@@ -168,6 +204,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 			InsertedAt:    deref(m.InsertionTime),
 			ExpiresAt:     deref(m.ExpirationTime),
 			NextVisibleAt: deref(m.TimeNextVisible),
+			ReceivedAt:    deref(resp.Date),
 			Queue:         q.name,
 			Receipt:       &receipts[len(receipts)-1],
 		})
@@ -206,6 +243,7 @@ func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Durat
 	if err != nil {
 		return storageError(OpUpdate, q.name, err)
 	}
+	q.clock.Saw(resp.Date)
 	if resp.PopReceipt != nil {
 		// A new receipt, not the old one changed: a copy of d made before
 		// (a Delivery is a plain struct) keeps the receipt it had.
@@ -230,6 +268,7 @@ func (q *Queue) properties(ctx context.Context) (depth int, exists bool, err err
 	resp, err := q.client.GetProperties(tagRequest(ctx, OpDepth, q.tx), nil)
 	switch {
 	case err == nil:
+		q.clock.Saw(resp.Date)
 		return int(deref(resp.ApproximateMessagesCount)), true, nil
 	case queueerror.HasCode(err, queueerror.QueueNotFound):
 		return 0, false, nil

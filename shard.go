@@ -215,9 +215,15 @@ func (s *ShardedQueue) Create(ctx context.Context) error {
 // shard that failed after storing the message (a lost response) leaves a
 // duplicate: delivery is at least once.
 func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
+	m, err := s.sendMessage(ctx, text, opts)
+	return m.ID, err
+}
+
+// sendMessage is [ShardedQueue.Send], with what the shard said of the message.
+func (s *ShardedQueue) sendMessage(ctx context.Context, text string, opts *SendOptions) (sentMessage, error) {
 	// Refused here, before any shard is asked: no shard would take it.
 	if err := checkText(text, serviceMessageLimit); err != nil {
-		return "", err
+		return sentMessage{}, err
 	}
 	n := uint64(len(s.members))
 	start := s.writeNext.Add(1)
@@ -228,18 +234,18 @@ func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions)
 		if !s.set.available(i, now) {
 			continue
 		}
-		id, err := s.set.shards[i].Send(ctx, text, opts)
+		m, err := sendTo(ctx, s.set.shards[i], text, opts)
 		if err == nil {
 			s.set.record(ctx, i, nil)
-			return id, nil
+			return m, nil
 		}
 		if f, _ := fault(ctx, err); !f {
-			return "", err
+			return sentMessage{}, err
 		}
 		s.set.record(ctx, i, err)
 		errs = append(errs, err)
 	}
-	return "", s.noHealthy("send", errs, now)
+	return sentMessage{}, s.noHealthy("send", errs, now)
 }
 
 // SendKeyed puts text on the shard [KeyShard](key, number of shards) picks,
@@ -249,17 +255,53 @@ func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions)
 // sending elsewhere, which would break that promise; the caller retries
 // later. The key is not stored and not logged.
 func (s *ShardedQueue) SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error) {
+	m, err := s.sendKeyedMessage(ctx, key, text, opts)
+	return m.ID, err
+}
+
+// sendKeyedMessage is [ShardedQueue.SendKeyed], with what the shard said of
+// the message.
+func (s *ShardedQueue) sendKeyedMessage(ctx context.Context, key, text string, opts *SendOptions) (sentMessage, error) {
 	if err := checkText(text, serviceMessageLimit); err != nil {
-		return "", err
+		return sentMessage{}, err
 	}
 	i := KeyShard(key, len(s.set.shards))
 	if !s.set.available(i, s.set.now()) {
 		_, until, last := s.set.retryAt(i)
-		return "", fmt.Errorf("%w: the key's shard %q is backed off until %s: %w", ErrNoHealthyShard, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
+		return sentMessage{}, fmt.Errorf("%w: the key's shard %q is backed off until %s: %w", ErrNoHealthyShard, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
 	}
-	id, err := s.set.shards[i].Send(ctx, text, opts)
+	m, err := sendTo(ctx, s.set.shards[i], text, opts)
 	s.set.record(ctx, i, err)
-	return id, err
+	return m, err
+}
+
+// ServiceTime is the time on the service's clock as the first shard that
+// knows it tells (see [Queue.ServiceTime]); the local clock if none does.
+func (s *ShardedQueue) ServiceTime() time.Time { return serviceTime(s.set.shards...) }
+
+// sendTo sends text to t, with all t tells of the message: a [Target] of
+// your own tells its ID alone.
+func sendTo(ctx context.Context, t Target, text string, opts *SendOptions) (sentMessage, error) {
+	if f, ok := t.(messageSender); ok {
+		return f.sendMessage(ctx, text, opts)
+	}
+	id, err := t.Send(ctx, text, opts)
+	return sentMessage{ID: id, Queue: t.Name()}, err
+}
+
+// serviceClock is a [Source] or [Target] that knows the service's time:
+// a [*Queue], a [ShardedQueue], a memqueue.Queue.
+type serviceClock interface{ ServiceTime() time.Time }
+
+// serviceTime is the service's time by the first of vs that knows it, and
+// the local clock's if none does.
+func serviceTime[V any](vs ...V) time.Time {
+	for _, v := range vs {
+		if c, ok := any(v).(serviceClock); ok {
+			return c.ServiceTime()
+		}
+	}
+	return time.Now()
 }
 
 // Delete deletes a message received from this sharded queue (or another

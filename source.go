@@ -22,8 +22,11 @@ type Source interface {
 	// matching [ErrOwnershipLost].
 	Delete(ctx context.Context, d *Delivery) error
 	// SetVisibility hides a received message for after from now (0 makes it
-	// visible at once), keeping its text, and records in d what a later
+	// visible at once), storing d.Text as its text (the service replaces a
+	// message's text on every update), and records in d what a later
 	// Delete or SetVisibility needs (a pop receipt changes on every update).
+	// A listener changes d.Text only to count a hop of a message not yet
+	// due (see [Publisher.SendAfter]).
 	SetVisibility(ctx context.Context, d *Delivery, after time.Duration) error
 	// Depth is the approximate number of messages, invisible ones included.
 	Depth(ctx context.Context) (int, error)
@@ -123,7 +126,9 @@ func checkDelay(delay time.Duration) error { return checkVisibility("SendOptions
 // hands it from the dequeuer to one goroutine that settles it; while a batch
 // runs, that goroutine's visibility renewals ([Source.SetVisibility], which may
 // replace Receipt and NextVisibleAt) run beside item goroutines that read
-// the other fields, so a Source must change no field but those two.
+// the other fields, so a Source must change no field but those two. (The
+// listener itself sets DequeueCount to the real tries of a delayed message
+// and Text to count its hops, before anything else reads them.)
 type Delivery struct {
 	ID            string
 	Text          string // the message text exactly as stored
@@ -131,7 +136,11 @@ type Delivery struct {
 	InsertedAt    time.Time
 	ExpiresAt     time.Time
 	NextVisibleAt time.Time // when it reappears unless deleted or renewed
-	Queue         string    // the queue it came from: for a [ShardedQueue], the shard's name
+	// ReceivedAt is when it was received by the service's clock: the
+	// receive answer's Date, to the second. Zero if the source cannot
+	// tell; the listener then takes its own clock's time instead.
+	ReceivedAt time.Time
+	Queue      string // the queue it came from: for a [ShardedQueue], the shard's name
 
 	// Receipt is what the [Source] that returned the delivery needs to delete
 	// it or change its visibility later: for a [Queue], its pop receipt; for a

@@ -202,6 +202,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	defer q.mu.Unlock()
 	now := q.clock.Now()
 	hidden := now.Add(wholeSeconds(visibility))
+	received := reported(now)
 	var out []*azdispatch.Delivery
 	var deliveries []azdispatch.Delivery
 	var receipts []receipt
@@ -226,7 +227,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 		m.visibleAt = hidden
 		q.requeue(m)
 		receipts = append(receipts, receipt{q: q, m: m, pop: m.receipt})
-		deliveries = append(deliveries, q.delivery(m, &receipts[len(receipts)-1]))
+		deliveries = append(deliveries, q.delivery(m, &receipts[len(receipts)-1], received))
 		out = append(out, &deliveries[len(deliveries)-1])
 	}
 	if q.lost(azdispatch.OpReceive) {
@@ -263,8 +264,8 @@ func (q *Queue) Delete(ctx context.Context, d *azdispatch.Delivery) error {
 }
 
 // SetVisibility hides a received message for after from now (0 to 7 days,
-// rounded up to whole seconds; 0 makes it visible at once), keeping its
-// text, and puts the new pop receipt and the time it is next visible in d.
+// rounded up to whole seconds; 0 makes it visible at once), storing d.Text
+// as its text as the service's Update Message does, and puts the new pop receipt and the time it is next visible in d.
 func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after time.Duration) error {
 	r, err := q.receiptOf(d, azdispatch.OpUpdate)
 	if err != nil {
@@ -283,6 +284,7 @@ func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after
 		return err
 	}
 	m := r.m
+	m.text = d.Text
 	m.receipt = q.newReceipt()
 	m.visibleAt = q.clock.Now().Add(wholeSeconds(after))
 	q.requeue(m)
@@ -334,14 +336,19 @@ func (q *Queue) Transactions() azdispatch.Transactions {
 	}
 }
 
-// delivery is what a receive returns for m.
-func (q *Queue) delivery(m *message, r *receipt) azdispatch.Delivery {
+// delivery is what a receive at the reported time received returns for m.
+func (q *Queue) delivery(m *message, r *receipt, received time.Time) azdispatch.Delivery {
 	return azdispatch.Delivery{
 		ID: m.id, Text: m.text, DequeueCount: m.dequeues,
 		InsertedAt: reported(m.inserted), ExpiresAt: reported(expiresAt(m)), NextVisibleAt: reported(m.visibleAt),
-		Queue: q.name, Receipt: r,
+		ReceivedAt: received, Queue: q.name, Receipt: r,
 	}
 }
+
+// ServiceTime is the time on the queue's clock, which stands for the
+// service's: what a publisher hides a message sent with
+// [azdispatch.Publisher.SendAt] by.
+func (q *Queue) ServiceTime() time.Time { return q.clock.Now() }
 
 // receiptOf returns d's receipt if it came from q.
 func (q *Queue) receiptOf(d *azdispatch.Delivery, op azdispatch.Op) (*receipt, error) {

@@ -22,6 +22,7 @@ type sendDoc struct {
 	ClaimCheck bool   `json:"claim_check"`
 	Key        string `json:"key,omitempty"`
 	Delay      string `json:"delay,omitempty"`
+	Due        string `json:"due,omitempty"` // when a delayed message is due, on the service's clock
 }
 
 func runSend(ctx context.Context, c *cli, args []string) error {
@@ -35,7 +36,7 @@ for a pointer) is written to a payload blob and a pointer is sent in its place, 
 publisher does. On a sharded set it goes round-robin, or with -key to the key's shard.`)
 	o.register(fs)
 	fs.StringVar(&key, "key", "", "send to the shard of this key (sharded sets only)")
-	fs.DurationVar(&delay, "delay", 0, "keep the message invisible for this long (up to 7 days)")
+	fs.DurationVar(&delay, "delay", 0, "keep the message from listeners for this long (any length; beyond 7 days listeners hide it again until it is due)")
 	fs.DurationVar(&ttl, "ttl", 0, "how long the message lives (default the service's 7 days; negative: never expires)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
@@ -78,11 +79,14 @@ publisher does. On a sharded set it goes round-robin, or with -key to the key's 
 		return err
 	}
 	var id string
+	var due time.Time
 	switch {
 	case key != "":
 		id, err = pub.SendKeyed(ctx, key, text)
 	case delay > 0:
-		id, err = pub.SendAfter(ctx, text, delay)
+		var s azdispatch.Scheduled
+		s, err = pub.SendAfter(ctx, text, delay)
+		id, due = s.ID, s.Due
 	default:
 		id, err = pub.Send(ctx, text)
 	}
@@ -97,7 +101,7 @@ publisher does. On a sharded set it goes round-robin, or with -key to the key's 
 		ClaimCheck: len(text) > azdispatch.MaxMessageSize || payload.IsPointer(text),
 	}
 	if delay > 0 {
-		doc.Delay = delay.String()
+		doc.Delay, doc.Due = delay.String(), due.Format(time.RFC3339)
 	}
 	return c.emit(o.json, doc, func(tw *tabwriter.Writer) {
 		how := "as a message"

@@ -1,0 +1,277 @@
+package azdispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// handled records each handler call's message and the service's time it
+// ran at.
+type handled struct {
+	mu    sync.Mutex
+	calls []handledCall
+}
+
+type handledCall struct {
+	m  azdispatch.Message[string]
+	at time.Time // by the queue's clock
+}
+
+func (h *handled) handler(q *memqueue.Queue, fail error) azdispatch.Handler[string] {
+	return func(_ context.Context, m *azdispatch.Message[string]) error {
+		h.mu.Lock()
+		h.calls = append(h.calls, handledCall{m: *m, at: q.ServiceTime()})
+		h.mu.Unlock()
+		return fail
+	}
+}
+
+func (h *handled) get() []handledCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]handledCall(nil), h.calls...)
+}
+
+// quickIdle polls often: on a manual clock, time passes only when the test
+// says, and the listener should see each step soon.
+var quickIdle = azdispatch.ExponentialIdle(0, 20*time.Millisecond)
+
+const week = 7 * 24 * time.Hour
+
+// A message sent 400 days ahead is hidden again once a week until it is
+// due, then handled once, on its first real delivery, within a second of
+// its due time by the queue's clock. Each hop costs one Update Message and
+// rides on a receive the listener makes anyway.
+func TestAMessageFourHundredDaysAheadIsHandledOnceWhenDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-400", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	s, err := pub.SendAfter(ctx, "renew", 400*24*time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, clock.Now().Add(400*24*time.Hour), s.Due)
+
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+
+	hops := int64(0)
+	for clock.Now().Add(week).Before(s.Due) {
+		clock.Advance(week)
+		hops++
+		waitUntil(t, fmt.Sprintf("hop %d", hops), func() bool { return l.State().Rehidden == hops })
+		require.Empty(t, h.get(), "handled before it was due")
+	}
+	// ceil(400/7) = 58 hidden periods: the send's own, then 57 hops.
+	assert.Equal(t, int64(57), hops)
+	clock.Advance(s.Due.Sub(clock.Now()) - time.Second)
+	time.Sleep(50 * time.Millisecond) // a few receives: it must stay hidden
+	require.Empty(t, h.get(), "handled a second before it was due")
+	clock.Advance(time.Second)
+	waitUntil(t, "handled", func() bool { return l.State().Succeeded == 1 })
+
+	calls := h.get()
+	require.Len(t, calls, 1)
+	assert.Equal(t, "renew", calls[0].m.Body)
+	assert.Equal(t, int64(1), calls[0].m.DequeueCount, "hops are not tries")
+	assert.WithinRange(t, calls[0].at, s.Due, s.Due.Add(time.Second), "within a second of its due time")
+
+	tx := q.Transactions()
+	received := tx.Receive - tx.EmptyReceive
+	t.Logf("%d hops: %d sends, %d receives that brought it, %d updates, %d deletes", hops, tx.Send, received, tx.Update, tx.Delete)
+	assert.Equal(t, int64(1), tx.Send)
+	assert.LessOrEqual(t, float64(tx.Update), 1.1*float64(hops), "about one update per hop")
+	assert.Equal(t, hops+1, received, "each hop rides on one receive, and the delivery on one")
+	assert.Equal(t, int64(1), tx.Delete)
+}
+
+// Whether a delayed message is due is decided on the service's clock,
+// whatever the listener's says: with the queue's clock two hours behind or
+// ahead of the listener's, a message due in an hour by the service is
+// hidden again, not handled, and one due a minute ago is handled at once,
+// not held for two hours.
+func TestTheListenersClockNeitherFiresEarlyNorHoldsLate(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{2 * time.Hour, -2 * time.Hour} {
+		t.Run(fmt.Sprintf("service %v off", skew), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := memqueue.NewManualClock(time.Now().Add(skew).Truncate(time.Second))
+			q := memqueue.New("delay-skew", &memqueue.Options{Clock: clock})
+			// Sent visible at once, as a publisher whose own clock was
+			// off would: only the due line says when they are due.
+			early := dueText(clock.Now().Add(time.Hour), "early")
+			late := dueText(clock.Now().Add(-time.Minute), "late")
+			for _, text := range []string{early, late} {
+				_, err := q.Send(ctx, text, nil)
+				require.NoError(t, err)
+			}
+			var h handled
+			l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+			require.NoError(t, err)
+			running(t, l)
+
+			waitUntil(t, "late handled, early hidden again", func() bool {
+				s := l.State()
+				return s.Succeeded == 1 && s.Rehidden == 1
+			})
+			require.Len(t, h.get(), 1)
+			assert.Equal(t, "late", h.get()[0].m.Body)
+			clock.Advance(time.Hour - time.Second)
+			time.Sleep(50 * time.Millisecond)
+			assert.Len(t, h.get(), 1, "not before its hour by the service's clock")
+			clock.Advance(time.Second)
+			waitUntil(t, "early handled when due", func() bool { return l.State().Succeeded == 2 })
+			assert.Equal(t, int64(1), h.get()[1].m.DequeueCount)
+		})
+	}
+}
+
+// dueText is a message text due at at, as a publisher writes it.
+func dueText(at time.Time, body string) string {
+	return fmt.Sprintf("azdispatch-due/1 {\"at\":%q}\n%s", at.UTC().Format(time.RFC3339), body)
+}
+
+// A delayed message whose handler fails is retried and poisoned by the
+// usual rules, its hops not counted as tries; the envelope keeps the body
+// without the due line, so a requeued message is not delayed again.
+func TestADelayedMessageFailsRetriesAndIsPoisonedByTheUsualRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-fail", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	s, err := pub.SendAfter(ctx, "bill", 20*24*time.Hour)
+	require.NoError(t, err)
+
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("down")), &azdispatch.ListenerOptions{
+		Idle: quickIdle, MaxDequeueCount: 3, Retry: func(int64) time.Duration { return 0 },
+	})
+	require.NoError(t, err)
+	stop := running(t, l)
+	for hop := int64(1); hop <= 2; hop++ {
+		clock.Advance(week)
+		waitUntil(t, "hop", func() bool { return l.State().Rehidden == hop })
+	}
+	clock.Advance(s.Due.Sub(clock.Now()))
+	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	require.NoError(t, stop())
+
+	var counts []int64
+	for _, c := range h.get() {
+		counts = append(counts, c.m.DequeueCount)
+	}
+	assert.Equal(t, []int64{1, 2, 3}, counts, "three real tries, whatever the hops before")
+	ds, err := q.PoisonQueue().Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	env, err := azdispatch.ParsePoison(ds[0].Text)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), env.DequeueCount)
+	assert.Equal(t, `"bill"`, env.Body, "the envelope keeps the body, not the due line")
+	require.NoError(t, q.PoisonQueue().SetVisibility(ctx, ds[0], 0))
+
+	res, err := azdispatch.Requeue(ctx, q.PoisonQueue(), q, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	back, err := q.Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, back, 1, "requeued, it is visible at once: not delayed again")
+	assert.Equal(t, `"bill"`, back[0].Text)
+}
+
+// What the feature costs a message sent with no delay, or with a delay
+// the service keeps on its own: nothing. Its text is the codec's, byte
+// for byte, and it is one send.
+func TestAMessageWithoutALongDelayIsSentAsBefore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("delay-none", nil)
+	pub, err := azdispatch.NewPublisher[map[string]int](q, nil)
+	require.NoError(t, err)
+	_, err = pub.Send(ctx, map[string]int{"a": 1})
+	require.NoError(t, err)
+	_, err = pub.SendAfter(ctx, map[string]int{"b": 2}, 0)
+	require.NoError(t, err)
+	s, err := pub.SendAfter(ctx, map[string]int{"c": 3}, azdispatch.MaxVisibility)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), q.Transactions().Send)
+	assert.Equal(t, int64(3), q.Transactions().Total())
+	got, err := q.Receive(ctx, azdispatch.MaxBatch, time.Minute)
+	require.NoError(t, err)
+	var texts []string
+	for _, d := range got {
+		texts = append(texts, d.Text)
+	}
+	assert.Equal(t, []string{`{"a":1}`, `{"b":2}`}, texts)
+	assert.Equal(t, got[0].InsertedAt.Add(azdispatch.MaxVisibility), s.Due)
+}
+
+// SendAt hides a message by the queue's clock, not the publisher's: over a
+// queue whose clock is a year behind the machine's, a message due in ten
+// days is handled ten days later by the queue's clock, after one hop.
+func TestSendAtCountsOnTheServicesClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Now().AddDate(-1, 0, 0).Truncate(time.Second).UTC())
+	q := memqueue.New("delay-at", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	at := clock.Now().Add(10 * 24 * time.Hour)
+	s, err := pub.SendAt(ctx, "later", at.Add(-time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, at, s.Due, "rounded up to the second")
+
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	clock.Advance(week)
+	waitUntil(t, "hidden again", func() bool { return l.State().Rehidden == 1 })
+	clock.Advance(at.Sub(clock.Now()))
+	waitUntil(t, "handled", func() bool { return l.State().Succeeded == 1 })
+	assert.True(t, at.Equal(h.get()[0].at), "handled at its time")
+
+	past, err := pub.SendAt(ctx, "now", clock.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	waitUntil(t, "a time past is sent visible", func() bool { return l.State().Succeeded == 2 })
+	assert.Equal(t, int64(1), l.State().Rehidden)
+	assert.Equal(t, clock.Now().Add(-time.Hour), past.Due)
+}
+
+// A due line that does not parse is poisoned with the reason, as any
+// malformed text is: the handler never sees it.
+func TestAMalformedDueLineIsPoisoned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("delay-bad", nil)
+	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":-5}\nbody", nil)
+	require.NoError(t, err)
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	assert.Empty(t, h.get())
+	ds, err := q.PoisonQueue().Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	env, err := azdispatch.ParsePoison(ds[0].Text)
+	require.NoError(t, err)
+	assert.Contains(t, env.Reason, "malformed due line")
+}

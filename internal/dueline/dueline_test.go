@@ -1,0 +1,71 @@
+package dueline
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestALineRoundTrips(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2027, 12, 1, 9, 0, 0, 0, time.FixedZone("x", 3600))
+	for _, l := range []Line{
+		{At: at},
+		{After: 400 * 86400, Hops: 3, Seen: 4},
+	} {
+		text := l.Encode() + `{"body":1}`
+		got, rest, err := Parse(text)
+		require.NoError(t, err)
+		assert.Equal(t, `{"body":1}`, rest)
+		assert.True(t, got.At.Equal(l.At))
+		assert.Equal(t, l.After, got.After)
+		assert.Equal(t, l.Hops, got.Hops)
+		assert.Equal(t, l.Seen, got.Seen)
+	}
+}
+
+func TestDueCountsAfterFromInsertion(t *testing.T) {
+	t.Parallel()
+	in := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	assert.Equal(t, in.Add(8*24*time.Hour), (&Line{After: 8 * 86400}).Due(in))
+	at := in.Add(time.Hour)
+	assert.Equal(t, at, (&Line{At: at}).Due(in.Add(-time.Hour)))
+}
+
+func TestTextWithoutALineIsUntouched(t *testing.T) {
+	t.Parallel()
+	l, rest, err := Parse(`{"a":1}`)
+	require.NoError(t, err)
+	assert.Nil(t, l)
+	assert.Equal(t, `{"a":1}`, rest)
+}
+
+func TestUnknownFieldsAreIgnored(t *testing.T) {
+	t.Parallel()
+	l, rest, err := Parse(Magic + `{"after":9,"later":"x"}` + "\nbody")
+	require.NoError(t, err)
+	assert.Equal(t, int64(9), l.After)
+	assert.Equal(t, "body", rest)
+}
+
+func TestMalformedLinesAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		Magic + `{}` + "\n",
+		Magic + `{"after":1,"at":"2026-01-01T00:00:00Z"}` + "\n",
+		Magic + `{"after":-1}` + "\n",
+		Magic + `{"after":99999999999}` + "\n",
+		Magic + `{"after":1,"hops":-1}` + "\n",
+		Magic + `{"after":1,"seen":-2}` + "\n",
+		Magic + `{"after":1}`,
+		Magic + `not json` + "\n",
+		Magic + `{"after":1,"x":"` + strings.Repeat("a", MaxLine) + `"}` + "\n",
+	} {
+		_, rest, err := Parse(text)
+		assert.ErrorIs(t, err, ErrMalformed, "%q", text)
+		assert.Equal(t, text, rest)
+	}
+}
