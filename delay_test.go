@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -274,4 +275,38 @@ func TestAMalformedDueLineIsPoisoned(t *testing.T) {
 	env, err := azdispatch.ParsePoison(ds[0].Text)
 	require.NoError(t, err)
 	assert.Contains(t, env.Reason, "malformed due line")
+}
+
+// A claim-checked message delayed beyond 7 days (its body in a blob of an
+// emulator's payload store, its pointer on a queue with a manual clock) is
+// hidden again like any other, then handled whole once, and its blob
+// deleted after it.
+func TestALongDelayedClaimCheckIsHandledWholeWhenDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	acct, err := azdispatch.NewAccountFromConnectionString(azdispatch.EmulatorConnectionString(t), nil)
+	require.NoError(t, err)
+	store, err := acct.PayloadStore(fmt.Sprintf("delayed-%d", time.Now().UnixNano()))
+	require.NoError(t, err)
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-claim", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), Payloads: store})
+	require.NoError(t, err)
+	body := strings.Repeat("x", azdispatch.MaxMessageSize+1)
+	s, err := pub.SendAfter(ctx, body, 10*24*time.Hour)
+	require.NoError(t, err)
+
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Payloads: store, Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	clock.Advance(week)
+	waitUntil(t, "hidden again", func() bool { return l.State().Rehidden == 1 })
+	clock.Advance(s.Due.Sub(clock.Now()))
+	waitUntil(t, "handled", func() bool { return l.State().Succeeded == 1 })
+	require.Len(t, h.get(), 1)
+	assert.Equal(t, body, h.get()[0].m.Body)
+	res, err := azdispatch.Sweep(ctx, store, &azdispatch.SweepOptions{DryRun: true})
+	require.NoError(t, err)
+	assert.Zero(t, res.Scanned, "its blob was deleted after the message")
 }

@@ -114,16 +114,7 @@ func TestPermissionsLeastPrivilegeRoundTrip(t *testing.T) {
 	meta, _, err := astore.properties(ctx, ptr.Blob)
 	require.NoError(t, err)
 	assert.False(t, meta.Poisoned.IsZero(), "the poisoned message's blob is marked (Set Blob Metadata)")
-	var blobs []string
-	pager := astore.client.NewListBlobsFlatPager(nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		require.NoError(t, err)
-		for _, b := range page.Segment.BlobItems {
-			blobs = append(blobs, *b.Name)
-		}
-	}
-	assert.Equal(t, []string{ptr.Blob}, blobs, "the batch's blob was deleted after success (Delete Blob)")
+	assert.Equal(t, []string{ptr.Blob}, listBlobs(t, astore), "the batch's blob was deleted after success (Delete Blob)")
 }
 
 // syncBuffer is a bytes.Buffer safe for the listener's goroutines to log to.

@@ -1,0 +1,124 @@
+package azdispatch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/dueline"
+)
+
+// Against the emulator, a message received before it is due by the
+// service's clock (the receive's Date) is hidden again with one Update
+// Message that rewrites its due line, and handled once it is due as its
+// first real delivery, though the service has dequeued it twice.
+func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	// Sent visible at once, as by a publisher whose clock ran fast.
+	at := q.ServiceTime().Truncate(time.Second).Add(3 * time.Second)
+	_, err := q.Send(ctx, (&dueline.Line{At: at}).Encode()+`{"n":1}`, nil)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var got []Message[job]
+	var ranAt []time.Time
+	l, err := NewListener(q, func(_ context.Context, m *Message[job]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got, ranAt = append(got, *m), append(ranAt, q.ServiceTime())
+		return nil
+	}, quick())
+	require.NoError(t, err)
+	started(t, l)
+	waitFor(t, "hidden again", func() bool { return l.State().Rehidden == 1 })
+	waitFor(t, "handled", func() bool { return l.State().Succeeded == 1 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 1)
+	assert.Equal(t, 1, got[0].Body.N)
+	assert.Equal(t, int64(1), got[0].DequeueCount, "the hop was not a try")
+	assert.False(t, ranAt[0].Before(at.Add(-time.Second)), "not before its time by the service's clock (to its second)")
+	tx := q.Transactions()
+	assert.Equal(t, int64(1), tx.Update, "one Update Message for the hop")
+	assert.Equal(t, int64(1), tx.Delete)
+	assert.Equal(t, int64(2), tx.Receive-tx.EmptyReceive, "the hop's receive and the delivery's")
+}
+
+// SendAt against the emulator hides the message by the service's clock as
+// the queue last saw it, and the message is handled once, at its time.
+func TestSendAtAgainstTheEmulator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	_, err := q.Depth(ctx) // one answer, so that the queue knows the service's time
+	require.NoError(t, err)
+	p, err := NewPublisher[job](q, nil)
+	require.NoError(t, err)
+	s, err := p.SendAt(ctx, job{N: 2}, q.ServiceTime().Add(2*time.Second))
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var ranAt []time.Time
+	l, err := NewListener(q, func(_ context.Context, m *Message[job]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ranAt = append(ranAt, q.ServiceTime())
+		return nil
+	}, quick())
+	require.NoError(t, err)
+	started(t, l)
+	waitFor(t, "handled", func() bool { return l.State().Succeeded == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, ranAt, 1)
+	assert.False(t, ranAt[0].Before(s.Due.Add(-time.Second)), "not before its time by the service's clock (to its second)")
+	assert.LessOrEqual(t, l.State().Rehidden, int64(1))
+}
+
+// A claim-checked message delayed beyond 7 days keeps its payload blob
+// for as long as the message lives: its delay and then its TTL, so that
+// Sweep does not remove a payload a waiting message still needs. Its text
+// is the due line, then the pointer.
+func TestALongDelayedClaimCheckKeepsItsBlobUntilItsMessageExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	store, err := q.Account().PayloadStore(uniqueName(t))
+	require.NoError(t, err)
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw(), TTL: 24 * time.Hour, Payloads: store})
+	require.NoError(t, err)
+	delay := 30 * 24 * time.Hour
+	_, err = p.SendAfter(ctx, string(make([]byte, MaxMessageSize+1)), delay)
+	require.NoError(t, err)
+	blobs := listBlobs(t, store)
+	require.Len(t, blobs, 1)
+	meta, _, err := store.properties(ctx, blobs[0])
+	require.NoError(t, err)
+	assert.WithinDuration(t, meta.Created.Add(delay+24*time.Hour), meta.Expires, time.Minute, "the delay, then the TTL")
+
+	res, err := Sweep(ctx, store, &SweepOptions{DryRun: true})
+	require.NoError(t, err)
+	assert.Zero(t, res.Deleted, "a sweep keeps it")
+}
+
+// listBlobs lists the names of the blobs in store's container.
+func listBlobs(t testing.TB, store *PayloadStore) []string {
+	t.Helper()
+	var blobs []string
+	pager := store.client.NewListBlobsFlatPager(nil)
+	for pager.More() {
+		page, err := pager.NextPage(context.Background())
+		require.NoError(t, err)
+		for _, b := range page.Segment.BlobItems {
+			blobs = append(blobs, *b.Name)
+		}
+	}
+	return blobs
+}
