@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/dueline"
 )
 
 // Every command on one queue: messages sent, peeked, poisoned by a listener,
@@ -423,4 +424,38 @@ func runUntil[T any](t *testing.T, l *azdispatch.Listener[T], done func(azdispat
 	require.Eventually(t, func() bool { return done(l.State()) }, time.Minute, 20*time.Millisecond)
 	stop()
 	<-ended
+}
+
+// Peek shows when a message sent to be handled later is due and how many
+// times a listener hid it again, and names a due line a listener would
+// refuse.
+func TestPeekShowsWhenADelayedMessageIsDue(t *testing.T) {
+	t.Parallel()
+	conn, _ := accounts(t)
+	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
+	queue := uniqueName(t)
+	account, err := azdispatch.NewAccountFromConnectionString(conn, nil)
+	require.NoError(t, err)
+	q, err := account.Queue(queue)
+	require.NoError(t, err)
+	ctx := context.Background()
+	at := time.Date(2027, 5, 1, 8, 0, 0, 0, time.UTC)
+	_, err = q.Send(ctx, (&dueline.Line{At: at, Hops: 2, Seen: 2}).Encode()+"renew", nil)
+	require.NoError(t, err)
+	_, err = q.Send(ctx, dueline.Magic+"{}\nbody", nil)
+	require.NoError(t, err)
+
+	var peeked peekDoc
+	runJSON(t, env, exitOK, &peeked, "peek", "-queue", queue)
+	require.Len(t, peeked.Messages, 2)
+	m := peeked.Messages[0]
+	require.NotNil(t, m.DueAt)
+	assert.Equal(t, at, *m.DueAt)
+	assert.Equal(t, int64(2), m.Hops)
+	assert.Equal(t, kindPlain, m.Kind)
+	assert.Equal(t, kindBadDueLine, peeked.Messages[1].Kind)
+	r := run(t, env, "", "peek", "-queue", queue)
+	require.Equal(t, exitOK, r.code, r)
+	assert.Contains(t, r.stdout, "2027-05-01T08:00:00Z (2 hops)")
+	assert.Contains(t, r.stdout, "malformed due line")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
@@ -17,6 +18,7 @@ const (
 	kindPointer        = "pointer"         // a claim check: the body is in a payload blob
 	kindInvalidPointer = "invalid-pointer" // claims to be a pointer but is not a valid one
 	kindBadMetadata    = "bad-metadata"    // starts with a metadata line that a listener would refuse
+	kindBadDueLine     = "bad-due-line"    // starts with a due line that a listener would refuse
 	kindPoison         = "poison"          // a poison envelope
 	kindNotEnvelope    = "not-envelope"    // in a poison queue, but not an envelope
 )
@@ -50,6 +52,12 @@ type messageView struct {
 	// Metadata is what the text carries besides the message (a trace
 	// context, say): see azdispatch.Metadata.
 	Metadata azdispatch.Metadata `json:"metadata,omitempty"`
+	// DueAt is when a message sent to be handled later is due, by the
+	// service's clock, if its text says (a delay beyond the service's 7
+	// days, or a send at a named time); Hops is how many times a listener
+	// received it early and hid it again.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	Hops  int64      `json:"hops,omitempty"`
 }
 
 // textKind decodes what a message text is: a poison envelope, a pointer to
@@ -85,8 +93,26 @@ func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 
 func newMessageView(m *azdispatch.Delivery) messageView {
 	v := messageView{Queue: m.Queue, ID: m.ID, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, ExpiresAt: m.ExpiresAt, Text: m.Text}
-	v.Kind, v.Pointer, v.Poison, v.Metadata = textKind(m.Text)
+	due, rest, err := dueline.Parse(m.Text)
+	switch {
+	case err != nil:
+		v.Kind = kindBadDueLine
+		return v
+	case due != nil:
+		at := due.Due(m.InsertedAt).UTC()
+		v.DueAt, v.Hops = &at, due.Hops
+	}
+	v.Kind, v.Pointer, v.Poison, v.Metadata = textKind(rest)
 	return v
+}
+
+// dueCell is a table cell for when a message is due: "-" for one due
+// when sent.
+func dueCell(m messageView) string {
+	if m.DueAt == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%d hops)", stamp(*m.DueAt), m.Hops)
 }
 
 // summary is a table cell's short account of a message text.
@@ -100,6 +126,8 @@ func summary(kind string, text string, p *payload.Pointer, e *EnvelopeView) stri
 		return "invalid pointer " + preview(text, 40)
 	case kind == kindBadMetadata:
 		return "malformed metadata line " + preview(text, 40)
+	case kind == kindBadDueLine:
+		return "malformed due line " + preview(text, 40)
 	}
 	return preview(text, 60)
 }
@@ -122,7 +150,9 @@ func runPeek(ctx context.Context, c *cli, args []string) error {
 they stay visible and their dequeue counts do not change (the service's Peek Messages).
 A peek sees at most 32 messages per queue, and only visible ones: messages being handled
 or sent with a delay are not shown. Each text is decoded: a pointer to an offloaded
-payload (claim check), a poison envelope, or plain text. One request per queue.`)
+payload (claim check), a poison envelope, or plain text; a message sent to be handled
+later shows when it is due (DUE) and how often a listener hid it again (hops), once it
+is visible (due, or between a listener's receive and its hop). One request per queue.`)
 	o.register(fs)
 	fs.IntVar(&n, "n", azdispatch.MaxBatch, "messages to show per queue, 1 to 32")
 	if err := c.parseNoArgs(fs, args); err != nil {
@@ -154,9 +184,9 @@ payload (claim check), a poison envelope, or plain text. One request per queue.`
 		return perr
 	}
 	if err := c.emit(o.json, doc, func(tw *tabwriter.Writer) {
-		row(tw, "QUEUE", "ID", "DEQUEUES", "INSERTED", "EXPIRES", "KIND", "TEXT")
+		row(tw, "QUEUE", "ID", "DEQUEUES", "INSERTED", "EXPIRES", "DUE", "KIND", "TEXT")
 		for _, m := range doc.Messages {
-			row(tw, m.Queue, m.ID, m.DequeueCount, stamp(m.InsertedAt), stamp(m.ExpiresAt), m.Kind, summary(m.Kind, m.Text, m.Pointer, m.Poison))
+			row(tw, m.Queue, m.ID, m.DequeueCount, stamp(m.InsertedAt), stamp(m.ExpiresAt), dueCell(m), m.Kind, summary(m.Kind, m.Text, m.Pointer, m.Poison))
 		}
 		tw.Flush()
 		fmt.Fprintf(tw, "%d message(s) shown; a peek sees at most %d visible messages per queue.\n", len(doc.Messages), n)

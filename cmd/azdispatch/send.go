@@ -109,5 +109,8 @@ publisher does. On a sharded set it goes round-robin, or with -key to the key's 
 			how = "as a payload blob and a pointer (claim check)"
 		}
 		fmt.Fprintf(tw, "sent %d bytes to %s %s: message %s\n", doc.Bytes, doc.Target, how, doc.ID)
+		if doc.Due != "" {
+			fmt.Fprintf(tw, "due %s by the service's clock\n", doc.Due)
+		}
 	})
 }
