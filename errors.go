@@ -66,6 +66,19 @@ var (
 	// [PayloadStorer]) and whose options name none. The error says which.
 	ErrNoBlobService = errors.New("azdispatch: no blob service")
 
+	// ErrAlreadyCancelled is matched by the error of [Publisher.Cancel] for a
+	// message cancelled before.
+	ErrAlreadyCancelled = errors.New("azdispatch: message already cancelled")
+
+	// ErrAlreadyDelivered is matched by the error of [Publisher.Cancel] for a
+	// message a listener has received to handle (or that is gone: deleted,
+	// expired or cleared by someone else): too late to cancel.
+	ErrAlreadyDelivered = errors.New("azdispatch: message already delivered")
+
+	// ErrDuplicate is matched by the error of a send with a
+	// [SendOptions.UniqueKey] that a send within its window used already.
+	ErrDuplicate = errors.New("azdispatch: a send with this unique key was made within its window")
+
 	// ErrInvalidPointer means a message claims to point at an offloaded
 	// payload but the pointer is malformed or outside the listener's limits.
 	// Such a message is poisoned without any blob request.

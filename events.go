@@ -87,6 +87,9 @@ type State struct {
 	// hidden again (see [Publisher.SendAfter]): hops, not tries. They are
 	// counted in Received too, and in nothing else.
 	Rehidden int64
+	// Cancelled counts delayed messages found cancelled when they were
+	// due (see [Publisher.Cancel]), and deleted unhandled.
+	Cancelled int64
 
 	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
 	// deleted without running the handler: it had succeeded on an earlier
@@ -142,7 +145,7 @@ type stats struct {
 	received, succeeded, failed, retried, poisoned, panics atomic.Int64
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
-	wakes, handledBefore, rehidden                         atomic.Int64
+	wakes, handledBefore, rehidden, cancelled              atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -193,6 +196,7 @@ func (s *stats) snapshot() State {
 		Lost:               s.lost.Load(),
 		Released:           s.released.Load(),
 		Rehidden:           s.rehidden.Load(),
+		Cancelled:          s.cancelled.Load(),
 		Renewed:            s.renewed.Load(),
 		HandledBefore:      s.handledBefore.Load(),
 		ReceiveErrors:      s.receiveErrors.Load(),

@@ -76,6 +76,9 @@ type Listener[T any] struct {
 	doStorage func(ctx context.Context, op *StorageOp) error
 	tx        counter
 	running   atomic.Bool
+	// hop is the longest the service hides a message: MaxVisibility, or
+	// less in this package's tests, which cannot wait a week.
+	hop time.Duration
 }
 
 // session is what one call of Run shares with everything it starts.
@@ -142,6 +145,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
 		memo:      memo.New(),
 		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
+		hop:       MaxVisibility,
 	}
 	for range o.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)

@@ -35,6 +35,9 @@ const (
 	// actHide: a delayed message received before it is due: hidden again,
 	// with the action's text, for its after, without a try.
 	actHide
+	// actCancelled: a delayed message cancelled while it waited: deleted
+	// unhandled, with its payload blob and its cancel record.
+	actCancelled
 )
 
 // action is the outcome of a try: what to do, and why.
@@ -46,6 +49,7 @@ type action struct {
 	poisonedBefore bool          // actDone: copied to the poison queue on an earlier delivery whose delete failed
 	after          time.Duration // actHide: how long to hide it
 	text           string        // actHide: its text from now on
+	record         *record       // actCancelled: its cancel record
 }
 
 func poison(reason string) action { return action{kind: actPoison, reason: reason} }
@@ -203,11 +207,39 @@ func (l *Listener[T]) settle(t *try, a action) {
 	case actHide:
 		d.Text = a.text
 		l.count(l.release(ctx, d, a.after, t.reappearsBy()), &l.stats.rehidden)
+	case actCancelled:
+		l.dropCancelled(ctx, t, a.record)
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(d).Info("retrying later", "err", a.err)
 		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.reappearsBy()), &l.stats.retried)
 	}
+}
+
+// dropCancelled deletes a message cancelled while it waited, then its
+// payload blob, and marks its cancel record expired: the message first, so
+// that a crash in between leaves a blob and a record (which Sweep
+// removes), never a message without its record, which would then be
+// handled. The record stays until a sweep so that a second cancel still
+// says ErrAlreadyCancelled.
+func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
+	d := t.d
+	if err := l.srcDelete(ctx, d); err != nil {
+		l.storageFailed(err)
+		l.stats.lost.Add(1)
+		l.reappears(t)
+		l.msgLog(d).Warn("a cancelled message could not be deleted; it reappears, and is found cancelled again", "err", err)
+		return
+	}
+	l.storageSucceeded(OpDelete)
+	l.stats.cancelled.Add(1)
+	if t.blob != nil {
+		l.removePayload(ctx, d, t.blob)
+	}
+	if err := l.opts.Payloads.expireRecord(ctx, rec); err != nil {
+		l.msgLog(d).Warn("cancelled message deleted; its cancel record stays until it expires with the message", "err", err)
+	}
+	l.msgLog(d).Info("deleted a message cancelled while it waited, unhandled")
 }
 
 // reappears records that t's message, left hidden, is due again when its

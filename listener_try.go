@@ -137,10 +137,13 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	}
 	if due != nil {
 		if wait := due.Due(d.InsertedAt).Sub(receivedAt(d)); wait > 0 {
-			return hideAgain(d, due, wait)
+			return hideAgain(d, due, min(wait, l.hop))
 		}
 		// The deliveries before it was due were hops, not tries.
 		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
+		if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
+			return a
+		}
 	}
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
@@ -202,16 +205,59 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	return l.runHandler(t, &h.call, m, len(text))
 }
 
-// hideAgain is the action for d, a delayed message received wait before
-// it is due by the service's clock: hidden again for what remains (at most
-// 7 days), its due line counting the hop and the service's dequeue count
+// hideAgain is the action for d, a delayed message received before it is
+// due by the service's clock: hidden again for after (what remains, at
+// most 7 days), its due line counting the hop and the service's dequeue count
 // so far, so that this delivery is not taken for a try.
-func hideAgain(d *Delivery, due *dueline.Line, wait time.Duration) action {
+func hideAgain(d *Delivery, due *dueline.Line, after time.Duration) action {
 	next := *due
 	next.Hops++
 	next.Seen = d.DequeueCount
 	_, rest, _ := dueline.Parse(d.Text)
-	return action{kind: actHide, after: min(wait, MaxVisibility), text: next.Encode() + rest}
+	return action{kind: actHide, after: after, text: next.Encode() + rest}
+}
+
+// deliverOrCancel decides, for a message with a due line that is due now,
+// between its delivery and a [Publisher.Cancel] made while listeners hid it
+// again: whoever writes the message's cancel record first wins (If-None-Match:
+// *), and the record says which won to the other and to a second cancel.
+// A cancelled message is deleted unhandled, with its payload blob, and its
+// record kept only until a sweep. rest is its text after the due line. Without a payload store
+// there is no record to find, and the message is delivered.
+func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
+	store := l.opts.Payloads
+	if store == nil {
+		return action{}, false
+	}
+	d := t.d
+	name := cancelRecord(d.Queue, d.ID)
+	meta := payload.Meta{Kind: payload.KindCancel, State: payload.StateDelivered, Queue: d.Queue, Created: receivedAt(d)}
+	if d.ExpiresAt.Before(neverExpires) {
+		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
+	}
+	created, err := store.createRecord(t.ctx, name, meta)
+	if err == nil && !created {
+		var rec *record
+		if rec, err = store.readRecord(t.ctx, name); err == nil && rec.meta.State == payload.StateCancelled {
+			if _, text, err := ParseMetadata(rest); err == nil {
+				if p, err := payload.ParsePointer(text, l.limits); err == nil {
+					t.blob = p
+				}
+			}
+			return action{kind: actCancelled, record: rec}, true
+		}
+	}
+	if err != nil {
+		// Not known whether it was cancelled: not delivered either, until
+		// a later try can tell (one that keeps failing ends poisoned, as
+		// for an unreadable payload).
+		l.storageFailed(err)
+		if t.ctx.Err() != nil {
+			return l.interrupted(t), true
+		}
+		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether it was cancelled: %w", err)}, true
+	}
+	return action{}, false
 }
 
 // receivedAt is when d was received by the service's clock, or by the

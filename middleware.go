@@ -204,7 +204,7 @@ type Outgoing struct {
 	chain   []SendMiddleware
 	pos     int
 	send    func(ctx context.Context, s *Outgoing) error
-	at      time.Time   // SendAt's time, if ahead
+	route   route       // how it goes, but for Delay and Key, which a middleware may change
 	sent    sentMessage // what the target said of the message
 	ownMeta bool        // Metadata is a map Set made for this send
 	keyed   bool        // sent with SendKeyed

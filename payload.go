@@ -207,6 +207,11 @@ func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched,
 	}
 	f := &fetched{data: data, etag: deref(resp.ETag)}
 	meta, ok := payload.ParseMeta(resp.Metadata)
+	if ok && payload.IsRecord(meta.Kind) {
+		// A record's bytes are public (a hostile pointer could name one
+		// with its hash): a payload it is not.
+		return nil, fmt.Errorf("%w: %s is a %s record, not a payload", ErrPayloadCorrupt, p.Blob, meta.Kind)
+	}
 	if !ok {
 		// The bytes are the publisher's (the hash says so); only the
 		// metadata is off. Keep going without a checkpoint.
@@ -422,7 +427,9 @@ func sweepDue(meta payload.Meta, props *container.BlobProperties, now *time.Time
 		return false
 	}
 	written := props.CreationTime
-	if written == nil {
+	if written == nil || payload.IsRecord(meta.Kind) {
+		// A record is rewritten whole when taken over: its life runs
+		// from its last write.
 		written = props.LastModified
 	}
 	ttl := meta.Expires.Sub(meta.Created) // both on the publisher's clock: its skew cancels

@@ -63,6 +63,9 @@ type Publisher[T any] struct {
 	// chain, is made once rather than per send.
 	mw      []SendMiddleware
 	sendOut func(ctx context.Context, s *Outgoing) error
+	// hop is the longest the service hides a message: MaxVisibility, or
+	// less in this package's tests, which cannot wait a week.
+	hop time.Duration
 }
 
 // NewPublisher returns a publisher of T values to target.
@@ -94,7 +97,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	}
 	keyed, _ := target.(KeyedTarget)
 	p := &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
-		store: o.Payloads, limits: payload.Limits(limits)}
+		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility}
 	if len(o.Middleware) > 0 {
 		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
 	}
@@ -111,76 +114,6 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
 	m, err := p.publish(ctx, body, route{})
 	return m.ID, err
-}
-
-// Scheduled is a message sent to be handled later: what [Publisher.SendAfter]
-// and [Publisher.SendAt] return.
-type Scheduled struct {
-	ID string // the message's ID
-	// Due is when a listener may first handle it, on the service's clock,
-	// to the second.
-	Due time.Time
-}
-
-// SendAfter is [Publisher.Send] with the message handled no sooner than
-// delay from now (rounded up to whole seconds), counted on the service's
-// clock. A delay up to [MaxVisibility] (7 days) is the service's own: the
-// message is sent hidden for it, and its text is what [Publisher.Send]
-// would send. A longer one, of any length, is recorded in the message's text
-// (a line before the body, relative to the service's insertion time), and
-// the message is sent hidden for 7 days; a listener that receives it before
-// it is due hides it again, for what remains or 7 days, without running the
-// handler: about one Update Message a week while it waits, and nothing else
-// (no table, no poller). Those hops are not tries: they never count
-// towards [ListenerOptions.MaxDequeueCount], and the handler's
-// [Message.DequeueCount] counts only real deliveries. Listeners must be of
-// this version or later to read such a message (an earlier one poisons it
-// as undecodable): upgrade listeners first.
-//
-// A message with a due line lives its TTL past its due time (see
-// [PublisherOptions.TTL]), and so does its payload blob, if offloaded.
-func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (Scheduled, error) {
-	// Checked before a large body is offloaded, which would leave its blob.
-	if delay < 0 {
-		return Scheduled{}, &ConfigError{Field: "SendAfter's delay", Reason: fmt.Sprintf("%v is negative", delay)}
-	}
-	delay = time.Duration(seconds(delay)) * time.Second
-	m, err := p.publish(ctx, body, route{delay: delay})
-	if err != nil {
-		return Scheduled{}, err
-	}
-	sent := m.Inserted
-	if sent.IsZero() { // a Target of your own: the best guess
-		sent = serviceTime(p.target).Truncate(time.Second)
-	}
-	return Scheduled{ID: m.ID, Due: sent.Add(delay).UTC()}, nil
-}
-
-// SendAt is [Publisher.Send] with the message handled no sooner than at (rounded
-// up to a whole second) by the service's clock, however far ahead; a time
-// already past sends it visible at once. The time is recorded in the
-// message's text, and the message is sent hidden until then (for at most 7
-// days) by the publisher's best knowledge of the service's clock (see
-// [Queue.ServiceTime]), so that neither the publisher's clock nor the
-// listener's decides: a listener that receives it early hides it again, as
-// for [Publisher.SendAfter], whose notes on hops, TTL and upgrades apply.
-func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Scheduled, error) {
-	if at.IsZero() {
-		return Scheduled{}, &ConfigError{Field: "SendAt's time", Reason: "zero"}
-	}
-	if t := at.Truncate(time.Second); !t.Equal(at) {
-		at = t.Add(time.Second)
-	}
-	at = at.UTC()
-	r := route{}
-	if wait := at.Sub(serviceTime(p.target)); wait > 0 {
-		r.delay, r.at = time.Duration(seconds(wait))*time.Second, at
-	}
-	m, err := p.publish(ctx, body, r)
-	if err != nil {
-		return Scheduled{}, err
-	}
-	return Scheduled{ID: m.ID, Due: at}, nil
 }
 
 // SendKeyed is [Publisher.Send] with a key: every message of the key lands on the same
@@ -268,36 +201,56 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata) 
 }
 
 // route is how a message goes on the queue: visible at once or after a
-// delay (to at, for SendAt), and with a key or not.
+// delay (to at, for SendAt), with a key or not, and with the publisher's
+// TTL or its own.
 type route struct {
-	delay time.Duration // whole seconds
-	at    time.Time     // SendAt's time, if it is ahead
-	key   string
-	keyed bool
+	delay  time.Duration // whole seconds
+	at     time.Time     // SendAt's time
+	key    string
+	keyed  bool
+	ttl    time.Duration
+	ownTTL bool // ttl is the send's, not the publisher's
 }
 
 // dueLine is the line that records when the message is due, if the
-// service cannot keep it hidden until then alone, or if a time was named.
-func (r route) dueLine() string {
+// service cannot keep it hidden until then alone.
+func (p *Publisher[T]) dueLine(r route) string {
 	switch {
+	case r.delay <= p.hop:
+		return ""
 	case !r.at.IsZero():
 		return (&dueline.Line{At: r.at}).Encode()
-	case r.delay > MaxVisibility:
-		return (&dueline.Line{After: int64(seconds(r.delay))}).Encode()
 	}
-	return ""
+	return (&dueline.Line{After: int64(seconds(r.delay))}).Encode()
 }
 
-// ttl is how long a message sent this way lives, for a publisher whose
-// messages live ttl: one with a due line lives ttl past its due time.
-func (r route) ttl(ttl time.Duration) time.Duration {
-	if ttl < 0 || r.dueLine() == "" {
+// ttlOf is how long a message sent as r says lives: one with a due line
+// lives its TTL past its due time.
+func (p *Publisher[T]) ttlOf(r route) time.Duration {
+	ttl := p.ttl
+	if r.ownTTL {
+		ttl = r.ttl
+	}
+	if ttl < 0 || p.dueLine(r) == "" {
 		return ttl
 	}
 	if ttl == 0 {
 		ttl = defaultTTL
 	}
 	return r.delay + ttl
+}
+
+// expires is when a message sent as r says, due at due, expires, in Unix
+// seconds; 0 if never.
+func (p *Publisher[T]) expires(r route, due time.Time) int64 {
+	ttl := p.ttlOf(r)
+	switch {
+	case ttl < 0:
+		return 0
+	case ttl == 0:
+		ttl = defaultTTL
+	}
+	return due.Add(-r.delay).Add(ttl).Unix()
 }
 
 // publish is the path of every single message: through the middleware, if
@@ -326,24 +279,28 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 	if err != nil {
 		return m, "", err
 	}
-	head := r.dueLine() + line
+	head := p.dueLine(r) + line
 	// The target checks the text itself; the publisher's limit is tighter.
 	// A body that looks like a pointer or a line of ours is offloaded
 	// too, so that a listener never mistakes it for one.
 	if size := len(head) + len(text); size > MaxMessageSize || payload.IsPointer(text) || hasMetadata(text) || dueline.Has(text) {
-		if text, err = p.claimCheck(ctx, text, size, r); err != nil {
+		ptr, err := p.claimCheck(ctx, text, size, r)
+		if err != nil {
 			return m, "", err
 		}
+		text, m.Blob = ptr.Encode(), ptr.Blob
 	}
 	text = head + text
+	blob := m.Blob
 	m, err = p.deliver(ctx, text, r)
+	m.Blob = blob
 	return m, text, err
 }
 
 // outgoing describes a send to the middleware; body is a *T or a *[]T.
 func (p *Publisher[T]) outgoing(body any, r route) *Outgoing {
 	return &Outgoing{Queue: p.target.Name(), Body: body, Key: r.key, Delay: r.delay,
-		at: r.at, keyed: r.keyed, chain: p.mw, send: p.sendOut}
+		route: r, chain: p.mw, send: p.sendOut}
 }
 
 // sendOutgoing is the end of every send middleware chain: the send.
@@ -364,7 +321,9 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	if !ok {
 		return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
 	}
-	m, text, err := p.send(ctx, *body, route{delay: s.Delay, at: s.at, key: s.Key, keyed: s.keyed}, s.Metadata)
+	r := s.route
+	r.delay, r.key = s.Delay, s.Key
+	m, text, err := p.send(ctx, *body, r, s.Metadata)
 	if err != nil {
 		return err
 	}
@@ -376,7 +335,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 
 // deliver sends text as r says, and tells OnSent of a message visible at once.
 func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentMessage, error) {
-	opts := &SendOptions{Delay: min(r.delay, MaxVisibility), TTL: r.ttl(p.ttl)}
+	opts := &SendOptions{Delay: min(r.delay, p.hop), TTL: p.ttlOf(r)}
 	var m sentMessage
 	var err error
 	sharded, _ := p.target.(*ShardedQueue)
@@ -403,28 +362,24 @@ func (p *Publisher[T]) noStore() error {
 }
 
 // claimCheck writes one encoded message that cannot go on the queue as it is
-// to a payload blob, and returns the pointer text to send in its place. The
+// to a payload blob, and returns the pointer to send in its place. The
 // listener resolves the pointer before decoding, so the handler sees the
 // same body either way.
 //
 // size is what the message would take on the queue, metadata included.
-func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (string, error) {
+func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (*payload.Pointer, error) {
 	if p.store == nil {
 		var why error = &MessageTooLargeError{Size: size, Limit: MaxMessageSize}
 		if size <= MaxMessageSize {
 			why = fmt.Errorf("azdispatch: message text starts with a reserved prefix (%q or %q)", payload.Magic, metadataMagic)
 		}
-		return "", fmt.Errorf("%w; offloading it needs a payload store: %w", why, p.noStore())
+		return nil, fmt.Errorf("%w; offloading it needs a payload store: %w", why, p.noStore())
 	}
 	w := payload.NewWriter(p.limits)
 	if err := w.Add(text); err != nil {
-		return "", err
+		return nil, err
 	}
-	ptr, err := p.offload(ctx, payload.KindSingle, w, r)
-	if err != nil {
-		return "", err
-	}
-	return ptr.Encode(), nil
+	return p.offload(ctx, payload.KindSingle, w, r)
 }
 
 // defaultTTL is the service's message lifetime when none is given.
@@ -444,7 +399,7 @@ func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writ
 	}
 	now := time.Now()
 	meta := payload.Meta{Kind: kind, Queue: p.target.Name(), Created: now, Items: w.Items()}
-	switch ttl := r.ttl(p.ttl); {
+	switch ttl := p.ttlOf(r); {
 	case ttl == 0:
 		meta.Expires = now.Add(defaultTTL)
 	case ttl > 0:

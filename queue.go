@@ -40,6 +40,7 @@ type sentMessage struct {
 	Queue    string
 	Receipt  string
 	Inserted time.Time
+	Blob     string // set by a Publisher: the payload blob of an offloaded message
 }
 
 // messageSender is a [Target] that tells all of [sentMessage].
@@ -118,7 +119,7 @@ func (q *Queue) sendMessage(ctx context.Context, text string, opts *SendOptions)
 	}
 	var o azqueue.EnqueueMessageOptions
 	if opts != nil {
-		if err := checkDelay(opts.Delay); err != nil {
+		if err := checkTargetOptions(opts); err != nil {
 			return sentMessage{}, err
 		}
 		if opts.Delay > 0 {

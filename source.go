@@ -79,13 +79,37 @@ type WakeSource interface {
 }
 
 // SendOptions are the per-message options of a send. Nil means defaults.
+// A [Target]'s Send reads Delay (up to 7 days) and TTL, and refuses the
+// rest, which only a [Publisher] can carry out ([Publisher.SendWith]).
 type SendOptions struct {
-	// Delay keeps the message invisible for this long after it is sent (up
-	// to 7 days; rounded up to whole seconds, the service's unit).
+	// Delay keeps the message from listeners for this long after it is
+	// sent (rounded up to whole seconds, the service's unit): up to 7 days
+	// for a Target, any length for a Publisher (see [Publisher.SendAfter]).
 	Delay time.Duration
+	// At, if not zero, is when the message is due instead of Delay (see
+	// [Publisher.SendAt]). A Publisher's only.
+	At time.Time
 	// TTL is how long the message lives. Zero means the service default of
-	// 7 days; a negative value means it never expires.
+	// 7 days (a Publisher's own [PublisherOptions.TTL]); a negative value
+	// means it never expires.
 	TTL time.Duration
+	// UniqueKey, if set, makes the send fail with [ErrDuplicate] if a
+	// send with the same key was made through the same target within
+	// UniqueFor, in any process (see [Publisher.SendWith]). A Publisher's
+	// only.
+	UniqueKey string
+	UniqueFor time.Duration
+}
+
+// checkTargetOptions refuses what a Target's Send cannot carry out.
+func checkTargetOptions(o *SendOptions) error {
+	switch {
+	case !o.At.IsZero():
+		return &ConfigError{Field: "SendOptions.At", Reason: "only a Publisher sends at a time (Publisher.SendWith)"}
+	case o.UniqueKey != "" || o.UniqueFor != 0:
+		return &ConfigError{Field: "SendOptions.UniqueKey", Reason: "only a Publisher makes a send unique (Publisher.SendWith)"}
+	}
+	return checkDelay(o.Delay)
 }
 
 // checkCount refuses a number of messages to receive or peek that the

@@ -130,8 +130,9 @@ func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
 // Send puts text on the queue and returns the new message's ID. Like an
 // [azdispatch.Queue], it refuses text over 64 KiB
 // (*[azdispatch.MessageTooLargeError]) or that XML cannot carry
-// ([azdispatch.ErrInvalidText]), and a delay outside 0 to 7 days
-// (*[azdispatch.ConfigError]), before any request; like the service, it
+// ([azdispatch.ErrInvalidText]), a delay outside 0 to 7 days, and the
+// options only a Publisher carries out (*[azdispatch.ConfigError]), before
+// any request; like the service, it
 // answers a delay not shorter than a positive TTL with 400
 // InvalidQueryParameterValue.
 func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
@@ -143,8 +144,11 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 	}
 	var delay, ttl time.Duration
 	if opts != nil {
-		if opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility {
+		switch {
+		case opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility:
 			return "", &azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+		case !opts.At.IsZero() || opts.UniqueKey != "" || opts.UniqueFor != 0:
+			return "", &azdispatch.ConfigError{Field: "SendOptions", Reason: "At and UniqueKey are a Publisher's (Publisher.SendWith)"}
 		}
 		delay, ttl = opts.Delay, opts.TTL
 	}

@@ -84,7 +84,7 @@ publisher does. On a sharded set it goes round-robin, or with -key to the key's 
 	case key != "":
 		id, err = pub.SendKeyed(ctx, key, text)
 	case delay > 0:
-		var s azdispatch.Scheduled
+		var s azdispatch.Sent
 		s, err = pub.SendAfter(ctx, text, delay)
 		id, due = s.ID, s.Due
 	default:

@@ -9,14 +9,34 @@ import (
 // Meta is what a payload blob says about itself in its metadata, so that a
 // sweep can tell waste from payloads still referenced without reading them.
 type Meta struct {
-	Kind     string    // KindBatch or KindSingle
+	Kind     string    // KindBatch, KindSingle, or a record's: KindCancel, KindUnique
 	Queue    string    // the queue the pointer was sent to
 	Created  time.Time // when the blob was written
 	Expires  time.Time // when the pointer message expires; zero: never
 	Items    int       // items in the payload
 	Done     string    // checkpoint: encoded ranges of items completed (see DoneSet)
 	Poisoned time.Time // when a poison envelope took the pointer; zero: never
+	State    string    // a cancel record's: StateCancelled or StateDelivered
 }
+
+// Kinds of record: small blobs beside the payloads that say something of
+// a message, and expire with it.
+const (
+	// KindCancel records the fate of a message sent to be handled later:
+	// cancelled, or delivered to a listener (too late to cancel).
+	KindCancel = "cancel"
+	// KindUnique holds a unique send's key for its window.
+	KindUnique = "unique"
+)
+
+// States of a cancel record.
+const (
+	StateCancelled = "cancelled"
+	StateDelivered = "delivered"
+)
+
+// IsRecord reports whether kind is a record's.
+func IsRecord(kind string) bool { return kind == KindCancel || kind == KindUnique }
 
 // Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.
 const (
@@ -27,6 +47,7 @@ const (
 	metaItems    = "items"
 	metaDone     = "done"
 	metaPoisoned = "poisoned"
+	metaState    = "state"
 	metaNever    = "never"
 )
 
@@ -51,6 +72,9 @@ func (m *Meta) ToMap() map[string]*string {
 	if !m.Poisoned.IsZero() {
 		put(mp, metaPoisoned, m.Poisoned.UTC().Format(time.RFC3339))
 	}
+	if m.State != "" {
+		put(mp, metaState, m.State)
+	}
 	return mp
 }
 
@@ -70,7 +94,7 @@ func ParseMeta(mp map[string]*string) (Meta, bool) {
 	var m Meta
 	var ok bool
 	var err error
-	if m.Kind, ok = get(metaKind); !ok || (m.Kind != KindBatch && m.Kind != KindSingle) {
+	if m.Kind, ok = get(metaKind); !ok || (m.Kind != KindBatch && m.Kind != KindSingle && !IsRecord(m.Kind)) {
 		return m, false
 	}
 	m.Queue, _ = get(metaQueue)
@@ -90,6 +114,7 @@ func ParseMeta(mp map[string]*string) (Meta, bool) {
 		return m, false
 	}
 	m.Done, _ = get(metaDone)
+	m.State, _ = get(metaState)
 	if p, ok := get(metaPoisoned); ok {
 		// A marker that does not parse still marks: keeping is the safe side.
 		// So does one that reads as the zero time, which would mean none.

@@ -1,0 +1,271 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/payload"
+)
+
+// testHop stands for the service's 7 days in tests against the emulator,
+// which cannot wait a week: messages due beyond it are hidden again.
+const testHop = time.Second
+
+// cancelRig is a queue with a payload store of its own, a publisher on
+// it, and a listener that counts its handler calls, with hops of testHop.
+type cancelRig struct {
+	q       *Queue
+	store   *PayloadStore
+	pub     *Publisher[job]
+	l       *Listener[job]
+	handled atomic.Int64
+}
+
+func newCancelRig(t *testing.T) *cancelRig {
+	t.Helper()
+	r := &cancelRig{q: testQueue(t)}
+	var err error
+	r.store, err = r.q.Account().PayloadStore(uniqueName(t))
+	require.NoError(t, err)
+	// As in a store in use: the first record of a new container would
+	// count its creation too.
+	_, err = r.store.client.Create(context.Background(), nil)
+	require.NoError(t, err)
+	r.pub, err = NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store})
+	require.NoError(t, err)
+	r.pub.hop = testHop
+	o := quick()
+	o.Payloads = r.store
+	r.l, err = NewListener(r.q, func(context.Context, *Message[job]) error {
+		r.handled.Add(1)
+		return nil
+	}, o)
+	require.NoError(t, err)
+	r.l.hop = testHop
+	return r
+}
+
+// records reads the states of the cancel records in the rig's store.
+func (r *cancelRig) records(t *testing.T) []string {
+	t.Helper()
+	var states []string
+	for _, name := range listBlobs(t, r.store) {
+		rec, err := r.store.readRecord(context.Background(), name)
+		if err == nil {
+			states = append(states, rec.meta.State)
+		}
+	}
+	return states
+}
+
+// A message cancelled while still in its send's hidden period is deleted
+// with the send's pop receipt: two requests (the delete and the record a
+// second cancel reads), and the handler never runs.
+func TestCancelBeforeTheFirstHop(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	ctx := context.Background()
+	s, err := r.pub.SendAfter(ctx, job{N: 1}, 4*time.Second)
+	require.NoError(t, err)
+	require.NotEmpty(t, s.Token)
+
+	cctx, cost := CountTransactions(ctx)
+	require.NoError(t, r.pub.Cancel(cctx, s.Token))
+	tx := cost()
+	t.Logf("a cancel in the first hidden period: %d requests (%d delete, %d blob write)", tx.Total(), tx.Delete, tx.BlobWrite)
+	assert.Equal(t, int64(1), tx.Delete)
+	assert.Equal(t, int64(1), tx.BlobWrite)
+	assert.Equal(t, int64(2), tx.Total())
+
+	err = r.pub.Cancel(ctx, s.Token)
+	assert.ErrorIs(t, err, ErrAlreadyCancelled)
+	started(t, r.l)
+	time.Sleep(5 * time.Second) // past its due time
+	assert.Zero(t, r.handled.Load())
+	assert.Zero(t, depth(t, r.q), "deleted")
+	assert.Equal(t, []string{payload.StateCancelled}, r.records(t), "one record, until its due time")
+	res, err := Sweep(ctx, r.store, &SweepOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Deleted, "a sweep after its due time removes the record")
+	assert.Empty(t, listBlobs(t, r.store), "nothing left")
+}
+
+// A message cancelled after listeners hid it again several times is found
+// cancelled when it is due: deleted unhandled, with its payload blob, and
+// its record kept for a second cancel until a sweep. A message never
+// cancelled pays one conditional write when due.
+func TestCancelAfterSeveralHops(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	ctx := context.Background()
+	big := job{N: 2}
+	s, err := r.pub.SendAfter(ctx, big, 6*time.Second)
+	require.NoError(t, err)
+	kept, err := r.pub.SendAfter(ctx, job{N: 3}, 6*time.Second)
+	require.NoError(t, err)
+	started(t, r.l)
+	waitFor(t, "hidden again twice each", func() bool { return r.l.State().Rehidden >= 4 })
+
+	cctx, cost := CountTransactions(ctx)
+	require.NoError(t, r.pub.Cancel(cctx, s.Token))
+	tx := cost()
+	t.Logf("a cancel after hops: %d requests (%d delete attempt, %d blob write)", tx.Total(), tx.Delete, tx.BlobWrite)
+	assert.Equal(t, int64(2), tx.Total())
+
+	waitFor(t, "found cancelled when due", func() bool { return r.l.State().Cancelled == 1 })
+	waitFor(t, "the other handled", func() bool { return r.l.State().Succeeded == 1 })
+	assert.Equal(t, int64(1), r.handled.Load(), "only the message not cancelled")
+	assert.Zero(t, depth(t, r.q))
+	assert.ErrorIs(t, r.pub.Cancel(ctx, s.Token), ErrAlreadyCancelled)
+	assert.ErrorIs(t, r.pub.Cancel(ctx, kept.Token), ErrAlreadyDelivered)
+	assert.ElementsMatch(t, []string{payload.StateCancelled, payload.StateDelivered}, r.records(t))
+}
+
+// A cancelled claim-checked message leaves no blob behind.
+func TestCancelRemovesTheBlobOfAClaimCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, after := range []time.Duration{0, 3 * time.Second} { // in the first hidden period; after hops
+		r := newCancelRig(t)
+		p, err := NewPublisher[string](r.q, &PublisherOptions{Codec: Raw(), Payloads: r.store})
+		require.NoError(t, err)
+		p.hop = testHop
+		s, err := p.SendAfter(ctx, string(make([]byte, MaxMessageSize+1)), 5*time.Second)
+		require.NoError(t, err)
+		l, err := NewListener(r.q, func(context.Context, *Message[string]) error { return errors.New("must not run") },
+			&ListenerOptions{Codec: Raw(), Payloads: r.store, Idle: quick().Idle})
+		require.NoError(t, err)
+		l.hop = testHop
+		started(t, l)
+		time.Sleep(after)
+		require.NoError(t, p.Cancel(ctx, s.Token))
+		waitFor(t, "gone", func() bool { return depth(t, r.q) == 0 })
+		for _, name := range listBlobs(t, r.store) {
+			_, err := r.store.readRecord(ctx, name)
+			assert.NoError(t, err, "only its cancel record is left, no payload blob")
+		}
+		assert.Zero(t, l.State().Failed)
+	}
+}
+
+// Cancelling a message a listener has already received to handle says so.
+func TestCancelAfterDelivery(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	ctx := context.Background()
+	short, err := r.pub.SendAfter(ctx, job{N: 1}, 0)
+	require.NoError(t, err)
+	long, err := r.pub.SendAfter(ctx, job{N: 2}, 2*time.Second)
+	require.NoError(t, err)
+	started(t, r.l)
+	waitFor(t, "both handled", func() bool { return r.l.State().Succeeded == 2 })
+	assert.ErrorIs(t, r.pub.Cancel(ctx, short.Token), ErrAlreadyDelivered)
+	assert.ErrorIs(t, r.pub.Cancel(ctx, long.Token), ErrAlreadyDelivered)
+	assert.Equal(t, []string{payload.StateDelivered}, r.records(t), "the one a delivery wrote; none for the short one")
+}
+
+// A token that is not one is refused before any request.
+func TestCancelRefusesABadToken(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	for _, tok := range []string{"", "x", cancelToken{Queue: "other", ID: "1", Receipt: "r"}.encode(),
+		cancelToken{Queue: r.q.name, ID: "1", Receipt: "r", Blob: "../x"}.encode(), string(make([]byte, 2000))} {
+		assert.ErrorIs(t, r.pub.Cancel(context.Background(), tok), ErrInvalidConfig, "%q", tok)
+	}
+	assert.Zero(t, r.q.Transactions().Total())
+}
+
+// Two processes sending with the same unique key at once: one send goes
+// out, every other is refused with ErrDuplicate. After the window the key
+// is taken over; a failed send releases it; a sweep removes an expired one.
+func TestUniqueSendsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := uniqueName(t)
+	createQueue(t, name)
+	container := uniqueName(t)
+	var pubs []*Publisher[job]
+	for range 2 { // an account each: as two processes
+		acct := testAccount(t, nil)
+		q, err := acct.Queue(name)
+		require.NoError(t, err)
+		store, err := acct.PayloadStore(container)
+		require.NoError(t, err)
+		p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
+		require.NoError(t, err)
+		pubs = append(pubs, p)
+	}
+	opts := &SendOptions{UniqueKey: "invoice-42", UniqueFor: 3 * time.Second}
+	var wg sync.WaitGroup
+	var sent, dup atomic.Int64
+	for i := range 8 {
+		wg.Go(func() {
+			_, err := pubs[i%2].SendWith(ctx, job{N: i}, opts)
+			switch {
+			case err == nil:
+				sent.Add(1)
+			case errors.Is(err, ErrDuplicate):
+				dup.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1), sent.Load())
+	assert.Equal(t, int64(7), dup.Load())
+	q, err := testAccount(t, nil).Queue(name)
+	require.NoError(t, err)
+	assert.Equal(t, 1, depth(t, q))
+
+	_, err = pubs[0].SendWith(ctx, job{}, &SendOptions{UniqueKey: "other", UniqueFor: time.Hour})
+	require.NoError(t, err, "another key is another send")
+	time.Sleep(4 * time.Second) // the window passes
+	_, err = pubs[1].SendWith(ctx, job{N: 9}, opts)
+	require.NoError(t, err, "taken over after its window")
+	_, err = pubs[0].SendWith(ctx, job{N: 10}, opts)
+	require.ErrorIs(t, err, ErrDuplicate, "and held again")
+
+	time.Sleep(4 * time.Second)
+	res, err := Sweep(ctx, pubs[0].store, &SweepOptions{Grace: time.Nanosecond})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Deleted, "the expired key; not the hour-long one")
+	assert.Equal(t, 1, res.Live)
+}
+
+// failingTarget fails every send, after the key was taken.
+type failingTarget struct{ name string }
+
+func (f failingTarget) Name() string { return f.name }
+func (f failingTarget) Send(context.Context, string, *SendOptions) (string, error) {
+	return "", errors.New("send failed")
+}
+
+// A send that fails gives its unique key back at once.
+func TestAFailedUniqueSendReleasesItsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	store, err := q.Account().PayloadStore(uniqueName(t))
+	require.NoError(t, err)
+	bad, err := NewPublisher[job](failingTarget{name: q.Name()}, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	good, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	opts := &SendOptions{UniqueKey: "k", UniqueFor: time.Hour}
+	_, err = bad.SendWith(ctx, job{}, opts)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrDuplicate)
+	assert.Empty(t, listBlobs(t, store), "released")
+	_, err = good.SendWith(ctx, job{}, opts)
+	require.NoError(t, err)
+	_, err = good.SendWith(ctx, job{}, opts)
+	assert.ErrorIs(t, err, ErrDuplicate)
+}
