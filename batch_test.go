@@ -31,7 +31,7 @@ func sendBatch(t testing.TB, q *Queue, n int, cfg *PublisherOptions) SentBatch {
 	t.Helper()
 	p, err := NewPublisher[job](q, cfg)
 	require.NoError(t, err)
-	sent, err := p.SendBatch(context.Background(), jobs(n))
+	sent, err := p.SendBatch(context.Background(), jobs(n), nil)
 	require.NoError(t, err)
 	return sent
 }
@@ -56,7 +56,7 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 			p, err := NewPublisher[job](q, nil)
 			require.NoError(t, err)
 			counted, pub := CountTransactions(context.Background())
-			sent, err := p.SendBatch(counted, jobs(n))
+			sent, err := p.SendBatch(counted, jobs(n), nil)
 			require.NoError(t, err)
 			assert.Equal(t, n, sent.Items)
 			assert.Len(t, sent.BatchID, payload.BlobIDLen)

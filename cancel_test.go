@@ -269,3 +269,29 @@ func TestAFailedUniqueSendReleasesItsKey(t *testing.T) {
 	_, err = good.SendWith(ctx, job{}, opts)
 	assert.ErrorIs(t, err, ErrDuplicate)
 }
+
+// A batch can be delayed beyond the service's limit, and cancelled, like a
+// single message: its items are handled once when it is due; a cancelled
+// batch leaves its items unhandled and no blob behind.
+func TestABatchDelayedBeyondTheHop(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	ctx := context.Background()
+	due, err := r.pub.SendBatch(ctx, []job{{N: 1}, {N: 2}, {N: 3}}, &SendOptions{Delay: 3 * time.Second})
+	require.NoError(t, err)
+	cancelled, err := r.pub.SendBatch(ctx, []job{{N: 4}, {N: 5}}, &SendOptions{Delay: 3 * time.Second})
+	require.NoError(t, err)
+	started(t, r.l)
+	waitFor(t, "hidden again", func() bool { return r.l.State().Rehidden >= 2 })
+	require.NoError(t, r.pub.Cancel(ctx, cancelled.Token))
+	waitFor(t, "items handled, the other batch cancelled", func() bool {
+		s := r.l.State()
+		return s.ItemsSucceeded == 3 && s.Cancelled == 1
+	})
+	assert.Equal(t, int64(3), r.handled.Load())
+	assert.Zero(t, depth(t, r.q))
+	for _, name := range listBlobs(t, r.store) {
+		assert.NotEqual(t, due.BatchID, name, "the handled batch's blob is deleted")
+		assert.NotEqual(t, cancelled.BatchID, name, "the cancelled batch's blob is deleted")
+	}
+}

@@ -210,9 +210,9 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoBlobService)
 	_, err = p.Send(context.Background(), payload.Magic+"{}")
 	assert.ErrorIs(t, err, ErrNoBlobService, "text that would pass for a pointer cannot go as it is")
-	_, err = p.SendBatch(context.Background(), []string{"a"})
+	_, err = p.SendBatch(context.Background(), []string{"a"}, nil)
 	assert.ErrorIs(t, err, ErrNoBlobService)
-	_, err = p.SendBatch(context.Background(), nil)
+	_, err = p.SendBatch(context.Background(), nil, nil)
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Zero(t, a.Transactions().Total())
 

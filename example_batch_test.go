@@ -20,7 +20,7 @@ func ExamplePublisher_SendBatch() {
 	if err != nil {
 		panic(err)
 	}
-	sent, err := publisher.SendBatch(ctx, []Order{{ID: 1}, {ID: 2}, {ID: 3}})
+	sent, err := publisher.SendBatch(ctx, []Order{{ID: 1}, {ID: 2}, {ID: 3}}, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -104,7 +104,7 @@ func ExampleSweep() {
 	}
 	queue := exampleQueue("swept")
 	publisher, _ := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherOptions{Payloads: store})
-	if _, err := publisher.SendBatch(ctx, []Order{{ID: 1}, {ID: 2}}); err != nil {
+	if _, err := publisher.SendBatch(ctx, []Order{{ID: 1}, {ID: 2}}, nil); err != nil {
 		panic(err)
 	}
 

@@ -40,7 +40,7 @@ func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
 	// Small enough for a queue message alone; with the metadata line, not.
 	_, err = pub.Send(ctx, note{N: 0, Pad: strings.Repeat("y", MaxMessageSize-100)})
 	require.NoError(t, err)
-	_, err = pub.SendBatch(ctx, []note{{N: 1}, {N: 2}, {N: 3}})
+	_, err = pub.SendBatch(ctx, []note{{N: 1}, {N: 2}, {N: 3}}, nil)
 	require.NoError(t, err)
 
 	var mu sync.Mutex
@@ -105,7 +105,7 @@ func TestMetadataOfALargePoisonedItemStaysOutOfItsBlob(t *testing.T) {
 	pub, err := NewPublisher[note](q, &PublisherOptions{Middleware: []SendMiddleware{tag}})
 	require.NoError(t, err)
 	big := note{N: 1, Pad: strings.Repeat("z", MaxMessageSize)} // too large for an envelope's body
-	_, err = pub.SendBatch(ctx, []note{big, {N: 2}})
+	_, err = pub.SendBatch(ctx, []note{big, {N: 2}}, nil)
 	require.NoError(t, err)
 
 	var refuse atomic.Bool

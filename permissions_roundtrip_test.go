@@ -48,7 +48,7 @@ func TestPermissionsLeastPrivilegeRoundTrip(t *testing.T) {
 		_, err := p.Send(ctx, body)
 		require.NoError(t, err)
 	}
-	_, err = p.SendBatch(ctx, []string{"item 0", "item 1", "item 2"})
+	_, err = p.SendBatch(ctx, []string{"item 0", "item 1", "item 2"}, nil)
 	require.NoError(t, err)
 
 	var mu sync.Mutex

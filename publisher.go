@@ -134,8 +134,14 @@ type SentBatch struct {
 	BatchID   string // the payload blob's name; each item's [Message.BatchID]
 	Items     int
 	Size      int64 // bytes stored in the blob (gzip)
+	// Due and Token are as for a single message (see [Sent]): when the
+	// batch may first be handled, and what [Publisher.Cancel] needs to
+	// cancel all of it.
+	Due   time.Time
+	Token string
 
-	text int // length of the pointer message's text, for middleware
+	text int         // length of the pointer message's text, for middleware
+	sent sentMessage // what the target said of the pointer message
 }
 
 // SendBatch sends items as one batch: their encoded texts, compressed
@@ -150,30 +156,52 @@ type SentBatch struct {
 // a receive, read the blob, delete the message, delete the blob), where n
 // single messages cost about 2n.
 //
-// It fails before any request with a [*ConfigError] for no items, with
-// [ErrNoBlobService] when the publisher has no payload store, and with
-// [ErrPayloadTooLarge] when the batch exceeds the publisher's [PayloadLimits].
-func (p *Publisher[T]) SendBatch(ctx context.Context, items []T) (SentBatch, error) {
+// opts are those of [Publisher.SendWith] (nil: sent visible at once): a
+// batch can be delayed, by any length, made unique and cancelled like a
+// single message, and its blob lives as long as its pointer message.
+//
+// It fails before any request with a [*ConfigError] for no items or bad
+// options, with [ErrNoBlobService] when the publisher has no payload store,
+// and with [ErrPayloadTooLarge] when the batch exceeds the publisher's
+// [PayloadLimits].
+func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptions) (SentBatch, error) {
 	if len(items) == 0 {
 		return SentBatch{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
 	}
 	if p.store == nil {
 		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", p.noStore())
 	}
-	if p.mw == nil {
-		return p.sendBatch(ctx, items, nil)
+	var o SendOptions
+	if opts != nil {
+		o = *opts
 	}
-	s := p.outgoing(&items, route{})
-	s.Items, s.isBatch = len(items), true
-	err := s.Next(ctx)
+	r, err := p.routeFor(o)
 	if err != nil {
 		return SentBatch{}, err
 	}
-	return s.batch, nil
+	var b SentBatch
+	err = p.unique(ctx, o, func() error {
+		if p.mw == nil {
+			b, err = p.sendBatch(ctx, items, nil, r)
+			return err
+		}
+		s := p.outgoing(&items, r)
+		s.Items, s.isBatch = len(items), true
+		err := s.Next(ctx)
+		b = s.batch
+		return err
+	})
+	if err != nil {
+		return SentBatch{}, err
+	}
+	sent := p.sent(b.sent, r)
+	b.Due, b.Token = sent.Due, sent.Token
+	return b, nil
 }
 
-// sendBatch is SendBatch past the middleware, with the metadata to carry.
-func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata) (SentBatch, error) {
+// sendBatch is SendBatch past the middleware, with the metadata to carry,
+// sent as r says.
+func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route) (SentBatch, error) {
 	line, err := meta.line()
 	if err != nil {
 		return SentBatch{}, err
@@ -188,16 +216,17 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata) 
 			return SentBatch{}, err
 		}
 	}
-	ptr, err := p.offload(ctx, payload.KindBatch, w, route{})
+	ptr, err := p.offload(ctx, payload.KindBatch, w, r)
 	if err != nil {
 		return SentBatch{}, err
 	}
-	text := line + ptr.Encode()
-	m, err := p.deliver(ctx, text, route{})
+	text := p.dueLine(r) + line + ptr.Encode()
+	m, err := p.deliver(ctx, text, r)
 	if err != nil {
 		return SentBatch{}, err
 	}
-	return SentBatch{MessageID: m.ID, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size, text: len(text)}, nil
+	m.Blob = ptr.Blob
+	return SentBatch{MessageID: m.ID, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size, text: len(text), sent: m}, nil
 }
 
 // route is how a message goes on the queue: visible at once or after a
@@ -310,7 +339,9 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		if !ok {
 			return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
 		}
-		b, err := p.sendBatch(ctx, *items, s.Metadata)
+		r := s.route
+		r.delay = s.Delay
+		b, err := p.sendBatch(ctx, *items, s.Metadata, r)
 		if err != nil {
 			return err
 		}

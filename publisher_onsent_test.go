@@ -82,7 +82,7 @@ func TestOnSentIsCalledForABatch(t *testing.T) {
 	var heard sentIDs
 	p, err := NewPublisher[job](q, &PublisherOptions{OnSent: heard.onSent})
 	require.NoError(t, err)
-	sent, err := p.SendBatch(context.Background(), []job{{N: 1}, {N: 2}, {N: 3}})
+	sent, err := p.SendBatch(context.Background(), []job{{N: 1}, {N: 2}, {N: 3}}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{sent.MessageID}, heard.take())
 	receiveOne(t, q, sent.MessageID)

@@ -58,18 +58,32 @@ func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) 
 	if err != nil {
 		return Sent{}, err
 	}
-	release := func() {}
-	if o.UniqueKey != "" {
-		if release, err = p.claimKey(ctx, o.UniqueKey, o.UniqueFor); err != nil {
-			return Sent{}, err
-		}
-	}
-	m, err := p.publish(ctx, body, r)
+	var m sentMessage
+	err = p.unique(ctx, o, func() error {
+		m, err = p.publish(ctx, body, r)
+		return err
+	})
 	if err != nil {
-		release()
 		return Sent{}, err
 	}
 	return p.sent(m, r), nil
+}
+
+// unique runs send under o's unique key, if it has one: the key is taken
+// first, and given back if send fails.
+func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() error) error {
+	if o.UniqueKey == "" {
+		return send()
+	}
+	release, err := p.claimKey(ctx, o.UniqueKey, o.UniqueFor)
+	if err != nil {
+		return err
+	}
+	if err := send(); err != nil {
+		release()
+		return err
+	}
+	return nil
 }
 
 // SendAfter is [Publisher.SendWith] with [SendOptions.Delay]: the message

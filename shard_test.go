@@ -534,7 +534,7 @@ func TestShardedBatchItemsArePoisonedBesideTheirShardWhileRenewalsRun(t *testing
 	for i := range items {
 		items[i] = job{N: i}
 	}
-	_, err = p.SendBatch(ctx, items)
+	_, err = p.SendBatch(ctx, items, nil)
 	require.NoError(t, err)
 	origin := -1
 	for i, n := range shardDepths(t, sq) {

@@ -92,7 +92,7 @@ func TestTokenCredential(t *testing.T) {
 			_, err := p.Send(ctx, body)
 			require.NoError(t, err)
 		}
-		_, err = p.SendBatch(ctx, []string{"item 0", "item 1"})
+		_, err = p.SendBatch(ctx, []string{"item 0", "item 1"}, nil)
 		require.NoError(t, err)
 
 		var mu sync.Mutex

@@ -208,7 +208,7 @@ func feedAndDrain(ctx context.Context, cs string, o options, n, per int, deadlin
 				if per == 1 {
 					_, err = pub.Send(runCtx, items[0])
 				} else {
-					_, err = pub.SendBatch(runCtx, items)
+					_, err = pub.SendBatch(runCtx, items, nil)
 				}
 				if err != nil && runCtx.Err() == nil {
 					errs <- err

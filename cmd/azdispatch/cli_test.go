@@ -355,7 +355,7 @@ func TestPoisonShowNamesTheOtherItemsOfABatch(t *testing.T) {
 	q := createdQueue(t, conn)
 	pub, err := azdispatch.NewPublisher[int](q, nil)
 	require.NoError(t, err)
-	sent, err := pub.SendBatch(ctx, []int{0, 1, 2})
+	sent, err := pub.SendBatch(ctx, []int{0, 1, 2}, nil)
 	require.NoError(t, err)
 	l, err := azdispatch.NewListener(q, func(_ context.Context, m *azdispatch.Message[int]) error {
 		if m.Body != 1 {

@@ -108,7 +108,7 @@ func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
 	for i := range batch {
 		batch[i] = Order{ID: small + 1 + i}
 	}
-	if _, err := publisher.SendBatch(ctx, batch); err != nil {
+	if _, err := publisher.SendBatch(ctx, batch, nil); err != nil {
 		return err
 	}
 	queueMessages, calls := small+2, small+1+batchItems
