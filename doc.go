@@ -135,6 +135,19 @@
 // reason and nothing is deleted. [PayloadLimits] bound every read. [Sweep]
 // removes blobs whose messages can no longer exist.
 //
+// # Sending later
+//
+// [Publisher.SendAfter], [Publisher.SendAt] and [Publisher.SendWith] send a
+// message to be handled later, by any length of time, on the service's clock.
+// Up to [MaxVisibility] (7 days) the service keeps it hidden on its own. Beyond,
+// a line before the text records the due time, and a listener that receives
+// the message early hides it again for what remains (at most 7 days): one
+// Update Message a week, no try counted. [Publisher.Cancel] makes sure the
+// handler never runs for a message, at any time before delivery;
+// [SendOptions.UniqueKey] refuses a second send of a key within a window,
+// across processes. Both keep small records in the [PayloadStore], which
+// [Sweep] removes once expired.
+//
 // # Sharding and Lease
 //
 // Past one queue's target (about 2,000 messages/s) or one account's (about

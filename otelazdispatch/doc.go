@@ -20,7 +20,7 @@
 //
 // # Spans
 //
-//   - "send {queue}", PRODUCER, per Send, SendAfter, SendKeyed and SendBatch:
+//   - "send {queue}", PRODUCER, per Send, SendWith, SendAfter, SendAt, SendKeyed and SendBatch:
 //     the send's context is the message's creation context (a batch is one
 //     message, so its items share it).
 //   - "receive {queue}", CLIENT, per receive request, with

@@ -41,20 +41,27 @@ const staleSend = time.Second
 
 // Add records that a message becomes visible at t. Past 1024 times it
 // keeps a time at or after every one it was given, so that each message
-// is still looked for, if later: a t past the latest replaces it, and a t
-// before it is left to the receive made at the latest.
+// is still looked for, if later, and it keeps the near times exact at the
+// cost of the far ones: a t past the latest replaces it; a t before it
+// takes the place of the second latest, whose messages are then looked
+// for at the latest. (Messages hidden for days, such as a delayed
+// message's hops, must not crowd out a retry due in a second.)
 func (d *DueTimes) Add(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.h) < maxDue {
 		heap.Push(&d.h, t)
-	} else {
-		last := d.h.latest()
-		if !t.After(d.h[last]) {
-			return
-		}
+	} else if last := d.h.latest(); t.After(d.h[last]) {
 		d.h[last] = t
 		heap.Fix(&d.h, last)
+	} else {
+		// The latest stays; the one before it goes, and t comes in.
+		latest := d.h[last]
+		heap.Remove(&d.h, last)
+		second := d.h.latest()
+		d.h[second] = latest
+		heap.Fix(&d.h, second)
+		heap.Push(&d.h, t)
 	}
 	if d.h[0].Equal(t) {
 		d.signal()
@@ -169,7 +176,8 @@ func (h *timeHeap) Pop() any {
 	return t
 }
 
-// latest returns the index of the latest time, which is one of the leaves.
+// latest returns the index of the latest time, which is one of the leaves;
+// 0 for an empty heap.
 func (h timeHeap) latest() int {
 	at := len(h) / 2
 	for i := at + 1; i < len(h); i++ {

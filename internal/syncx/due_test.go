@@ -85,6 +85,25 @@ func TestDueTimesPastTheirBoundKeepATimeAtOrAfterEveryOne(t *testing.T) {
 	}
 }
 
+// A full DueTimes keeps near times exact: a listener holding a thousand
+// delayed messages hidden for a week still comes back for a retry due in
+// a second, and still for the week-long ones, at the latest.
+func TestDueTimesKeepNearTimesWhenFullOfFarOnes(t *testing.T) {
+	t.Parallel()
+	var d DueTimes
+	now := time.Now()
+	week := 7 * 24 * time.Hour
+	for i := range maxDue + 10 {
+		d.Add(now.Add(week + time.Duration(i)*time.Second))
+	}
+	d.Add(now.Add(time.Second))
+	next, ok := d.Next()
+	require.True(t, ok)
+	assert.Equal(t, now.Add(time.Second), next, "the retry is looked for when due")
+	assert.Equal(t, now.Add(week+time.Duration(maxDue+9)*time.Second), d.h[d.h.latest()], "the last hop is still covered")
+	assert.Len(t, d.h, maxDue)
+}
+
 // limit is Limit for a caller that was sent nowhere before.
 func limit(d *DueTimes, now time.Time, delay time.Duration) time.Duration {
 	wait, _ := d.Limit(now, delay, time.Time{})
