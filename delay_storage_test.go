@@ -122,3 +122,19 @@ func listBlobs(t testing.TB, store *PayloadStore) []string {
 	}
 	return blobs
 }
+
+// The emulator's answers carry the service's time: a receive's Date is on
+// each delivery, and the queue keeps the time its answers gave.
+func TestADeliveryCarriesTheServicesTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	_, err := q.Send(ctx, "x", nil)
+	require.NoError(t, err)
+	ds, err := q.Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.WithinDuration(t, time.Now(), ds[0].ReceivedAt, 5*time.Second, "the receive's Date")
+	assert.Zero(t, ds[0].ReceivedAt.Nanosecond(), "to the second, as the header gives it")
+	assert.True(t, q.clock.Known(), "the queue saw the service's time")
+}
