@@ -126,6 +126,15 @@ func TestCancelAfterSeveralHops(t *testing.T) {
 	assert.ErrorIs(t, r.pub.Cancel(ctx, s.Token), ErrAlreadyCancelled)
 	assert.ErrorIs(t, r.pub.Cancel(ctx, kept.Token), ErrAlreadyDelivered)
 	assert.ElementsMatch(t, []string{payload.StateCancelled, payload.StateDelivered}, r.records(t))
+	// The listener's blob requests when the two came due: the delivered
+	// record of the one not cancelled (one write); for the cancelled one,
+	// its record's conflict (a write refused), its read, and marking it
+	// expired (a write).
+	lt := r.l.State().Transactions
+	t.Logf("the listener when both came due: %d blob writes, %d blob reads, %d deletes", lt.BlobWrite, lt.BlobRead, lt.Delete)
+	assert.Equal(t, int64(3), lt.BlobWrite)
+	assert.Equal(t, int64(1), lt.BlobRead)
+	assert.Equal(t, int64(2), lt.Delete)
 }
 
 // A cancelled claim-checked message leaves no blob behind.
