@@ -459,3 +459,37 @@ func TestPeekShowsWhenADelayedMessageIsDue(t *testing.T) {
 	assert.Contains(t, r.stdout, "2027-05-01T08:00:00Z (2 hops)")
 	assert.Contains(t, r.stdout, "malformed due line")
 }
+
+// depth -visible tells ready messages from hidden ones (delayed, or being
+// handled) by a peek, as far as a peek sees.
+func TestDepthTellsVisibleFromHidden(t *testing.T) {
+	t.Parallel()
+	conn, _ := accounts(t)
+	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
+	queue := uniqueName(t)
+	account, err := azdispatch.NewAccountFromConnectionString(conn, nil)
+	require.NoError(t, err)
+	q, err := account.Queue(queue)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, delay := range []time.Duration{0, 0, time.Hour} {
+		_, err = q.Send(ctx, "m", &azdispatch.SendOptions{Delay: delay})
+		require.NoError(t, err)
+	}
+	var depth depthDoc
+	runJSON(t, env, exitOK, &depth, "depth", "-visible", "-queue", queue)
+	require.Len(t, depth.Queues, 1)
+	r := depth.Queues[0]
+	assert.Equal(t, 3, r.Depth)
+	require.NotNil(t, r.Visible)
+	assert.Equal(t, 2, *r.Visible)
+	assert.False(t, r.Full)
+	out := run(t, env, "", "depth", "-visible", "-queue", queue)
+	require.Equal(t, exitOK, out.code, out)
+	assert.Contains(t, out.stdout, "VISIBLE")
+	assert.Contains(t, out.stdout, "HIDDEN")
+
+	var plain depthDoc
+	runJSON(t, env, exitOK, &plain, "depth", "-queue", queue)
+	assert.Nil(t, plain.Queues[0].Visible, "no peek unless asked")
+}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"text/tabwriter"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // depthRow is one queue's depth and its poison queue's.
@@ -15,7 +17,13 @@ type depthRow struct {
 	Account     string `json:"account"`
 	Depth       int    `json:"depth"`
 	PoisonDepth int    `json:"poison_depth"`
-	Error       string `json:"error,omitempty"`
+	// Visible, with -visible, is how many messages a peek saw: all the
+	// visible ones, unless it is Full (32, a peek's most). Depth less
+	// Visible is then the hidden ones: delayed, or being handled; the
+	// service cannot tell those two apart.
+	Visible *int   `json:"visible,omitempty"`
+	Full    bool   `json:"visible_full,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // depthDoc is the depth command's result.
@@ -28,13 +36,19 @@ type depthDoc struct {
 
 func runDepth(ctx context.Context, c *cli, args []string) error {
 	var o common
-	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N) [flags]",
+	var visible bool
+	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N) [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
 their total, with the same for their poison queues. Invisible messages (being handled,
 or delayed) are included. One request per queue and per poison queue, and one more
 for a queue that reads empty, to tell it from one that does not exist: a queue (or every
-shard of a set) that does not exist fails the command, as a mistyped name.`)
+shard of a set) that does not exist fails the command, as a mistyped name.
+
+With -visible, one peek more per queue counts its visible messages, ready to be
+received, up to 32 (a peek's most): the rest of the depth is hidden, delayed or being
+handled. The service tells those two apart nowhere, and counts no further than 32.`)
 	o.register(fs)
+	fs.BoolVar(&visible, "visible", false, "also count the visible messages of each queue (one peek each; up to 32)")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -65,6 +79,12 @@ shard of a set) that does not exist fails the command, as a mistyped name.`)
 			if u.poison != nil {
 				r.PoisonDepth, e2 = u.poison.Depth(ctx)
 			}
+			if p, ok := u.queue.(peekable); ok && visible && e1 == nil && !missing[i] {
+				var seen []*azdispatch.Delivery
+				seen, e1 = p.Peek(ctx, azdispatch.MaxBatch)
+				n := len(seen)
+				r.Visible, r.Full = &n, n == azdispatch.MaxBatch
+			}
 			if err := errors.Join(e1, e2); err != nil {
 				r.Error = c.red.redact(err.Error())
 				errs[i] = fmt.Errorf("%s: %w", u.queue.Name(), err)
@@ -86,13 +106,21 @@ shard of a set) that does not exist fails the command, as a mistyped name.`)
 		doc.PoisonTotal += r.PoisonDepth
 	}
 	if err := c.emit(o.json, doc, func(tw *tabwriter.Writer) {
-		row(tw, "QUEUE", "ACCOUNT", "DEPTH", "POISON")
+		head := []any{"QUEUE", "ACCOUNT", "DEPTH", "POISON"}
+		if visible {
+			head = append(head, "VISIBLE", "HIDDEN")
+		}
+		row(tw, head...)
 		for _, r := range doc.Queues {
 			if r.Error != "" {
 				row(tw, r.Queue, r.Account, "error", "error")
 				continue
 			}
-			row(tw, r.Queue, r.Account, r.Depth, r.PoisonDepth)
+			cells := []any{r.Queue, r.Account, r.Depth, r.PoisonDepth}
+			if r.Visible != nil {
+				cells = append(cells, visibleCells(r)...)
+			}
+			row(tw, cells...)
 		}
 		if len(doc.Queues) > 1 {
 			row(tw, "TOTAL", "", doc.Total, doc.PoisonTotal)
@@ -101,4 +129,14 @@ shard of a set) that does not exist fails the command, as a mistyped name.`)
 		return err
 	}
 	return errors.Join(errs...)
+}
+
+// visibleCells are the VISIBLE and HIDDEN cells of a row read with
+// -visible: exact below a peek's 32, bounds from there.
+func visibleCells(r depthRow) []any {
+	hidden := max(r.Depth-*r.Visible, 0)
+	if r.Full {
+		return []any{fmt.Sprintf("%d+", *r.Visible), fmt.Sprintf("at most %d", hidden)}
+	}
+	return []any{*r.Visible, hidden}
 }
