@@ -287,6 +287,43 @@ func TestPushOnlyListenerOverShardsComesBackForARetry(t *testing.T) {
 	assert.EqualValues(t, 4, calls.Load())
 }
 
+// A push-only listener over a sharded queue comes back for a message that
+// the lost answer of one shard's receive hid, though another shard
+// answered, so that the sharded queue's receive succeeded: it tells the
+// listener that a shard failed, and the listener looks again when what that
+// shard hid reappears. (The failure went unseen: the listener took the
+// receive for an empty one, its dequeuer stopped, and the message waited
+// for the next unrelated send.)
+func TestPushOnlyListenerOverShardsComesBackAfterAShardsLostReceive(t *testing.T) {
+	t.Parallel()
+	lossy := memqueue.New("corner-pushonly-shard-lost-0", nil)
+	shards := []azdispatch.Shard{lossy, memqueue.New("corner-pushonly-shard-lost-1", nil)}
+	sq, err := azdispatch.NewShardedQueue("corner-pushonly-shard-lost", shards, nil)
+	require.NoError(t, err)
+	_, err = lossy.Send(context.Background(), "1", nil)
+	require.NoError(t, err)
+	lossy.LoseNext(azdispatch.OpReceive, 1)
+	var calls atomic.Int64
+	l, err := azdispatch.NewListener(sq, func(context.Context, *azdispatch.Message[int]) error {
+		calls.Add(1)
+		return nil
+	}, &azdispatch.ListenerOptions{
+		PushOnly: true, Wake: noWakeUps{}, VisibilityTimeout: time.Second,
+		// Every dequeuer stops at its first empty receive.
+		Idle: func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+	})
+	require.NoError(t, err)
+	stop := running(t, l)
+	waitUntil(t, "the lost receive, and every dequeuer retired", func() bool {
+		s := l.State()
+		return s.ScaleDowns == 1 && s.ActiveDequeuers == 0
+	})
+	waitUntil(t, "handled once it reappeared, with no send or wake-up", func() bool { return l.State().Succeeded == 1 })
+	require.NoError(t, stop())
+	assert.EqualValues(t, 1, calls.Load())
+	assert.Zero(t, l.State().ReceiveErrors, "the sharded queue's receive succeeded: the other shard answered")
+}
+
 // A push-only listener comes back for a message that a request whose
 // answer was lost may have hidden for longer: a renewal (the next one then
 // finds the receipt stale, and the handler is told its ownership is lost),

@@ -106,12 +106,18 @@ func (l *Listener[T]) dequeue(s *session) {
 		asked := time.Now()
 		// A receive that may find messages known to be due again looks
 		// for them everywhere (see dueLook).
-		var look *dueLook
+		look := &dueLook{}
 		if next, ok := l.due.Next(); ok && !next.After(asked) {
-			look = &dueLook{}
+			look.all = true
 		}
 		batch, err := l.receive(ctx, n, look)
 		answered := time.Now()
+		if err != nil || look.anyFailed() {
+			// A receive whose answer was lost, whole or one shard's, may
+			// have hidden messages: they are due again when its
+			// visibility timeout ends.
+			l.due.Add(dueBy(answered, l.opts.VisibilityTimeout))
+		}
 		// A receive may bring messages and an error (a middleware's own,
 		// or a Source's): what it brought is received all the same.
 		batch = l.keep(s, batch, n)
@@ -131,9 +137,6 @@ func (l *Listener[T]) dequeue(s *session) {
 			l.stats.receiveErrors.Add(1)
 			l.health.receiveFailures.Add(1)
 			l.storageFailed(err)
-			// A receive whose answer was lost may have hidden messages:
-			// they are due again when its visibility timeout ends.
-			l.due.Add(dueBy(answered, l.opts.VisibilityTimeout))
 			// The service's Retry-After, if longer, wins: it knows how
 			// long it will be busy.
 			wait := hintedWait(err, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()))
@@ -287,18 +290,17 @@ func (l *Listener[T]) keep(s *session, batch []*Delivery, n int) []*Delivery {
 	return kept[:n]
 }
 
-// receive asks the source for up to n messages. The call is not cut short by
-// ctx: messages the service hands out are always taken, and released if the
-// listener is stopping.
+// receive asks the source for up to n messages, with look for a sharded
+// queue to read and fill. The call is not cut short by ctx: messages the
+// service hands out are always taken, and released if the listener is
+// stopping.
 func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Delivery, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
 	defer cancel()
 	// A refused connection is reported now, and retried after the
 	// listener's back-off, not the SDK's.
 	rctx = failFastRefused(rctx)
-	if look != nil {
-		rctx = withDueLook(rctx, look)
-	}
+	rctx = withDueLook(rctx, look)
 	return l.srcReceive(rctx, n)
 }
 

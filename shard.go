@@ -535,20 +535,24 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	}
 	now := s.set.now()
 	look := lookingForDue(ctx)
-	if look != nil {
+	all := look.lookingForAll()
+	if all {
 		s.unasked(look, now)
 	}
-	order := s.readOrder(now, look != nil)
+	order := s.readOrder(now, all)
 	var errs []error
 	var got []*Delivery
 	answered := false
 	for _, c := range order {
-		if answered && !c.warm && !s.set.exhaustive && look == nil {
+		if answered && !c.warm && !s.set.exhaustive && !all {
 			continue // known empty a moment ago: not worth a request now
 		}
 		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
 		got = append(got, batch...) // a shard may fail after bringing some
 		if err != nil {
+			// Its answer may have been lost with messages it hid: the
+			// listener looks for them, though another shard answers.
+			look.shardFailed()
 			errs = append(errs, err)
 			if len(got) > 0 || ctx.Err() != nil {
 				// Messages in hand are already hidden, their visibility

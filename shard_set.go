@@ -257,20 +257,31 @@ func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 	return out
 }
 
-// dueLook is what a listener asks of a receive made for messages it knows
-// are due again (released for a retry, or left hidden by a failed
-// request): that a sharded queue ask every shard it can, however recently
-// it found one empty, since those messages may be on any of them, and
-// tell which it could not ask. A listener that took a partial batch from
-// such a receive for "all that was due has been received" would otherwise
-// forget messages on a shard that was passed over, and a push-only
-// listener would never come back for them. It travels in the receive's
-// context, so that a [Source] that wraps a [ShardedQueue] passes it on.
+// dueLook is what a listener asks of a receive, and learns from it, about
+// messages due again later (released for a retry, or left hidden by a
+// failed request). A receive made for messages it knows are due asks a
+// sharded queue to ask every shard it can, however recently it found one
+// empty, since those messages may be on any of them, and to tell which it
+// could not ask. A listener that took a partial batch from such a receive
+// for "all that was due has been received" would otherwise forget messages
+// on a shard that was passed over, and a push-only listener would never
+// come back for them. Every receive learns whether a shard failed while
+// another answered: the sharded queue's receive then succeeds, but the
+// failed shard's answer may have been lost with messages it hid, which the
+// listener must look for when they reappear, as after a failed receive. It
+// travels in the receive's context, so that a [Source] that wraps a
+// [ShardedQueue] passes it on.
 type dueLook struct {
+	// all is set for a receive made for messages known to be due: it asks
+	// every shard. Set before the receive, and only read by it.
+	all bool
+
 	mu sync.Mutex
 	// skippedUntil is when the earliest shard that could not be asked
 	// (backed off) may be asked again; zero if every shard was asked.
 	skippedUntil time.Time
+	// failed is set when a shard's receive failed.
+	failed bool
 }
 
 type dueLookKey struct{}
@@ -293,6 +304,29 @@ func (look *dueLook) skipped(until time.Time) {
 	if look.skippedUntil.IsZero() || until.Before(look.skippedUntil) {
 		look.skippedUntil = until
 	}
+}
+
+// lookingForAll reports whether look asks every shard.
+func (look *dueLook) lookingForAll() bool { return look != nil && look.all }
+
+// shardFailed records, if look is not nil, that a shard's receive failed.
+func (look *dueLook) shardFailed() {
+	if look == nil {
+		return
+	}
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	look.failed = true
+}
+
+// anyFailed reports whether a shard's receive failed.
+func (look *dueLook) anyFailed() bool {
+	if look == nil {
+		return false
+	}
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	return look.failed
 }
 
 // unaskedUntil reports whether a shard could not be asked, and when the
