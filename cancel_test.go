@@ -43,6 +43,9 @@ func newCancelRig(t *testing.T) *cancelRig {
 	r.pub.hop = testHop
 	o := quick()
 	o.Payloads = r.store
+	// Messages due within a visibility timeout are held by the listener,
+	// not hidden again: one as short as a hop keeps the hops.
+	o.VisibilityTimeout = testHop
 	r.l, err = NewListener(r.q, func(context.Context, *Message[job]) error {
 		r.handled.Add(1)
 		return nil
@@ -67,33 +70,38 @@ func (r *cancelRig) records(t *testing.T) []string {
 
 // A message cancelled while still in its send's hidden period is deleted
 // with the send's pop receipt: two requests (the delete and the record a
-// second cancel reads), and the handler never runs.
+// second cancel reads), and the handler never runs. Once the message could
+// no longer live, a sweep leaves nothing of it.
 func TestCancelBeforeTheFirstHop(t *testing.T) {
 	t.Parallel()
 	r := newCancelRig(t)
 	ctx := context.Background()
-	s, err := r.pub.SendAfter(ctx, job{N: 1}, 4*time.Second)
+	pub, err := NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store, TTL: time.Second})
+	require.NoError(t, err)
+	pub.hop = testHop
+	s, err := pub.SendAfter(ctx, job{N: 1}, 3*time.Second)
 	require.NoError(t, err)
 	require.NotEmpty(t, s.Token)
 
 	cctx, cost := CountTransactions(ctx)
-	require.NoError(t, r.pub.Cancel(cctx, s.Token))
+	require.NoError(t, pub.Cancel(cctx, s.Token))
 	tx := cost()
 	t.Logf("a cancel in the first hidden period: %d requests (%d delete, %d blob write)", tx.Total(), tx.Delete, tx.BlobWrite)
 	assert.Equal(t, int64(1), tx.Delete)
 	assert.Equal(t, int64(1), tx.BlobWrite)
 	assert.Equal(t, int64(2), tx.Total())
 
-	err = r.pub.Cancel(ctx, s.Token)
+	err = pub.Cancel(ctx, s.Token)
 	assert.ErrorIs(t, err, ErrAlreadyCancelled)
 	started(t, r.l)
-	time.Sleep(5 * time.Second) // past its due time
+	time.Sleep(4 * time.Second) // past its due time
 	assert.Zero(t, r.handled.Load())
 	assert.Zero(t, depth(t, r.q), "deleted")
-	assert.Equal(t, []string{payload.StateCancelled}, r.records(t), "one record, until its due time")
+	assert.Equal(t, []string{payload.StateCancelled}, r.records(t), "one record, as long as the message could live")
+	time.Sleep(2 * time.Second) // and past its TTL
 	res, err := Sweep(ctx, r.store, &SweepOptions{Grace: time.Nanosecond})
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Deleted, "a sweep after its due time removes the record")
+	assert.Equal(t, 1, res.Deleted, "a sweep after the message's life removes the record")
 	assert.Empty(t, listBlobs(t, r.store), "nothing left")
 }
 
@@ -149,7 +157,7 @@ func TestCancelRemovesTheBlobOfAClaimCheck(t *testing.T) {
 		s, err := p.SendAfter(ctx, string(make([]byte, MaxMessageSize+1)), 5*time.Second)
 		require.NoError(t, err)
 		l, err := NewListener(r.q, func(context.Context, *Message[string]) error { return errors.New("must not run") },
-			&ListenerOptions{Codec: Raw(), Payloads: r.store, Idle: quick().Idle})
+			&ListenerOptions{Codec: Raw(), Payloads: r.store, Idle: quick().Idle, VisibilityTimeout: testHop})
 		require.NoError(t, err)
 		l.hop = testHop
 		started(t, l)
@@ -177,7 +185,8 @@ func TestCancelAfterDelivery(t *testing.T) {
 	waitFor(t, "both handled", func() bool { return r.l.State().Succeeded == 2 })
 	assert.ErrorIs(t, r.pub.Cancel(ctx, short.Token), ErrAlreadyDelivered)
 	assert.ErrorIs(t, r.pub.Cancel(ctx, long.Token), ErrAlreadyDelivered)
-	assert.Equal(t, []string{payload.StateDelivered}, r.records(t), "the one a delivery wrote; none for the short one")
+	assert.Equal(t, []string{payload.StateDelivered, payload.StateDelivered}, r.records(t), "the one a delivery wrote, and the one the short one's cancel settled on")
+	assert.ErrorIs(t, r.pub.Cancel(ctx, short.Token), ErrAlreadyDelivered, "and so says every cancel after")
 }
 
 // A token that is not one is refused before any request.
@@ -303,4 +312,96 @@ func TestABatchDelayedBeyondTheHop(t *testing.T) {
 		assert.NotEqual(t, due.BatchID, name, "the handled batch's blob is deleted")
 		assert.NotEqual(t, cancelled.BatchID, name, "the cancelled batch's blob is deleted")
 	}
+}
+
+// Cancels of one message racing each other, from several processes,
+// agree: for a message still waiting, one returns nil and the others say
+// it was cancelled; for one delivered, all say so; and every cancel after
+// says the same.
+func TestRacingCancelsAgree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newCancelRig(t)
+	var pubs []*Publisher[job]
+	for range 4 { // an account each: as four processes
+		acct := testAccount(t, nil)
+		q, err := acct.Queue(r.q.Name())
+		require.NoError(t, err)
+		store, err := acct.PayloadStore(r.store.Container())
+		require.NoError(t, err)
+		p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
+		require.NoError(t, err)
+		pubs = append(pubs, p)
+	}
+	race := func(token string) []error {
+		errs := make([]error, len(pubs))
+		var wg sync.WaitGroup
+		for i, p := range pubs {
+			wg.Go(func() { errs[i] = p.Cancel(ctx, token) })
+		}
+		wg.Wait()
+		return errs
+	}
+	for round := range 5 {
+		waiting, err := r.pub.SendAfter(ctx, job{N: round}, time.Hour)
+		require.NoError(t, err)
+		nils := 0
+		for _, err := range race(waiting.Token) {
+			if err == nil {
+				nils++
+				continue
+			}
+			assert.ErrorIs(t, err, ErrAlreadyCancelled, "round %d", round)
+		}
+		assert.Equal(t, 1, nils, "round %d: one cancel wins", round)
+		assert.ErrorIs(t, r.pub.Cancel(ctx, waiting.Token), ErrAlreadyCancelled)
+	}
+	delivered, err := r.pub.SendAfter(ctx, job{N: 9}, 0)
+	require.NoError(t, err)
+	started(t, r.l)
+	waitFor(t, "handled", func() bool { return r.l.State().Succeeded == 1 })
+	for _, err := range race(delivered.Token) {
+		assert.ErrorIs(t, err, ErrAlreadyDelivered)
+	}
+	assert.ErrorIs(t, r.pub.Cancel(ctx, delivered.Token), ErrAlreadyDelivered)
+	assert.Zero(t, depth(t, r.q))
+}
+
+// A send that failed after its key was taken over by another gives back
+// nothing: the other's key stays.
+func TestAFailedUniqueSendDoesNotFreeAKeyTakenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newCancelRig(t)
+	release, err := r.pub.claimKey(ctx, "k", time.Second)
+	require.NoError(t, err)
+	time.Sleep(2500 * time.Millisecond) // its window passes
+	other, err := NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store})
+	require.NoError(t, err)
+	_, err = other.claimKey(ctx, "k", time.Hour)
+	require.NoError(t, err, "taken over")
+	release() // the first send failed at last
+	_, err = other.SendWith(ctx, job{}, &SendOptions{UniqueKey: "k", UniqueFor: time.Hour})
+	assert.ErrorIs(t, err, ErrDuplicate, "still held for the other's hour")
+}
+
+// A key's window is never shorter than asked, though the service gives
+// its time to the second.
+func TestAUniqueWindowIsNeverShort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newCancelRig(t)
+	opts := &SendOptions{UniqueKey: "w", UniqueFor: 2 * time.Second}
+	_, err := r.pub.SendWith(ctx, job{}, opts)
+	require.NoError(t, err)
+	first := time.Now()
+	for {
+		_, err := r.pub.SendWith(ctx, job{}, opts)
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, ErrDuplicate)
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.GreaterOrEqual(t, time.Since(first), 2*time.Second-100*time.Millisecond, "not before the window's end (the emulator's clock is this machine's)")
 }

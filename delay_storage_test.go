@@ -21,7 +21,7 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 	ctx := context.Background()
 	q := testQueue(t)
 	// Sent visible at once, as by a publisher whose clock ran fast.
-	at := q.ServiceTime().Truncate(time.Second).Add(3 * time.Second)
+	at := q.ServiceTime().Truncate(time.Second).Add(4 * time.Second)
 	_, err := q.Send(ctx, (&dueline.Line{At: at}).Encode()+`{"n":1}`, nil)
 	require.NoError(t, err)
 
@@ -33,7 +33,7 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 		defer mu.Unlock()
 		got, ranAt = append(got, *m), append(ranAt, q.ServiceTime())
 		return nil
-	}, quick())
+	}, &ListenerOptions{Idle: quick().Idle, VisibilityTimeout: 2 * time.Second}) // shorter than the wait: hidden again, not held
 	require.NoError(t, err)
 	started(t, l)
 	waitFor(t, "hidden again", func() bool { return l.State().Rehidden == 1 })

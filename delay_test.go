@@ -311,3 +311,79 @@ func TestALongDelayedClaimCheckIsHandledWholeWhenDue(t *testing.T) {
 	assert.Equal(t, 1, res.Scanned, "its blob was deleted after the message; only the record of its delivery is left")
 	assert.Equal(t, 1, res.Live, "kept as long as the message could have lived, for a late cancel to read")
 }
+
+// A hop whose Update fails close to the due time is not a try: the message
+// reappears before it is due, is held by the listener until then, and is
+// handled as its first delivery; with MaxDequeueCount 1 it is not poisoned.
+func TestAFailedHopNearItsDueTimeIsNotATry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-failhop", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	s, err := pub.SendAfter(ctx, "x", 2*week+3*time.Second)
+	require.NoError(t, err)
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{
+		Idle: quickIdle, MaxDequeueCount: 1, VisibilityTimeout: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	running(t, l)
+	clock.Advance(week)
+	waitUntil(t, "hop 1", func() bool { return l.State().Rehidden == 1 })
+	q.FailNext(azdispatch.OpUpdate, 1, nil)
+	clock.Advance(week) // 3 s before due: hidden again, but the update fails
+	waitUntil(t, "the hop's update tried", func() bool { return q.Transactions().Update >= 2 })
+	// Its visibility ends a second before it is due: received, and held
+	// for that second (a span the listener waits on its own clock, which
+	// a manual clock does not move).
+	clock.Advance(2 * time.Second)
+	held := time.Now()
+	waitUntil(t, "handled", func() bool { return l.State().Succeeded == 1 })
+	assert.GreaterOrEqual(t, time.Since(held), 900*time.Millisecond, "held until due")
+	calls := h.get()
+	require.Len(t, calls, 1)
+	assert.Equal(t, int64(1), calls[0].m.DequeueCount, "the failed hop was not a try")
+	assert.Equal(t, s.Due.Add(-time.Second), calls[0].at, "received a second early by the queue's clock, then held")
+	assert.Zero(t, l.State().Poisoned)
+}
+
+// A due line whose "seen" is not below the message's dequeue count would
+// keep a failing message from ever being poisoned: it is refused.
+func TestADueLineSeenBeyondTheDequeueCountIsPoisoned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("delay-seen", nil)
+	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":1,\"seen\":1000000}\nboom", nil)
+	require.NoError(t, err)
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("fails")), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	assert.Empty(t, h.get())
+}
+
+// Times a due line cannot carry are refused before any request: SendAt
+// beyond the year 9999 or before 1970, a delay beyond a century. A delay
+// beyond what the service counts in a TTL (68 years) never expires.
+func TestTimesADueLineCannotCarryAreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("delay-range", nil)
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	_, err = pub.SendAt(ctx, "x", time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC))
+	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+	_, err = pub.SendAt(ctx, "x", time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC))
+	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+	_, err = pub.SendAfter(ctx, "x", 101*365*24*time.Hour)
+	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+	assert.Zero(t, q.Transactions().Total())
+
+	eighty := 80 * 365 * 24 * time.Hour
+	s, err := pub.SendAfter(ctx, "x", eighty)
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(eighty), s.Due, 5*time.Second, "not cut to 68 years")
+}

@@ -136,11 +136,9 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		return poison(err.Error())
 	}
 	if due != nil {
-		if wait := due.Due(d.InsertedAt).Sub(receivedAt(d)); wait > 0 {
-			return hideAgain(d, due, min(wait, l.hop))
+		if a, done := l.whenDue(t, due); done {
+			return a
 		}
-		// The deliveries before it was due were hops, not tries.
-		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
 		if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
 			return a
 		}
@@ -205,6 +203,48 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	return l.runHandler(t, &h.call, m, len(text))
 }
 
+// whenDue handles the due line of t's message: a message received more
+// than a visibility timeout before it is due is hidden again (done, with
+// the action); one due sooner is held here until then, kept hidden by the
+// receive that brought it and the usual renewals, rather than hidden again
+// by another request; and one that is due has its DequeueCount set to its
+// real tries.
+//
+// Deliveries before the due time are hops, not tries. The line's Seen is
+// the service's dequeue count at the last hop, so a delivery's real count
+// is its count less Seen. A hop whose update failed is not in Seen, but
+// its message reappears a visibility timeout later, still before it is
+// due, and is hidden again or held; an early delivery held here is the
+// first real try whatever the counts say. Only if no listener receives it
+// again before it is due does a failed hop count as a try.
+func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
+	d := t.d
+	if due.Seen > 0 && due.Seen >= d.DequeueCount {
+		// Seen is the count at a hop, before this delivery: a line that
+		// says otherwise would keep a failing message from its poisoning.
+		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", dueline.ErrMalformed, due.Seen, d.DequeueCount)), true
+	}
+	wait := due.Due(d.InsertedAt).Sub(receivedAt(d))
+	if wait <= 0 {
+		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
+		return action{}, false
+	}
+	if wait > l.opts.VisibilityTimeout {
+		return hideAgain(d, due, min(wait, l.hop)), true
+	}
+	// Counted from the receive, on the local clock: a span, not a time.
+	ctx, done := t.untilRunEnds()
+	held := syncx.Sleep(ctx, time.Until(t.received.Add(wait)), nil)
+	done()
+	if !held {
+		// Stopping, or the try ended: hidden again for what remains, so
+		// that this delivery does not count as a try.
+		return hideAgain(d, due, max(time.Until(t.received.Add(wait)), time.Second)), true
+	}
+	d.DequeueCount = 1
+	return action{}, false
+}
+
 // hideAgain is the action for d, a delayed message received before it is
 // due by the service's clock: hidden again for after (what remains, at
 // most 7 days), its due line counting the hop and the service's dequeue count
@@ -235,7 +275,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	if d.ExpiresAt.Before(neverExpires) {
 		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
 	}
-	created, err := store.createRecord(t.ctx, name, meta)
+	_, created, err := store.createRecord(t.ctx, name, meta)
 	if err == nil && !created {
 		var rec *record
 		if rec, err = store.readRecord(t.ctx, name); err == nil && rec.meta.State == payload.StateCancelled {

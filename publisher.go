@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -250,7 +251,7 @@ func (p *Publisher[T]) dueLine(r route) string {
 	case !r.at.IsZero():
 		return (&dueline.Line{At: r.at}).Encode()
 	}
-	return (&dueline.Line{After: int64(seconds(r.delay))}).Encode()
+	return (&dueline.Line{After: int64(r.delay / time.Second)}).Encode()
 }
 
 // ttlOf is how long a message sent as r says lives: one with a due line
@@ -265,6 +266,9 @@ func (p *Publisher[T]) ttlOf(r route) time.Duration {
 	}
 	if ttl == 0 {
 		ttl = defaultTTL
+	}
+	if ttl > math.MaxInt32*time.Second-r.delay {
+		return -1 // beyond what the service counts (68 years): never expires
 	}
 	return r.delay + ttl
 }

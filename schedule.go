@@ -17,7 +17,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
 // Sent is a message a [Publisher] sent with [Publisher.SendWith],
@@ -25,7 +27,8 @@ import (
 type Sent struct {
 	ID string // the message's ID
 	// Due is when a listener may first handle it, on the service's clock,
-	// to the second: its insertion time for a message visible at once.
+	// to the second: the time [Publisher.SendAt] named (even one past), or
+	// the insertion time plus the delay.
 	Due time.Time
 	// Token is what [Publisher.Cancel] needs to cancel the message: safe to
 	// store (in a database, say) and to use from another process. It holds
@@ -127,8 +130,10 @@ func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, 
 // body's blob, a unique key) and says how the message goes.
 func (p *Publisher[T]) routeFor(o SendOptions) (route, error) {
 	switch {
-	case o.Delay < 0:
-		return route{}, &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v is negative", o.Delay)}
+	case o.Delay < 0 || o.Delay > dueline.MaxAfter:
+		return route{}, &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century", o.Delay)}
+	case !o.At.IsZero() && !dueline.InRange(o.At):
+		return route{}, &ConfigError{Field: "SendOptions.At", Reason: fmt.Sprintf("%v: must be within the years 1970 to 9999", o.At)}
 	case o.Delay > 0 && !o.At.IsZero():
 		return route{}, &ConfigError{Field: "SendOptions.At", Reason: "set with Delay: give one"}
 	case o.UniqueKey == "" && o.UniqueFor != 0:
@@ -138,7 +143,7 @@ func (p *Publisher[T]) routeFor(o SendOptions) (route, error) {
 	case o.UniqueKey != "" && p.store == nil:
 		return route{}, fmt.Errorf("azdispatch: a unique send keeps its key in the payload store: %w", p.noStore())
 	}
-	r := route{delay: time.Duration(seconds(o.Delay)) * time.Second, ttl: o.TTL, ownTTL: o.TTL != 0}
+	r := route{delay: upToSecond(o.Delay), ttl: o.TTL, ownTTL: o.TTL != 0}
 	if !o.At.IsZero() {
 		at := o.At.UTC()
 		if t := at.Truncate(time.Second); !t.Equal(at) {
@@ -147,10 +152,19 @@ func (p *Publisher[T]) routeFor(o SendOptions) (route, error) {
 		r.at = at
 		r.delay = 0
 		if wait := at.Sub(serviceTime(p.target)); wait > 0 {
-			r.delay = time.Duration(seconds(wait)) * time.Second
+			r.delay = upToSecond(wait)
 		}
 	}
 	return r, nil
+}
+
+// upToSecond rounds d up to whole seconds, the service's unit, so that a
+// message is never due earlier than asked.
+func upToSecond(d time.Duration) time.Duration {
+	if t := d.Truncate(time.Second); t != d {
+		return t + time.Second
+	}
+	return d
 }
 
 // sent describes a message sent as r says to a caller.
@@ -216,32 +230,38 @@ func parseCancelToken(s string) (cancelToken, error) {
 }
 
 // Cancel makes sure the handler never runs for a message sent with
-// [Publisher.SendWith], [Publisher.SendAfter] or [Publisher.SendAt], at any time
-// before a listener receives it to handle: token is its [Sent.Token]. It
-// fails with an error matching [ErrAlreadyDelivered] if a listener has it
-// already (or it is gone: deleted, expired, or cleared by someone else),
-// and [ErrAlreadyCancelled] if it was cancelled before.
+// [Publisher.SendWith], [Publisher.SendAfter], [Publisher.SendAt] or
+// [Publisher.SendBatch], at any time before a listener receives it to handle:
+// token is its [Sent.Token]. It fails with an error matching
+// [ErrAlreadyDelivered] if a listener has it already (or it is gone:
+// deleted, expired, or cleared by someone else), and [ErrAlreadyCancelled] if
+// it was cancelled before. Cancels of one message racing each other, in any
+// processes, agree: one returns nil, or all say it was delivered.
 //
-// While the message is in the hidden period of its send, a cancel deletes
-// it with the send's pop receipt and deletes its payload blob, if any. A
+// A cancel first writes the message's cancel record to the payload store
+// (If-None-Match: *), whose state a second cancel reads, then deletes the
+// message with its send's pop receipt, and its payload blob, if any. A
 // message with a due line (due beyond 7 days) that a listener has hidden
-// again since cannot be deleted so: a cancel then writes a cancel record
-// to the payload store, and the listener that receives the message when it
-// is due finds the record and deletes the message, its blob and the record
-// without running the handler. Both cost two requests: the delete or its
-// attempt, and the record, written in either case so that a second cancel
-// can tell what became of the message. A record left after a delete
-// expires at the message's due time, [Sweep] removes it after.
+// again since cannot be deleted so: the record stays, and the listener that
+// receives the message when it is due finds it and deletes the message, its
+// blob and the record without running the handler (so that listener must
+// read the same payload store). A message without a due line whose receipt
+// has changed has been delivered: its record then says so. A cancel costs
+// two requests (the record and the delete), and a third, the record's final
+// state, for a message without a due line. The record lives as long as the
+// message could; [Sweep] removes it after, and a cancel then cannot tell what
+// became of the message. A unique send's key stays held until its window
+// ends: cancelling does not free it.
 //
 // A message never cancelled pays nothing for this, unless it has a due
 // line: the listener that receives it when due then writes a delivered
-// record (one conditional write, If-None-Match: *), so that a cancel and
-// a delivery at the same moment cannot both win; the record lives as long as
-// the message could, and [Sweep] removes it after.
+// record (one conditional write), so that a cancel and a delivery at the
+// same moment cannot both win.
 //
 // Cancel needs the publisher's target to be a [*Queue] or a [ShardedQueue]
-// (whose shard the token names), and a payload store for a message that is
-// no longer in its send's hidden period.
+// (whose shard the token names). Without a payload store it can only delete
+// a message still in its send's hidden period, and cannot tell a message
+// delivered from one cancelled before.
 func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	c, err := parseCancelToken(token)
 	if err != nil {
@@ -251,54 +271,102 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	if q == nil {
 		return &ConfigError{Field: "Cancel's token", Reason: fmt.Sprintf("names queue %q, which is not %s or one of its shards", c.Queue, p.target.Name())}
 	}
-	due := time.Unix(c.Due, 0)
-	err = q.Delete(ctx, &Delivery{ID: c.ID, Queue: q.name, Receipt: &popReceipt{queue: q, value: c.Receipt}})
-	switch {
-	case err == nil:
-		// Gone before anyone received it. The record says so to a second
-		// cancel until the message would have been due.
-		if p.store != nil {
-			_, _ = p.store.createRecord(ctx, cancelRecord(c.Queue, c.ID), p.recordMeta(payload.KindCancel, payload.StateCancelled, due))
-			if c.Blob != "" {
-				_ = p.store.remove(ctx, c.Blob)
-			}
+	fail := func(err error) error { return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err) }
+	if p.store == nil {
+		err := p.deleteSent(ctx, q, c)
+		switch {
+		case err == nil || !errors.Is(err, ErrOwnershipLost):
+			return err
+		case c.Hops:
+			return fail(fmt.Errorf("it was received since its send and may have been hidden again; a cancel record needs a payload store: %w", p.noStore()))
 		}
-		return nil
-	case !errors.Is(err, ErrOwnershipLost):
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err)
-	case p.store == nil:
-		if c.Hops {
-			return fmt.Errorf("azdispatch: cancel %s: it was received since its send and may have been hidden again; a cancel record needs a payload store: %w", c.ID, p.noStore())
-		}
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
+		return fail(ErrAlreadyDelivered)
 	}
-	// Received since its send: hidden again (only a message with a due
-	// line is), delivered, or cancelled before. The record decides.
 	name := cancelRecord(c.Queue, c.ID)
-	expires := time.Time{}
+	state := payload.StateCancelled // a listener will read it when the message is due
+	if !c.Hops {
+		state = payload.StatePending // no listener reads it: the delete decides
+	}
+	var expires time.Time
 	if c.Expires != 0 {
 		expires = time.Unix(c.Expires, 0)
 	}
-	created, err := p.store.createRecord(ctx, name, p.recordMeta(payload.KindCancel, payload.StateCancelled, expires))
-	if err != nil {
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err)
-	}
-	if created {
-		if c.Hops {
-			return nil // the listener finds the record when it is due
+	meta := p.recordMeta(payload.KindCancel, state, expires)
+	for try := 0; ; try++ {
+		etag, created, err := p.store.createRecord(ctx, name, meta)
+		if err != nil {
+			return fail(err)
 		}
-		// Without a due line, a receive was its delivery.
-		_ = p.store.remove(ctx, name)
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
+		if created {
+			return p.cancelAs(ctx, q, c, name, meta, etag)
+		}
+		err = p.cancelledBefore(ctx, name)
+		if !errors.Is(err, ErrPayloadMissing) || try == 2 {
+			return fail(err)
+		}
+		// Its record went between our write and our read (a cancel that
+		// failed gave it back, or a sweep): write it again.
 	}
-	rec, err := p.store.readRecord(ctx, name)
-	if err != nil {
+}
+
+// cancelAs finishes a cancel that wrote the message's record (meta, now at
+// etag): it deletes the message and says what became of it.
+func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, name string, meta payload.Meta, etag azcore.ETag) error {
+	err := p.deleteSent(ctx, q, c)
+	settle := func(state string) {
+		if meta.State != state {
+			_, _ = p.store.update(ctx, name, meta, etag, func(m *payload.Meta) { m.State = state })
+		}
+	}
+	switch {
+	case err == nil:
+		settle(payload.StateCancelled)
+		if c.Blob != "" {
+			_ = p.store.remove(ctx, c.Blob)
+		}
+		return nil
+	case !errors.Is(err, ErrOwnershipLost):
+		// Not known whether it was deleted: give the record back, so
+		// that a cancel tried again decides.
+		if !c.Hops {
+			p.store.removeRecord(ctx, name, etag)
+		}
+		return err
+	case c.Hops:
+		return nil // hidden again since: the listener finds the record when it is due
+	}
+	// Without a due line, a receive was its delivery.
+	settle(payload.StateDelivered)
+	return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
+}
+
+// cancelledBefore says what an earlier cancel, or a delivery, recorded of
+// a message: it waits while another cancel is still deciding (bounded).
+func (p *Publisher[T]) cancelledBefore(ctx context.Context, name string) error {
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		rec, err := p.store.readRecord(ctx, name)
+		if err != nil {
+			return err
+		}
+		switch rec.meta.State {
+		case payload.StateCancelled:
+			return ErrAlreadyCancelled
+		case payload.StateDelivered:
+			return ErrAlreadyDelivered
+		}
+		if wait > 5*time.Second || !syncx.Sleep(ctx, wait, nil) {
+			return fmt.Errorf("azdispatch: another cancel of the message has not finished; try again (%w)", context.Cause(ctx))
+		}
+	}
+}
+
+// deleteSent deletes a sent message with its send's pop receipt.
+func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) error {
+	err := q.Delete(ctx, &Delivery{ID: c.ID, Queue: q.name, Receipt: &popReceipt{queue: q, value: c.Receipt}})
+	if err != nil && !errors.Is(err, ErrOwnershipLost) {
 		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err)
 	}
-	if rec.meta.State == payload.StateCancelled {
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyCancelled)
-	}
-	return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
+	return err
 }
 
 // queueNamed is the publisher's target, or its shard, called name, if it
@@ -334,38 +402,41 @@ func (p *Publisher[T]) recordMeta(kind, state string, expires time.Time) payload
 
 // claimKey takes a unique send's key for window, or fails with
 // [ErrDuplicate] if a send within its window holds it. release gives it
-// back (for a send that failed).
+// back (for a send that failed), unless another send has taken it over
+// since.
 func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Duration) (release func(), err error) {
 	name := uniqueRecord(p.target.Name(), key)
 	meta := p.recordMeta(payload.KindUnique, "", time.Now().Add(window))
-	created, err := p.store.createRecord(ctx, name, meta)
-	if err != nil {
-		return nil, fmt.Errorf("azdispatch: unique key: %w", err)
-	}
-	if !created {
-		rec, err := p.store.readRecord(ctx, name)
+	etag, created, err := p.store.createRecord(ctx, name, meta)
+	for try := 0; err == nil && !created; try++ {
+		var rec *record
+		rec, err = p.store.readRecord(ctx, name)
 		switch {
-		case errors.Is(err, ErrPayloadMissing):
-			return p.claimKey(ctx, key, window) // released meanwhile
+		case errors.Is(err, ErrPayloadMissing) && try < 2:
+			// Given back meanwhile: take it.
+			etag, created, err = p.store.createRecord(ctx, name, meta)
+			continue
 		case err != nil:
-			return nil, fmt.Errorf("azdispatch: unique key: %w", err)
 		case !rec.expired():
 			return nil, fmt.Errorf("%w (until %s by the service's clock)", ErrDuplicate, rec.until().Format(time.RFC3339))
-		}
-		// Its window has passed: take it over, unless another sender
-		// does first.
-		if err := p.store.replaceRecord(ctx, name, meta, rec.etag); err != nil {
+		default:
+			// Its window has passed: take it over, unless another sender
+			// does first.
+			etag, err = p.store.replaceRecord(ctx, name, meta, rec.etag)
 			if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound) {
 				return nil, fmt.Errorf("%w (taken over by another send just now)", ErrDuplicate)
 			}
-			return nil, fmt.Errorf("azdispatch: unique key: %w", err)
+			created = err == nil
 		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("azdispatch: unique key: %w", err)
 	}
 	return func() {
 		// Not cut short by the send's context, which may be why it failed.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_ = p.store.remove(ctx, name)
+		p.store.removeRecord(ctx, name, etag)
 	}, nil
 }
 
@@ -396,11 +467,14 @@ type record struct {
 }
 
 // until is when the record expires on the service's clock; zero if never.
+// Its write's time is known to the second (Last-Modified is cut, not
+// rounded): the life is counted from the end of that second, so that it is
+// never shorter than asked.
 func (r *record) until() time.Time {
 	if r.meta.Expires.IsZero() {
 		return time.Time{}
 	}
-	return r.written.Add(r.meta.Expires.Sub(r.meta.Created))
+	return r.written.Add(time.Second + r.meta.Expires.Sub(r.meta.Created))
 }
 
 // expired reports whether the record has expired on the service's clock.
@@ -410,42 +484,52 @@ func (r *record) expired() bool {
 }
 
 // createRecord writes a record unless one of that name exists (one
-// request, If-None-Match: *): created reports which. The container is
-// created if missing.
-func (s *PayloadStore) createRecord(ctx context.Context, name string, meta payload.Meta) (created bool, err error) {
+// request, If-None-Match: *): created reports which, and etag is the new
+// record's. The container is created if missing.
+func (s *PayloadStore) createRecord(ctx context.Context, name string, meta payload.Meta) (etag azcore.ETag, created bool, err error) {
 	cond := &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
-	err = s.writeRecord(ctx, name, meta, cond)
+	etag, err = s.writeRecord(ctx, name, meta, cond)
 	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
 		_, cerr := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
 		if cerr != nil && !bloberror.HasCode(cerr, bloberror.ContainerAlreadyExists) {
-			return false, s.err(opBlobWrite, "", cerr)
+			return "", false, s.err(opBlobWrite, "", cerr)
 		}
-		err = s.writeRecord(ctx, name, meta, cond)
+		etag, err = s.writeRecord(ctx, name, meta, cond)
 	}
 	switch {
 	case err == nil:
-		return true, nil
+		return etag, true, nil
 	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
-		return false, nil
+		return "", false, nil
 	}
-	return false, s.err(opBlobWrite, name, err)
+	return "", false, s.err(opBlobWrite, name, err)
 }
 
-// replaceRecord overwrites a record if it still has etag.
-func (s *PayloadStore) replaceRecord(ctx context.Context, name string, meta payload.Meta, etag azcore.ETag) error {
+// replaceRecord overwrites a record if it still has etag, and returns its
+// new ETag.
+func (s *PayloadStore) replaceRecord(ctx context.Context, name string, meta payload.Meta, etag azcore.ETag) (azcore.ETag, error) {
 	return s.writeRecord(ctx, name, meta, &blob.ModifiedAccessConditions{IfMatch: &etag})
+}
+
+// removeRecord deletes a record if it still has etag: one written since by
+// someone else stays. It reports nothing: a record left is removed by a
+// sweep once expired.
+func (s *PayloadStore) removeRecord(ctx context.Context, name string, etag azcore.ETag) {
+	_, _ = s.client.NewBlobClient(name).Delete(tagBlob(ctx, opBlobDelete), &blob.DeleteOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}},
+	})
 }
 
 // writeRecord uploads a record under cond. Its body says what it is, for
 // an operator who opens it; everything a process reads is in its metadata.
-func (s *PayloadStore) writeRecord(ctx context.Context, name string, meta payload.Meta, cond *blob.ModifiedAccessConditions) error {
+func (s *PayloadStore) writeRecord(ctx context.Context, name string, meta payload.Meta, cond *blob.ModifiedAccessConditions) (azcore.ETag, error) {
 	body, _ := json.Marshal(map[string]string{"kind": meta.Kind, "state": meta.State, "queue": meta.Queue})
-	_, err := s.client.NewBlockBlobClient(name).Upload(tagBlob(ctx, opBlobWrite), readSeekNopCloser{bytes.NewReader(body)}, &blockblob.UploadOptions{
+	resp, err := s.client.NewBlockBlobClient(name).Upload(tagBlob(ctx, opBlobWrite), readSeekNopCloser{bytes.NewReader(body)}, &blockblob.UploadOptions{
 		Metadata:         meta.ToMap(),
 		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
 	})
-	return err
+	return deref(resp.ETag), err
 }
 
 // expireRecord marks a record expired now, for the next sweep to remove.

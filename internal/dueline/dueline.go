@@ -28,8 +28,8 @@ const Magic = "azdispatch-due/1 "
 // one is under 100 bytes.
 const MaxLine = 256
 
-// maxAfter bounds After: a century, beyond which a due time is a mistake.
-const maxAfter = 100 * 365 * 24 * time.Hour
+// MaxAfter bounds After: a century, beyond which a due time is a mistake.
+const MaxAfter = 100 * 365 * 24 * time.Hour
 
 // ErrMalformed is the error of a line that does not parse or makes no sense.
 var ErrMalformed = errors.New("malformed due line")
@@ -50,7 +50,15 @@ type Line struct {
 	// hidden again: the deliveries up to then were hops, not tries, so a
 	// delivery's real count is the service's count less Seen.
 	Seen int64 `json:"seen,omitempty"`
+
+	// extra holds the fields of a parsed line that this version does not
+	// know, written back as they were when the line is encoded again: a
+	// later version's fields survive a hop by this one.
+	extra map[string]json.RawMessage
 }
+
+// known are the names of the fields Line reads.
+var known = map[string]bool{"at": true, "after": true, "hops": true, "seen": true}
 
 // Due is when the message is due, for one inserted at inserted (the
 // service's insertion time).
@@ -61,14 +69,34 @@ func (l *Line) Due(inserted time.Time) time.Time {
 	return inserted.Add(time.Duration(l.After) * time.Second)
 }
 
-// Encode returns the line, newline included, to put before a message's text.
+// Encode returns the line, newline included, to put before a message's
+// text, with the fields it was parsed with that this version does not
+// know. Its At must be within 1970 to 9999 (a time JSON can carry, and
+// Parse accepts): the publisher refuses others before any request.
 func (l *Line) Encode() string {
-	c := *l
-	if !c.At.IsZero() {
-		c.At = c.At.UTC()
+	fields := make(map[string]any, len(l.extra)+4)
+	for k, v := range l.extra {
+		fields[k] = v
 	}
-	b, _ := json.Marshal(&c) // a struct of a time and integers always marshals
+	if !l.At.IsZero() {
+		fields["at"] = l.At.UTC()
+	}
+	for k, v := range map[string]int64{"after": l.After, "hops": l.Hops, "seen": l.Seen} {
+		if v != 0 {
+			fields[k] = v
+		}
+	}
+	b, err := json.Marshal(fields) // keys sorted: the same line, the same bytes
+	if err != nil {
+		panic(fmt.Sprintf("dueline: a line that cannot be encoded: %v", err)) // an At out of range: the caller's bug
+	}
 	return Magic + string(b) + "\n"
+}
+
+// InRange reports whether t is a due time a line can carry: 1970 to 9999.
+func InRange(t time.Time) bool {
+	u := t.UTC()
+	return u.Year() >= 1970 && u.Year() <= 9999
 }
 
 // Has reports whether text starts with a due line.
@@ -87,16 +115,30 @@ func Parse(text string) (*Line, string, error) {
 	if end < 0 {
 		return nil, text, fmt.Errorf("%w: no end of line within %d bytes", ErrMalformed, MaxLine)
 	}
+	raw := []byte(text[len(Magic):end])
 	var l Line
-	if err := json.Unmarshal([]byte(text[len(Magic):end]), &l); err != nil {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &l); err != nil {
 		return nil, text, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, text, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	for k, v := range fields {
+		// JSON names match Line's fields in any case, as Unmarshal did.
+		if !known[strings.ToLower(k)] {
+			if l.extra == nil {
+				l.extra = map[string]json.RawMessage{}
+			}
+			l.extra[k] = v
+		}
 	}
 	switch {
 	case l.At.IsZero() == (l.After == 0):
 		return nil, text, fmt.Errorf("%w: it needs one of \"at\" and \"after\"", ErrMalformed)
-	case l.After < 0 || time.Duration(l.After) > maxAfter/time.Second:
+	case l.After < 0 || time.Duration(l.After) > MaxAfter/time.Second:
 		return nil, text, fmt.Errorf("%w: \"after\" %d is not between 1 s and a century", ErrMalformed, l.After)
-	case !l.At.IsZero() && (l.At.Year() < 1970 || l.At.UTC().Year() > 9999):
+	case !l.At.IsZero() && !InRange(l.At):
 		return nil, text, fmt.Errorf("%w: \"at\" %v is not between 1970 and 9999", ErrMalformed, l.At)
 	case l.Hops < 0 || l.Seen < 0:
 		return nil, text, fmt.Errorf("%w: negative \"hops\" or \"seen\"", ErrMalformed)

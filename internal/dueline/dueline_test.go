@@ -69,3 +69,19 @@ func TestMalformedLinesAreRefused(t *testing.T) {
 		assert.Equal(t, text, rest)
 	}
 }
+
+// A field this version does not know survives a hop: the line is written
+// back with it.
+func TestUnknownFieldsSurviveAnEncode(t *testing.T) {
+	t.Parallel()
+	l, rest, err := Parse(Magic + `{"after":864000,"future":"keep-me","n":[1,2]}` + "\nbody")
+	require.NoError(t, err)
+	l.Hops, l.Seen = 1, 1
+	again, rest2, err := Parse(l.Encode() + rest)
+	require.NoError(t, err)
+	assert.Equal(t, "body", rest2)
+	assert.Equal(t, `"keep-me"`, string(again.extra["future"]))
+	assert.Equal(t, `[1,2]`, string(again.extra["n"]))
+	assert.Equal(t, int64(1), again.Hops)
+	assert.Equal(t, Magic+`{"after":864000,"future":"keep-me","hops":1,"n":[1,2],"seen":1}`+"\n", l.Encode(), "keys sorted")
+}

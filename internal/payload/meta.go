@@ -16,7 +16,7 @@ type Meta struct {
 	Items    int       // items in the payload
 	Done     string    // checkpoint: encoded ranges of items completed (see DoneSet)
 	Poisoned time.Time // when a poison envelope took the pointer; zero: never
-	State    string    // a cancel record's: StateCancelled or StateDelivered
+	State    string    // a cancel record's: StateCancelled, StateDelivered or StatePending
 }
 
 // Kinds of record: small blobs beside the payloads that say something of
@@ -33,6 +33,9 @@ const (
 const (
 	StateCancelled = "cancelled"
 	StateDelivered = "delivered"
+	// StatePending is a cancel's of a message without a due line, until
+	// its delete says which of the other two the message's fate is.
+	StatePending = "pending"
 )
 
 // IsRecord reports whether kind is a record's.
