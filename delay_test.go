@@ -387,3 +387,40 @@ func TestTimesADueLineCannotCarryAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.WithinDuration(t, time.Now().Add(eighty), s.Due, 5*time.Second, "not cut to 68 years")
 }
+
+// Messages waiting together share the receives that bring them back: for
+// 64 messages 400 days ahead, each re-hide costs about one request, the
+// Update, and a thirty-second of a receive.
+func TestWaitingMessagesShareTheirReceives(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-many", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	const n = 64
+	for range n {
+		_, err := pub.SendAfter(ctx, "renew", 400*24*time.Hour)
+		require.NoError(t, err)
+	}
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	hops := int64(0)
+	for range 57 {
+		clock.Advance(week)
+		hops++
+		waitUntil(t, "a round of hops", func() bool { return l.State().Rehidden == n*hops })
+	}
+	clock.Advance(2 * 24 * time.Hour)
+	waitUntil(t, "all handled", func() bool { return l.State().Succeeded == n })
+
+	tx := q.Transactions()
+	received := tx.Receive - tx.EmptyReceive
+	perHop := float64(tx.Update+received) / float64(n*hops) // the final deliveries' receives too: a bound
+	t.Logf("%d messages × %d hops: %d updates, %d receives that brought messages: %.3f requests per re-hide", n, hops, tx.Update, received, perHop)
+	assert.Equal(t, n*hops, tx.Update)
+	assert.LessOrEqual(t, perHop, 1.1)
+	assert.Len(t, h.get(), n)
+}
