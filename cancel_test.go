@@ -3,6 +3,8 @@ package azdispatch
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -404,4 +406,86 @@ func TestAUniqueWindowIsNeverShort(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	assert.GreaterOrEqual(t, time.Since(first), 2*time.Second-100*time.Millisecond, "not before the window's end (the emulator's clock is this machine's)")
+}
+
+// A cancel whose context ends midway leaves no record in the way: its
+// delete never went, so it gives its record back, and a cancel tried again
+// cancels the message.
+func TestACancelCutShortCanBeTriedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newCancelRig(t)
+	plain, err := NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store}) // no due line within 7 days
+	require.NoError(t, err)
+	s, err := plain.SendAfter(ctx, job{N: 1}, time.Hour)
+	require.NoError(t, err)
+
+	cctx, cancel := context.WithCancel(ctx)
+	var once sync.Once
+	f := &faultTransport{fail: func(req *http.Request) bool {
+		cut := false
+		if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/messages/") {
+			once.Do(func() { cancel(); cut = true })
+		}
+		return cut
+	}}
+	acct := faultyAccount(t, f, 0)
+	q, err := acct.Queue(r.q.Name())
+	require.NoError(t, err)
+	store, err := acct.PayloadStore(r.store.Container())
+	require.NoError(t, err)
+	p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	require.Error(t, p.Cancel(cctx, s.Token), "cut short")
+	assert.Empty(t, r.records(t), "its record given back")
+	require.NoError(t, p.Cancel(ctx, s.Token), "tried again")
+	assert.Zero(t, depth(t, r.q))
+	assert.ErrorIs(t, plain.Cancel(ctx, s.Token), ErrAlreadyCancelled)
+}
+
+// A record a cancel left pending (it stopped between its record and its
+// delete) is taken over once it is older than any cancel takes.
+func TestAnAbandonedPendingCancelIsTakenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newCancelRig(t)
+	plain, err := NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store}) // no due line within 7 days
+	require.NoError(t, err)
+	s, err := plain.SendAfter(ctx, job{N: 1}, time.Hour)
+	require.NoError(t, err)
+	c, err := parseCancelToken(s.Token)
+	require.NoError(t, err)
+	_, created, err := r.store.createRecord(ctx, cancelRecord(c.Queue, c.ID), r.pub.recordMeta(payload.KindCancel, payload.StatePending, time.Time{}))
+	require.NoError(t, err)
+	require.True(t, created)
+	start := time.Now()
+	require.NoError(t, plain.Cancel(ctx, s.Token))
+	assert.GreaterOrEqual(t, time.Since(start), pendingLimit-time.Second, "it waited for the other cancel first")
+	assert.Zero(t, depth(t, r.q))
+	assert.Equal(t, []string{payload.StateCancelled}, r.records(t))
+}
+
+// A cancel of a message with a due line is done once its record is
+// written: cut short before its delete, it still returns nil, and the
+// listener drops the message when it is due.
+func TestACancelWithADueLineIsDoneByItsRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newCancelRig(t)
+	s, err := r.pub.SendAfter(ctx, job{N: 1}, 3*time.Second) // beyond testHop: a due line
+	require.NoError(t, err)
+	f := &faultTransport{fail: func(req *http.Request) bool {
+		return req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/messages/")
+	}}
+	acct := faultyAccount(t, f, 0)
+	q, err := acct.Queue(r.q.Name())
+	require.NoError(t, err)
+	store, err := acct.PayloadStore(r.store.Container())
+	require.NoError(t, err)
+	p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	require.NoError(t, p.Cancel(ctx, s.Token), "its delete failed, its record stands")
+	started(t, r.l)
+	waitFor(t, "dropped when due", func() bool { return r.l.State().Cancelled == 1 })
+	assert.Zero(t, r.handled.Load())
 }

@@ -300,62 +300,81 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 		if created {
 			return p.cancelAs(ctx, q, c, name, meta, etag)
 		}
-		err = p.cancelledBefore(ctx, name)
-		if !errors.Is(err, ErrPayloadMissing) || try == 2 {
+		rec, err := p.settledRecord(ctx, name)
+		switch {
+		case errors.Is(err, ErrPayloadMissing) && try < 2:
+			continue // gone between our write and our read (given back, or swept): write it again
+		case err != nil:
+			return fail(err)
+		case rec.meta.State == payload.StateCancelled:
+			return fail(ErrAlreadyCancelled)
+		case rec.meta.State == payload.StateDelivered:
+			return fail(ErrAlreadyDelivered)
+		}
+		// Pending for longer than any cancel takes: one that stopped
+		// midway left it. Take it over, and decide by the delete.
+		if etag, err = p.store.replaceRecord(ctx, name, meta, rec.etag); err != nil {
+			if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound) && try < 2 {
+				continue // another cancel took it over first
+			}
 			return fail(err)
 		}
-		// Its record went between our write and our read (a cancel that
-		// failed gave it back, or a sweep): write it again.
+		return p.cancelAs(ctx, q, c, name, meta, etag)
 	}
 }
 
 // cancelAs finishes a cancel that wrote the message's record (meta, now at
-// etag): it deletes the message and says what became of it.
+// etag): it deletes the message and says what became of it. The record is
+// settled, or given back, whatever becomes of ctx: a record left pending
+// makes every later cancel wait for it (see settledRecord).
 func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, name string, meta payload.Meta, etag azcore.ETag) error {
 	err := p.deleteSent(ctx, q, c)
+	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	settle := func(state string) {
 		if meta.State != state {
-			_, _ = p.store.update(ctx, name, meta, etag, func(m *payload.Meta) { m.State = state })
+			_, _ = p.store.update(after, name, meta, etag, func(m *payload.Meta) { m.State = state })
 		}
 	}
 	switch {
 	case err == nil:
 		settle(payload.StateCancelled)
 		if c.Blob != "" {
-			_ = p.store.remove(ctx, c.Blob)
+			_ = p.store.remove(after, c.Blob)
 		}
+		return nil
+	case c.Hops:
+		// Hidden again since, or the delete failed: either way the
+		// listener finds the record when the message is due, and drops it.
 		return nil
 	case !errors.Is(err, ErrOwnershipLost):
 		// Not known whether it was deleted: give the record back, so
-		// that a cancel tried again decides.
-		if !c.Hops {
-			p.store.removeRecord(ctx, name, etag)
-		}
+		// that a cancel tried again decides. (If the delete was done and
+		// only its answer lost, that cancel finds the message gone and
+		// takes it for delivered.)
+		p.store.removeRecord(after, name, etag)
 		return err
-	case c.Hops:
-		return nil // hidden again since: the listener finds the record when it is due
 	}
 	// Without a due line, a receive was its delivery.
 	settle(payload.StateDelivered)
 	return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
 }
 
-// cancelledBefore says what an earlier cancel, or a delivery, recorded of
-// a message: it waits while another cancel is still deciding (bounded).
-func (p *Publisher[T]) cancelledBefore(ctx context.Context, name string) error {
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
+// pendingLimit is how long a pending cancel record is waited for: a
+// cancel takes two requests, and one pending longer stopped midway.
+const pendingLimit = 10 * time.Second
+
+// settledRecord reads a message's cancel record, waiting while another
+// cancel is still deciding; one still pending after pendingLimit (by the
+// service's clock, from its write) is returned as it is, abandoned.
+func (p *Publisher[T]) settledRecord(ctx context.Context, name string) (*record, error) {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		rec, err := p.store.readRecord(ctx, name)
-		if err != nil {
-			return err
+		if err != nil || rec.meta.State != payload.StatePending || rec.now.Sub(rec.written) > pendingLimit {
+			return rec, err
 		}
-		switch rec.meta.State {
-		case payload.StateCancelled:
-			return ErrAlreadyCancelled
-		case payload.StateDelivered:
-			return ErrAlreadyDelivered
-		}
-		if wait > 5*time.Second || !syncx.Sleep(ctx, wait, nil) {
-			return fmt.Errorf("azdispatch: another cancel of the message has not finished; try again (%w)", context.Cause(ctx))
+		if !syncx.Sleep(ctx, wait, nil) {
+			return nil, context.Cause(ctx)
 		}
 	}
 }
