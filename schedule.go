@@ -258,6 +258,13 @@ func parseCancelToken(s string) (cancelToken, error) {
 // record (one conditional write), so that a cancel and a delivery at the
 // same moment cannot both win.
 //
+// A cancel that fails (its context ended, storage failed) may be tried
+// again: for a message with a due line it is done once its record is
+// written; otherwise it gives its record back, and a record a cancel that
+// stopped midway left pending is taken over after 10 s. If only the answer
+// of its delete was lost, a cancel tried again finds the message gone and
+// says [ErrAlreadyDelivered].
+//
 // Cancel needs the publisher's target to be a [*Queue] or a [ShardedQueue]
 // (whose shard the token names). Without a payload store it can only delete
 // a message still in its send's hidden period, and cannot tell a message
