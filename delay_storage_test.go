@@ -138,3 +138,23 @@ func TestADeliveryCarriesTheServicesTime(t *testing.T) {
 	assert.Zero(t, ds[0].ReceivedAt.Nanosecond(), "to the second, as the header gives it")
 	assert.True(t, q.clock.Known(), "the queue saw the service's time")
 }
+
+// Before its queue has answered, a publisher does not know the service's
+// time: a SendAt then writes its time in a due line, for listeners to
+// decide on the service's clock; after an answer, a time within 7 days is
+// the service's own hidden period.
+func TestSendAtBeforeTheQueueHasAnsweredWritesItsTime(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	p, err := NewPublisher[job](q, nil)
+	require.NoError(t, err)
+	at := time.Now().Add(time.Hour)
+	r, err := p.routeFor(SendOptions{At: at})
+	require.NoError(t, err)
+	assert.NotEmpty(t, p.dueLine(r), "its time in a line")
+	_, err = q.Depth(context.Background())
+	require.NoError(t, err)
+	r, err = p.routeFor(SendOptions{At: at})
+	require.NoError(t, err)
+	assert.Empty(t, p.dueLine(r), "the service's own hidden period")
+}

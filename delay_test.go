@@ -424,3 +424,42 @@ func TestWaitingMessagesShareTheirReceives(t *testing.T) {
 	assert.LessOrEqual(t, perHop, 1.1)
 	assert.Len(t, h.get(), n)
 }
+
+// A send middleware that changes the delay changes what is sent and what
+// the send says of it: the due line, the due time.
+func TestASendMiddlewareThatChangesTheDelayIsTakenAtItsWord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-mw", &memqueue.Options{Clock: clock})
+	setDelay := func(d time.Duration) azdispatch.SendMiddleware {
+		return azdispatch.SendMiddlewareFunc(func(ctx context.Context, s *azdispatch.Outgoing) error {
+			s.Delay = d
+			return s.Next(ctx)
+		})
+	}
+	now, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), Middleware: []azdispatch.SendMiddleware{setDelay(0)}})
+	require.NoError(t, err)
+	s, err := now.SendAfter(ctx, "now", 30*24*time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, clock.Now(), s.Due, "sent visible at once, as the middleware said")
+	later, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), Middleware: []azdispatch.SendMiddleware{setDelay(10*24*time.Hour + time.Millisecond)}})
+	require.NoError(t, err)
+	s, err = later.SendAfter(ctx, "later", 0)
+	require.NoError(t, err)
+	assert.Equal(t, clock.Now().Add(10*24*time.Hour+time.Second), s.Due, "rounded up to the second")
+	bad, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), Middleware: []azdispatch.SendMiddleware{setDelay(-time.Second)}})
+	require.NoError(t, err)
+	_, err = bad.SendAfter(ctx, "x", time.Second)
+	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+
+	got, err := q.Receive(ctx, azdispatch.MaxBatch, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "now", got[0].Text, "no due line")
+	clock.Advance(azdispatch.MaxVisibility)
+	got, err = q.Receive(ctx, azdispatch.MaxBatch, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.True(t, strings.HasPrefix(got[0].Text, "azdispatch-due/1 "), "a due line: %q", got[0].Text)
+}

@@ -120,11 +120,7 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		// Handled before, but its delete failed: delete it now (and its
 		// payload blob, if any, after it), and do not count this delivery
 		// against it.
-		if _, text, err := ParseMetadata(bodyText(d.Text)); err == nil {
-			if p, err := payload.ParsePointer(text, l.limits); err == nil {
-				t.blob = p
-			}
-		}
+		t.blob = l.ownPayload(bodyText(d.Text))
 		return action{kind: actDone, handledBefore: true}
 	case memo.Poisoned:
 		// Copied to the poison queue before, but not deleted: finish the
@@ -204,19 +200,21 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 }
 
 // whenDue handles the due line of t's message: a message received more
-// than a visibility timeout before it is due is hidden again (done, with
-// the action); one due sooner is held here until then, kept hidden by the
-// receive that brought it and the usual renewals, rather than hidden again
-// by another request; and one that is due has its DequeueCount set to its
-// real tries.
+// than a visibility timeout (at most 30 s) before it is due is hidden
+// again (done, with the action); one due sooner is held here until then,
+// kept hidden by the receive that brought it and the usual renewals,
+// rather than hidden again by another request; and one that is due has
+// its DequeueCount set to its real tries.
 //
 // Deliveries before the due time are hops, not tries. The line's Seen is
 // the service's dequeue count at the last hop, so a delivery's real count
-// is its count less Seen. A hop whose update failed is not in Seen, but
-// its message reappears a visibility timeout later, still before it is
-// due, and is hidden again or held; an early delivery held here is the
-// first real try whatever the counts say. Only if no listener receives it
-// again before it is due does a failed hop count as a try.
+// is its count less Seen. A hop whose update failed is not in Seen: its
+// message reappears a visibility timeout later, and an early delivery held
+// here is the first real try whatever the counts say. A failed hop can
+// still count as one try: when no listener receives the message again
+// before it is due (a hop is made for anything due beyond 30 s, so a
+// visibility timeout longer than that may bring it back late), and for
+// the tries after a held one whose handler failed.
 func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 	d := t.d
 	if due.Seen > 0 && due.Seen >= d.DequeueCount {
@@ -229,21 +227,27 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
 		return action{}, false
 	}
-	if wait > l.opts.VisibilityTimeout {
+	if wait > min(l.opts.VisibilityTimeout, maxHold) {
 		return hideAgain(d, due, min(wait, l.hop)), true
 	}
-	// Counted from the receive, on the local clock: a span, not a time.
+	// A span counted from now on the local clock, which is after the
+	// answer whose Date it was measured from: never early.
+	until := time.Now().Add(wait)
 	ctx, done := t.untilRunEnds()
-	held := syncx.Sleep(ctx, time.Until(t.received.Add(wait)), nil)
+	held := syncx.Sleep(ctx, time.Until(until), nil)
 	done()
 	if !held {
 		// Stopping, or the try ended: hidden again for what remains, so
 		// that this delivery does not count as a try.
-		return hideAgain(d, due, max(time.Until(t.received.Add(wait)), time.Second)), true
+		return hideAgain(d, due, max(time.Until(until), time.Second)), true
 	}
 	d.DequeueCount = 1
 	return action{}, false
 }
+
+// maxHold bounds how long a listener holds a message that is due soon,
+// taking a place a ready message could use: one due later is hidden again.
+const maxHold = 30 * time.Second
 
 // hideAgain is the action for d, a delayed message received before it is
 // due by the service's clock: hidden again for after (what remains, at
@@ -253,8 +257,7 @@ func hideAgain(d *Delivery, due *dueline.Line, after time.Duration) action {
 	next := *due
 	next.Hops++
 	next.Seen = d.DequeueCount
-	_, rest, _ := dueline.Parse(d.Text)
-	return action{kind: actHide, after: after, text: next.Encode() + rest}
+	return action{kind: actHide, after: after, text: next.Encode() + bodyText(d.Text)}
 }
 
 // deliverOrCancel decides, for a message with a due line that is due now,
@@ -262,8 +265,9 @@ func hideAgain(d *Delivery, due *dueline.Line, after time.Duration) action {
 // again: whoever writes the message's cancel record first wins (If-None-Match:
 // *), and the record says which won to the other and to a second cancel.
 // A cancelled message is deleted unhandled, with its payload blob, and its
-// record kept only until a sweep. rest is its text after the due line. Without a payload store
-// there is no record to find, and the message is delivered.
+// record kept only until a sweep. Without a payload store there is no
+// record to find, and the message is delivered. rest is its text after the
+// due line.
 func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	store := l.opts.Payloads
 	if store == nil {
@@ -271,7 +275,10 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	}
 	d := t.d
 	name := cancelRecord(d.Queue, d.ID)
+	// As long as the message could live (a cancel reads it till then), or
+	// deliveredRecordLife for one that never expires.
 	meta := payload.Meta{Kind: payload.KindCancel, State: payload.StateDelivered, Queue: d.Queue, Created: receivedAt(d)}
+	meta.Expires = meta.Created.Add(deliveredRecordLife)
 	if d.ExpiresAt.Before(neverExpires) {
 		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
 	}
@@ -279,11 +286,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	if err == nil && !created {
 		var rec *record
 		if rec, err = store.readRecord(t.ctx, name); err == nil && rec.meta.State == payload.StateCancelled {
-			if _, text, err := ParseMetadata(rest); err == nil {
-				if p, err := payload.ParsePointer(text, l.limits); err == nil {
-					t.blob = p
-				}
-			}
+			t.blob = l.ownPayload(rest)
 			return action{kind: actCancelled, record: rec}, true
 		}
 	}
@@ -298,6 +301,27 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether it was cancelled: %w", err)}, true
 	}
 	return action{}, false
+}
+
+// deliveredRecordLife is how long the delivered record of a message that
+// never expires is kept: a cancel of it after that is answered as if it
+// waited, harmlessly (nothing runs).
+const deliveredRecordLife = 30 * 24 * time.Hour
+
+// ownPayload is the pointer text (after any metadata line) makes to a blob
+// of this listener's payload container, if it is one: the blob to delete
+// with its message. A pointer to another container names nothing to
+// delete.
+func (l *Listener[T]) ownPayload(text string) *payload.Pointer {
+	_, text, err := ParseMetadata(text)
+	if err != nil {
+		return nil
+	}
+	p, err := payload.ParsePointer(text, l.limits)
+	if err != nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+		return nil
+	}
+	return p
 }
 
 // receivedAt is when d was received by the service's clock, or by the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -204,7 +205,7 @@ type Outgoing struct {
 	chain   []SendMiddleware
 	pos     int
 	send    func(ctx context.Context, s *Outgoing) error
-	route   route       // how it goes, but for Delay and Key, which a middleware may change
+	route   route       // how it goes: Delay and Key, which a middleware may change, are taken at the send
 	sent    sentMessage // what the target said of the message
 	ownMeta bool        // Metadata is a map Set made for this send
 	keyed   bool        // sent with SendKeyed
@@ -222,6 +223,20 @@ func (s *Outgoing) Set(key, value string) {
 		s.Metadata, s.ownMeta = m, true
 	}
 	s.Metadata[key] = value
+}
+
+// takeRoute sets the send's route to what the middleware left in Delay
+// and Key, checked and rounded as the send's own options are: the route
+// taken decides the due line, and what a cancel of the message needs.
+func (s *Outgoing) takeRoute() error {
+	if s.Delay < 0 || s.Delay > dueline.MaxAfter {
+		return &ConfigError{Field: "Outgoing.Delay", Reason: fmt.Sprintf("%v: a send middleware set it outside 0 to a century", s.Delay)}
+	}
+	if d := upToSecond(s.Delay); d != s.route.delay {
+		s.route.delay, s.route.at = d, time.Time{} // a delay of its own, not SendAt's time
+	}
+	s.route.key = s.Key
+	return nil
 }
 
 // Next runs the rest of the chain and then the send with ctx.

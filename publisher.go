@@ -113,7 +113,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 // it before decoding, so its handler cannot tell. Without a payload store
 // such a body fails with a [*MessageTooLargeError], before any request.
 func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
-	m, err := p.publish(ctx, body, route{})
+	m, _, err := p.publish(ctx, body, route{})
 	return m.ID, err
 }
 
@@ -125,7 +125,7 @@ func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (strin
 	if p.keyed == nil {
 		return "", &ConfigError{Field: "target", Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
 	}
-	m, err := p.publish(ctx, body, route{key: key, keyed: true})
+	m, _, err := p.publish(ctx, body, route{key: key, keyed: true})
 	return m.ID, err
 }
 
@@ -189,7 +189,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 		s := p.outgoing(&items, r)
 		s.Items, s.isBatch = len(items), true
 		err := s.Next(ctx)
-		b = s.batch
+		b, r = s.batch, s.route
 		return err
 	})
 	if err != nil {
@@ -240,13 +240,14 @@ type route struct {
 	keyed  bool
 	ttl    time.Duration
 	ownTTL bool // ttl is the send's, not the publisher's
+	line   bool // a due line even within the hop: SendAt's time, before the target's clock is known
 }
 
 // dueLine is the line that records when the message is due, if the
 // service cannot keep it hidden until then alone.
 func (p *Publisher[T]) dueLine(r route) string {
 	switch {
-	case r.delay <= p.hop:
+	case r.delay <= p.hop && !r.line:
 		return ""
 	case !r.at.IsZero():
 		return (&dueline.Line{At: r.at}).Encode()
@@ -288,16 +289,17 @@ func (p *Publisher[T]) expires(r route, due time.Time) int64 {
 
 // publish is the path of every single message: through the middleware, if
 // any, to send.
-func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (sentMessage, error) {
+// It returns the route taken: a middleware may have changed the delay.
+func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (sentMessage, route, error) {
 	if p.mw == nil {
 		m, _, err := p.send(ctx, body, r, nil)
-		return m, err
+		return m, r, err
 	}
 	s := p.outgoing(&body, r)
 	if err := s.Next(ctx); err != nil {
-		return sentMessage{}, err
+		return sentMessage{}, r, err
 	}
-	return s.sent, nil
+	return s.sent, s.route, nil
 }
 
 // send encodes body, offloads it when the text cannot go on the queue as
@@ -343,9 +345,10 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		if !ok {
 			return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
 		}
-		r := s.route
-		r.delay = s.Delay
-		b, err := p.sendBatch(ctx, *items, s.Metadata, r)
+		if err := s.takeRoute(); err != nil {
+			return err
+		}
+		b, err := p.sendBatch(ctx, *items, s.Metadata, s.route)
 		if err != nil {
 			return err
 		}
@@ -356,9 +359,10 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	if !ok {
 		return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
 	}
-	r := s.route
-	r.delay, r.key = s.Delay, s.Key
-	m, text, err := p.send(ctx, *body, r, s.Metadata)
+	if err := s.takeRoute(); err != nil {
+		return err
+	}
+	m, text, err := p.send(ctx, *body, s.route, s.Metadata)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) 
 	}
 	var m sentMessage
 	err = p.unique(ctx, o, func() error {
-		m, err = p.publish(ctx, body, r)
+		m, r, err = p.publish(ctx, body, r)
 		return err
 	})
 	if err != nil {
@@ -153,6 +153,9 @@ func (p *Publisher[T]) routeFor(o SendOptions) (route, error) {
 		r.delay = 0
 		if wait := at.Sub(serviceTime(p.target)); wait > 0 {
 			r.delay = upToSecond(wait)
+			// Before the target has answered, its time is this
+			// machine's: the line lets listeners decide on the service's.
+			r.line = !serviceTimeKnown(p.target)
 		}
 	}
 	return r, nil
@@ -279,6 +282,11 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 		return &ConfigError{Field: "Cancel's token", Reason: fmt.Sprintf("names queue %q, which is not %s or one of its shards", c.Queue, p.target.Name())}
 	}
 	fail := func(err error) error { return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err) }
+	if c.Expires != 0 && !serviceTime(p.target).Before(time.Unix(c.Expires, 0)) {
+		// Past its life: delivered or expired, and its record may be
+		// swept already (a new one would be taken for a cancel).
+		return fail(ErrAlreadyDelivered)
+	}
 	if p.store == nil {
 		err := p.deleteSent(ctx, q, c)
 		switch {
@@ -335,7 +343,11 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 // settled, or given back, whatever becomes of ctx: a record left pending
 // makes every later cancel wait for it (see settledRecord).
 func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, name string, meta payload.Meta, etag azcore.ETag) error {
-	err := p.deleteSent(ctx, q, c)
+	// Within half the time other cancels wait for a pending record, so
+	// that none takes it over while this delete may still succeed.
+	dctx, stop := context.WithTimeout(ctx, pendingLimit/2)
+	err := p.deleteSent(dctx, q, c)
+	stop()
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	settle := func(state string) {
@@ -419,9 +431,10 @@ func (p *Publisher[T]) recordMeta(kind, state string, expires time.Time) payload
 	now := time.Now()
 	m := payload.Meta{Kind: kind, State: state, Queue: p.target.Name(), Created: now}
 	if !expires.IsZero() {
-		// Relative to now on this clock, which Sweep measures from the
-		// record's write on the service's (see sweepDue).
-		m.Expires = now.Add(max(time.Until(expires), 0))
+		// expires is on the service's clock; the life it leaves is kept
+		// relative to Created, which Sweep measures from the record's
+		// write on the service's clock too (see sweepDue).
+		m.Expires = now.Add(max(expires.Sub(serviceTime(p.target)), 0))
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -292,6 +293,20 @@ func sendTo(ctx context.Context, t Target, text string, opts *SendOptions) (sent
 // serviceClock is a [Source] or [Target] that knows the service's time:
 // a [*Queue], a [ShardedQueue], a memqueue.Queue.
 type serviceClock interface{ ServiceTime() time.Time }
+
+// serviceTimeKnown reports whether v knows the service's time from an
+// answer: a [*Queue] that has had one, a [ShardedQueue] one of whose shards
+// has; a source of its own clock (a memqueue.Queue), or one that cannot
+// tell, is taken to know it.
+func serviceTimeKnown(v any) bool {
+	switch t := v.(type) {
+	case *Queue:
+		return t.clock.Known()
+	case *ShardedQueue:
+		return slices.ContainsFunc(t.set.shards, func(sh Shard) bool { return serviceTimeKnown(sh) })
+	}
+	return true
+}
 
 // serviceTime is the service's time by the first of vs that knows it, and
 // the local clock's if none does.
