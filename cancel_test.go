@@ -455,7 +455,7 @@ func TestAnAbandonedPendingCancelIsTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	c, err := parseCancelToken(s.Token)
 	require.NoError(t, err)
-	_, created, err := r.store.createRecord(ctx, cancelRecord(c.Queue, c.ID), r.pub.recordMeta(payload.KindCancel, payload.StatePending, time.Time{}))
+	_, created, err := r.store.createRecord(ctx, cancelRecord(c.Queue, c.ID), r.pub.recordMeta(payload.KindCancel, payload.StatePending, 0))
 	require.NoError(t, err)
 	require.True(t, created)
 	start := time.Now()

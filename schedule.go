@@ -302,11 +302,12 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	if !c.Hops {
 		state = payload.StatePending // no listener reads it: the delete decides
 	}
-	var expires time.Time
+	life := time.Duration(0) // never expires, as its message
 	if c.Expires != 0 {
-		expires = time.Unix(c.Expires, 0)
+		// Its message's expiry is on the service's clock.
+		life = max(time.Unix(c.Expires, 0).Sub(serviceTime(p.target)), time.Second)
 	}
-	meta := p.recordMeta(payload.KindCancel, state, expires)
+	meta := p.recordMeta(payload.KindCancel, state, life)
 	for try := 0; ; try++ {
 		etag, created, err := p.store.createRecord(ctx, name, meta)
 		if err != nil {
@@ -425,16 +426,16 @@ func (p *Publisher[T]) queueNamed(name string) *Queue {
 	return nil
 }
 
-// recordMeta is the metadata of a record the publisher writes, expiring at
-// expires (never, if zero).
-func (p *Publisher[T]) recordMeta(kind, state string, expires time.Time) payload.Meta {
+// recordMeta is the metadata of a record the publisher writes, to live for
+// life from its write (never, if zero). A life, not a time: Sweep and a
+// unique key's owner measure it from the record's write on the service's
+// clock (see sweepDue and record.until), so no clock of this machine's
+// enters.
+func (p *Publisher[T]) recordMeta(kind, state string, life time.Duration) payload.Meta {
 	now := time.Now()
 	m := payload.Meta{Kind: kind, State: state, Queue: p.target.Name(), Created: now}
-	if !expires.IsZero() {
-		// expires is on the service's clock; the life it leaves is kept
-		// relative to Created, which Sweep measures from the record's
-		// write on the service's clock too (see sweepDue).
-		m.Expires = now.Add(max(expires.Sub(serviceTime(p.target)), 0))
+	if life > 0 {
+		m.Expires = now.Add(life)
 	}
 	return m
 }
@@ -445,7 +446,7 @@ func (p *Publisher[T]) recordMeta(kind, state string, expires time.Time) payload
 // since.
 func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Duration) (release func(), err error) {
 	name := uniqueRecord(p.target.Name(), key)
-	meta := p.recordMeta(payload.KindUnique, "", time.Now().Add(window))
+	meta := p.recordMeta(payload.KindUnique, "", window)
 	etag, created, err := p.store.createRecord(ctx, name, meta)
 	for try := 0; err == nil && !created; try++ {
 		var rec *record
