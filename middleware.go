@@ -208,7 +208,6 @@ type Outgoing struct {
 	route   route       // how it goes: Delay and Key, which a middleware may change, are taken at the send
 	sent    sentMessage // what the target said of the message
 	ownMeta bool        // Metadata is a map Set made for this send
-	keyed   bool        // sent with SendKeyed
 	isBatch bool        // sent with SendBatch
 	batch   SentBatch   // what SendBatch returns
 }
