@@ -57,6 +57,19 @@ func newCancelRig(t *testing.T) *cancelRig {
 	return r
 }
 
+// publisherThrough is a publisher to queue with its payloads in container,
+// through acct: another process's, or one with faults of its own.
+func publisherThrough(t *testing.T, acct *Account, queue, container string) *Publisher[job] {
+	t.Helper()
+	q, err := acct.Queue(queue)
+	require.NoError(t, err)
+	store, err := acct.PayloadStore(container)
+	require.NoError(t, err)
+	p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	return p
+}
+
 // records reads the states of the cancel records in the rig's store.
 func (r *cancelRig) records(t *testing.T) []string {
 	t.Helper()
@@ -213,14 +226,7 @@ func TestUniqueSendsAcrossProcesses(t *testing.T) {
 	container := uniqueName(t)
 	var pubs []*Publisher[job]
 	for range 2 { // an account each: as two processes
-		acct := testAccount(t, nil)
-		q, err := acct.Queue(name)
-		require.NoError(t, err)
-		store, err := acct.PayloadStore(container)
-		require.NoError(t, err)
-		p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
-		require.NoError(t, err)
-		pubs = append(pubs, p)
+		pubs = append(pubs, publisherThrough(t, testAccount(t, nil), name, container))
 	}
 	opts := &SendOptions{UniqueKey: "invoice-42", UniqueFor: 3 * time.Second}
 	var wg sync.WaitGroup
@@ -284,8 +290,12 @@ func TestAFailedUniqueSendReleasesItsKey(t *testing.T) {
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrDuplicate)
 	assert.Empty(t, listBlobs(t, store), "released")
-	_, err = good.SendWith(ctx, job{}, opts)
+	cctx, cost := CountTransactions(ctx)
+	_, err = good.SendWith(cctx, job{}, opts)
 	require.NoError(t, err)
+	tx := cost()
+	t.Logf("a unique send: %d requests (%d send, %d blob write)", tx.Total(), tx.Send, tx.BlobWrite)
+	assert.Equal(t, Transactions{Send: 1, BlobWrite: 1}, tx, "one conditional write more than a send")
 	_, err = good.SendWith(ctx, job{}, opts)
 	assert.ErrorIs(t, err, ErrDuplicate)
 }
@@ -326,14 +336,7 @@ func TestRacingCancelsAgree(t *testing.T) {
 	r := newCancelRig(t)
 	var pubs []*Publisher[job]
 	for range 4 { // an account each: as four processes
-		acct := testAccount(t, nil)
-		q, err := acct.Queue(r.q.Name())
-		require.NoError(t, err)
-		store, err := acct.PayloadStore(r.store.Container())
-		require.NoError(t, err)
-		p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
-		require.NoError(t, err)
-		pubs = append(pubs, p)
+		pubs = append(pubs, publisherThrough(t, testAccount(t, nil), r.q.Name(), r.store.Container()))
 	}
 	race := func(token string) []error {
 		errs := make([]error, len(pubs))
@@ -429,16 +432,14 @@ func TestACancelCutShortCanBeTriedAgain(t *testing.T) {
 		}
 		return cut
 	}}
-	acct := faultyAccount(t, f, 0)
-	q, err := acct.Queue(r.q.Name())
-	require.NoError(t, err)
-	store, err := acct.PayloadStore(r.store.Container())
-	require.NoError(t, err)
-	p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
-	require.NoError(t, err)
+	p := publisherThrough(t, faultyAccount(t, f, 0), r.q.Name(), r.store.Container())
 	require.Error(t, p.Cancel(cctx, s.Token), "cut short")
 	assert.Empty(t, r.records(t), "its record given back")
-	require.NoError(t, p.Cancel(ctx, s.Token), "tried again")
+	cctx, cost := CountTransactions(ctx)
+	require.NoError(t, p.Cancel(cctx, s.Token), "tried again")
+	tx := cost()
+	t.Logf("a cancel without a due line: %d requests (%d delete, %d blob writes)", tx.Total(), tx.Delete, tx.BlobWrite)
+	assert.Equal(t, Transactions{Delete: 1, BlobWrite: 2}, tx, "its record, the delete, the record settled")
 	assert.Zero(t, depth(t, r.q))
 	assert.ErrorIs(t, plain.Cancel(ctx, s.Token), ErrAlreadyCancelled)
 }
@@ -477,13 +478,7 @@ func TestACancelWithADueLineIsDoneByItsRecord(t *testing.T) {
 	f := &faultTransport{fail: func(req *http.Request) bool {
 		return req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/messages/")
 	}}
-	acct := faultyAccount(t, f, 0)
-	q, err := acct.Queue(r.q.Name())
-	require.NoError(t, err)
-	store, err := acct.PayloadStore(r.store.Container())
-	require.NoError(t, err)
-	p, err := NewPublisher[job](q, &PublisherOptions{Payloads: store})
-	require.NoError(t, err)
+	p := publisherThrough(t, faultyAccount(t, f, 0), r.q.Name(), r.store.Container())
 	require.NoError(t, p.Cancel(ctx, s.Token), "its delete failed, its record stands")
 	started(t, r.l)
 	waitFor(t, "dropped when due", func() bool { return r.l.State().Cancelled == 1 })

@@ -105,7 +105,9 @@ func (l *Listener[T]) dequeue(s *session) {
 		// request: count their visibility from before it.
 		asked := time.Now()
 		// A receive that may find messages known to be due again looks
-		// for them everywhere (see dueLook).
+		// for them everywhere, and every receive hears whether a shard
+		// failed while another answered (see dueLook): one small
+		// allocation per receive, not per message.
 		look := &dueLook{}
 		if next, ok := l.due.Next(); ok && !next.After(asked) {
 			look.all = true

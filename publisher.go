@@ -172,11 +172,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 	if p.store == nil {
 		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", p.noStore())
 	}
-	var o SendOptions
-	if opts != nil {
-		o = *opts
-	}
-	r, err := p.routeFor(o)
+	o, r, err := p.routeFor(opts)
 	if err != nil {
 		return SentBatch{}, err
 	}

@@ -53,11 +53,7 @@ type Sent struct {
 //
 // It returns what [Publisher.Cancel] needs.
 func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) (Sent, error) {
-	var o SendOptions
-	if opts != nil {
-		o = *opts
-	}
-	r, err := p.routeFor(o)
+	o, r, err := p.routeFor(opts)
 	if err != nil {
 		return Sent{}, err
 	}
@@ -126,9 +122,20 @@ func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, 
 	return p.SendWith(ctx, body, &SendOptions{At: at})
 }
 
-// routeFor checks a send's options before anything is written (a large
-// body's blob, a unique key) and says how the message goes.
-func (p *Publisher[T]) routeFor(o SendOptions) (route, error) {
+// routeFor checks a send's options (nil: the defaults) before anything
+// is written (a large body's blob, a unique key), and says how the message
+// goes.
+func (p *Publisher[T]) routeFor(opts *SendOptions) (SendOptions, route, error) {
+	var o SendOptions
+	if opts != nil {
+		o = *opts
+	}
+	r, err := p.checkRoute(o)
+	return o, r, err
+}
+
+// checkRoute is routeFor for options given.
+func (p *Publisher[T]) checkRoute(o SendOptions) (route, error) {
 	switch {
 	case o.Delay < 0 || o.Delay > dueline.MaxAfter:
 		return route{}, &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century", o.Delay)}

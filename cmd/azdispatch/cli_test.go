@@ -433,14 +433,11 @@ func TestPeekShowsWhenADelayedMessageIsDue(t *testing.T) {
 	t.Parallel()
 	conn, _ := accounts(t)
 	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
-	queue := uniqueName(t)
-	account, err := azdispatch.NewAccountFromConnectionString(conn, nil)
-	require.NoError(t, err)
-	q, err := account.Queue(queue)
-	require.NoError(t, err)
+	q := createdQueue(t, conn)
+	queue := q.Name()
 	ctx := context.Background()
 	at := time.Date(2027, 5, 1, 8, 0, 0, 0, time.UTC)
-	_, err = q.Send(ctx, (&dueline.Line{At: at, Hops: 2, Seen: 2}).Encode()+"renew", nil)
+	_, err := q.Send(ctx, (&dueline.Line{At: at, Hops: 2, Seen: 2}).Encode()+"renew", nil)
 	require.NoError(t, err)
 	_, err = q.Send(ctx, dueline.Magic+"{}\nbody", nil)
 	require.NoError(t, err)
@@ -466,14 +463,11 @@ func TestDepthTellsVisibleFromHidden(t *testing.T) {
 	t.Parallel()
 	conn, _ := accounts(t)
 	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn}
-	queue := uniqueName(t)
-	account, err := azdispatch.NewAccountFromConnectionString(conn, nil)
-	require.NoError(t, err)
-	q, err := account.Queue(queue)
-	require.NoError(t, err)
+	q := createdQueue(t, conn)
+	queue := q.Name()
 	ctx := context.Background()
 	for _, delay := range []time.Duration{0, 0, time.Hour} {
-		_, err = q.Send(ctx, "m", &azdispatch.SendOptions{Delay: delay})
+		_, err := q.Send(ctx, "m", &azdispatch.SendOptions{Delay: delay})
 		require.NoError(t, err)
 	}
 	var depth depthDoc
