@@ -90,6 +90,10 @@ type State struct {
 	// Cancelled counts delayed messages found cancelled when they were
 	// due (see [Publisher.Cancel]), and deleted unhandled.
 	Cancelled int64
+	// Duplicates counts messages of a [Scheduler] deleted unhandled because
+	// another message of the same occurrence was delivered (see
+	// [Message.Occurrence]).
+	Duplicates int64
 
 	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
 	// deleted without running the handler: it had succeeded on an earlier
@@ -145,7 +149,7 @@ type stats struct {
 	received, succeeded, failed, retried, poisoned, panics atomic.Int64
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
-	wakes, handledBefore, rehidden, cancelled              atomic.Int64
+	wakes, handledBefore, rehidden, cancelled, duplicates  atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -197,6 +201,7 @@ func (s *stats) snapshot() State {
 		Released:           s.released.Load(),
 		Rehidden:           s.rehidden.Load(),
 		Cancelled:          s.cancelled.Load(),
+		Duplicates:         s.duplicates.Load(),
 		Renewed:            s.renewed.Load(),
 		HandledBefore:      s.handledBefore.Load(),
 		ReceiveErrors:      s.receiveErrors.Load(),

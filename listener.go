@@ -17,6 +17,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
+	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
@@ -79,6 +80,9 @@ type Listener[T any] struct {
 	// hop is the longest the service hides a message: MaxVisibility, or
 	// less in this package's tests, which cannot wait a week.
 	hop time.Duration
+	// records is where the occurrences of schedules delivered are marked
+	// (see deliverOnce); nil if the source keeps none.
+	records records.Store
 }
 
 // session is what one call of Run shares with everything it starts.
@@ -144,6 +148,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		seats:     make(chan *syncx.Slots, o.MaxDequeuers),
 		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
 		memo:      memo.New(),
+		records:   recordsOf(source, o.Payloads),
 		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
 		hop:       MaxVisibility,
 	}

@@ -38,6 +38,9 @@ const (
 	// actCancelled: a delayed message cancelled while it waited: deleted
 	// unhandled, with its payload blob and its cancel record.
 	actCancelled
+	// actDuplicate: a scheduled message whose occurrence another message
+	// delivered: deleted unhandled.
+	actDuplicate
 )
 
 // action is the outcome of a try: what to do, and why.
@@ -209,6 +212,8 @@ func (l *Listener[T]) settle(t *try, a action) {
 		l.count(l.release(ctx, d, a.after, t.reappearsBy()), &l.stats.rehidden)
 	case actCancelled:
 		l.dropCancelled(ctx, t, a.record)
+	case actDuplicate:
+		l.dropDuplicate(ctx, t)
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(d).Info("retrying later", "err", a.err)

@@ -135,7 +135,11 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		if a, done := l.whenDue(t, due); done {
 			return a
 		}
-		if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
+		if due.Occ != nil {
+			if a, dup := l.deliverOnce(t, due.Occ, rest); dup {
+				return a
+			}
+		} else if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
 			return a
 		}
 	}
@@ -186,6 +190,9 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		return poison(decodeFailed(err))
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue
+	if due != nil && due.Occ != nil {
+		m.Occurrence = occurrenceOf(due.Occ)
+	}
 	// A message waits here for its turn under a rate limit, then, hidden
 	// and renewed, while batch items hold every handler token; its
 	// HandlerTimeout starts once it has one.

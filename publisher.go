@@ -235,14 +235,17 @@ type route struct {
 	key    string
 	keyed  bool
 	ttl    time.Duration
-	ownTTL bool // ttl is the send's, not the publisher's
-	line   bool // a due line even within the hop: SendAt's time, before the target's clock is known
+	ownTTL bool                // ttl is the send's, not the publisher's
+	line   bool                // a due line even within the hop: SendAt's time, before the target's clock is known
+	occ    *dueline.Occurrence // a Scheduler's occurrence the message is sent for: a due line always
 }
 
 // dueLine is the line that records when the message is due, if the
 // service cannot keep it hidden until then alone.
 func (p *Publisher[T]) dueLine(r route) string {
 	switch {
+	case r.occ != nil:
+		return (&dueline.Line{At: r.at, Occ: r.occ}).Encode()
 	case r.delay <= p.hop && !r.line:
 		return ""
 	case !r.at.IsZero():

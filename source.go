@@ -207,6 +207,11 @@ type Message[T any] struct {
 	// ID they identify an item across redeliveries.
 	BatchID string
 	Item    int
+
+	// Occurrence is the occurrence of a schedule the message was sent for
+	// by a [Scheduler]: its time, and whether it is late; nil for a message
+	// sent otherwise.
+	Occurrence *Occurrence
 }
 
 // Handler processes one message. Its result decides the message's fate:

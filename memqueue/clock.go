@@ -50,5 +50,6 @@ func (c *ManualClock) Advance(d time.Duration) {
 	c.moved.Wake()
 }
 
-// subscribe registers wake to be called after every Advance.
-func (c *ManualClock) subscribe(wake func()) { c.moved.Subscribe(wake) }
+// subscribe registers wake to be called after every Advance, until
+// cancelled.
+func (c *ManualClock) subscribe(wake func()) (cancel func()) { return c.moved.Subscribe(wake) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/txcount"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -52,6 +53,8 @@ type Queue struct {
 	faults   faults
 	poison   *Queue
 
+	records *records.Memory
+
 	sent          syncx.Subscribers // woken by sends of visible messages and releases
 	calls         [numOps]atomic.Int64
 	emptyReceives atomic.Int64
@@ -75,10 +78,13 @@ func New(name string, opts *Options) *Queue {
 		name: name, clock: o.Clock, intercept: o.Intercept,
 		idPrefix: fmt.Sprintf("%08x", rand.Uint32()),
 	}
+	var moved func(func()) func()
 	if mc, ok := o.Clock.(*ManualClock); ok {
 		// Messages may have become visible: let listeners look.
 		mc.subscribe(q.sent.Wake)
+		moved = mc.subscribe
 	}
+	q.records = records.NewMemory(o.Clock.Now, moved)
 	return q
 }
 
@@ -348,6 +354,13 @@ func (q *Queue) delivery(m *message, r *receipt, received time.Time) azdispatch.
 		ReceivedAt: received, Queue: q.name, Receipt: r,
 	}
 }
+
+// Records is where an azdispatch.Scheduler that sends to q keeps its
+// schedules' state, and where a listener of q marks the scheduled
+// messages it delivered: in memory, on q's clock, shared by every
+// scheduler and listener of q in the process. It is for the azdispatch
+// package; there is nothing in it to call.
+func (q *Queue) Records() records.Store { return q.records }
 
 // ServiceTime is the time on the queue's clock, which stands for the
 // service's: what a publisher hides a message sent with

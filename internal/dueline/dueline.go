@@ -50,6 +50,9 @@ type Line struct {
 	// hidden again: the deliveries up to then were hops, not tries, so a
 	// delivery's real count is the service's count less Seen.
 	Seen int64 `json:"seen,omitempty"`
+	// Occ says which occurrence of a schedule the message was sent for,
+	// if a scheduler sent it.
+	Occ *Occurrence `json:"occ,omitempty"`
 
 	// extra holds the fields of a parsed line that this version does not
 	// know, written back as they were when the line is encoded again: a
@@ -58,7 +61,24 @@ type Line struct {
 }
 
 // known are the names of the fields Line reads.
-var known = map[string]bool{"at": true, "after": true, "hops": true, "seen": true}
+var known = map[string]bool{"at": true, "after": true, "hops": true, "seen": true, "occ": true}
+
+// Occurrence is the occurrence of a schedule a message was sent for.
+type Occurrence struct {
+	Schedule string `json:"s"`
+	At       int64  `json:"t"` // Unix seconds
+	Item     int    `json:"i,omitempty"`
+	Late     bool   `json:"late,omitempty"`
+	Missed   int64  `json:"missed,omitempty"` // earlier occurrences this one stands for
+	// Once names the record that the first listener to deliver the
+	// message writes, so that another message of the same occurrence and
+	// item is found to be a duplicate: 32 hexadecimal digits.
+	Once string `json:"once"`
+}
+
+// MaxSchedule bounds an occurrence's schedule name, so that a line stays
+// within MaxLine.
+const MaxSchedule = 64
 
 // Due is when the message is due, for one inserted at inserted (the
 // service's insertion time).
@@ -80,6 +100,9 @@ func (l *Line) Encode() string {
 	}
 	if !l.At.IsZero() {
 		fields["at"] = l.At.UTC()
+	}
+	if l.Occ != nil {
+		fields["occ"] = l.Occ
 	}
 	for k, v := range map[string]int64{"after": l.After, "hops": l.Hops, "seen": l.Seen} {
 		if v != 0 {
@@ -142,6 +165,23 @@ func Parse(text string) (*Line, string, error) {
 		return nil, text, fmt.Errorf("%w: \"at\" %v is not between 1970 and 9999", ErrMalformed, l.At)
 	case l.Hops < 0 || l.Seen < 0:
 		return nil, text, fmt.Errorf("%w: negative \"hops\" or \"seen\"", ErrMalformed)
+	case l.Occ != nil && !l.Occ.valid():
+		return nil, text, fmt.Errorf("%w: \"occ\" is not an occurrence", ErrMalformed)
 	}
 	return &l, text[end+1:], nil
+}
+
+// valid reports whether o makes sense: a schedule name, a time in range,
+// counts not negative, and a record name of the right form.
+func (o *Occurrence) valid() bool {
+	if o.Schedule == "" || len(o.Schedule) > MaxSchedule || o.Item < 0 || o.Missed < 0 ||
+		!InRange(time.Unix(o.At, 0)) || len(o.Once) != 32 {
+		return false
+	}
+	for _, c := range o.Once {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -9,7 +9,7 @@ import (
 // Meta is what a payload blob says about itself in its metadata, so that a
 // sweep can tell waste from payloads still referenced without reading them.
 type Meta struct {
-	Kind     string    // KindBatch, KindSingle, or a record's: KindCancel, KindUnique
+	Kind     string    // KindBatch, KindSingle, or a record's (see IsRecord)
 	Queue    string    // the queue the pointer was sent to
 	Created  time.Time // when the blob was written
 	Expires  time.Time // when the pointer message expires; zero: never
@@ -27,6 +27,12 @@ const (
 	KindCancel = "cancel"
 	// KindUnique holds a unique send's key for its window.
 	KindUnique = "unique"
+	// KindSchedule holds a schedule's state: its next and last
+	// occurrence, and who claims it.
+	KindSchedule = "schedule"
+	// KindOnce marks an occurrence's message delivered, so that a
+	// duplicate of it is not.
+	KindOnce = "once"
 )
 
 // States of a cancel record.
@@ -39,7 +45,9 @@ const (
 )
 
 // IsRecord reports whether kind is a record's.
-func IsRecord(kind string) bool { return kind == KindCancel || kind == KindUnique }
+func IsRecord(kind string) bool {
+	return kind == KindCancel || kind == KindUnique || kind == KindSchedule || kind == KindOnce
+}
 
 // Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.
 const (

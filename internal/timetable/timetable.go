@@ -1,0 +1,149 @@
+// Package timetable decides, for a schedule, which occurrences to send
+// when a scheduler wakes: those due, those missed while no scheduler ran
+// (by a misfire policy), and the next one to wait for. It also holds the
+// state a schedule keeps in its record. It does no I/O.
+package timetable
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Misfire is what becomes of occurrences missed by more than the grace.
+type Misfire int
+
+const (
+	// One sends one catch-up for any number missed: the latest.
+	One Misfire = iota
+	// Skip sends none of them.
+	Skip
+	// Each sends each of them, up to a cap (the latest ones).
+	Each
+)
+
+// Occurrence is one to send.
+type Occurrence struct {
+	At     time.Time
+	Late   bool  // sent more than the grace after its time
+	Missed int64 // missed occurrences before it that it stands for (One)
+}
+
+// Plan is what to do at a wake.
+type Plan struct {
+	Send    []Occurrence
+	Skipped int64     // missed occurrences sent by nothing
+	Next    time.Time // the first occurrence after now; zero: none
+}
+
+// maxScan bounds the occurrences a plan walks: a schedule every second
+// that no scheduler ran for a month has 2.6 million; beyond this many
+// they are counted as skipped, and the walk jumps to now.
+const maxScan = 10_000
+
+// Decide plans a wake at now for a schedule whose first unsent occurrence
+// is next: occurrences up to now are due; those older than grace are
+// missed, and policy (with cap, for Each) says which of them to send.
+func Decide(next, now time.Time, nextOf func(time.Time) time.Time, policy Misfire, limit int, grace time.Duration) Plan {
+	var p Plan
+	var missed []time.Time
+	var missedCount int64
+	t := next
+	for n := 0; !t.IsZero() && !t.After(now); n++ {
+		if n == maxScan {
+			// Too many to walk: count the rest as missed, at least one.
+			missedCount++
+			t = nextOf(now)
+			break
+		}
+		if now.Sub(t) > grace {
+			missedCount++
+			missed = append(missed, t)
+			if len(missed) > max(limit, 1) {
+				missed = missed[1:] // keep the latest
+			}
+		} else {
+			p.Send = append(p.Send, Occurrence{At: t})
+		}
+		t = nextOf(t)
+	}
+	p.Next = t
+	var late []Occurrence
+	switch policy {
+	case One:
+		if len(missed) > 0 {
+			late = []Occurrence{{At: missed[len(missed)-1], Late: true, Missed: missedCount - 1}}
+		}
+	case Each:
+		for _, m := range missed[max(len(missed)-limit, 0):] {
+			late = append(late, Occurrence{At: m, Late: true})
+		}
+	}
+	p.Skipped = missedCount - int64(len(late))
+	if policy == Each && len(late) > 0 {
+		late[0].Missed = p.Skipped // the oldest sent stands for those before it
+	}
+	p.Send = append(late, p.Send...)
+	return p
+}
+
+// Every is the occurrences of a fixed interval: the multiples of it since
+// the zero time, so that every process finds the same ones (an hourly one
+// fires on the hour, one every 2 s at even seconds).
+func Every(interval time.Duration) func(time.Time) time.Time {
+	return func(after time.Time) time.Time { return after.Truncate(interval).Add(interval) }
+}
+
+// Jitter is how long after occurrence at the schedule named name fires:
+// a spread in [0, spread) that every process computes alike, so that they
+// wake together and one claim settles it.
+func Jitter(name string, at time.Time, spread time.Duration) time.Duration {
+	if spread <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%d", name, at.UnixNano())
+	return time.Duration(h.Sum64() % uint64(spread))
+}
+
+// State is what a schedule's record holds: the value every scheduler of
+// it reads and writes under its ETag.
+type State struct {
+	Name string `json:"name"`
+	// Spec is what the schedule was when the state was written ("every
+	// 2s", "cron 0 3 * * * Europe/Berlin", "func"): a scheduler whose
+	// schedule differs plans anew from now.
+	Spec string `json:"spec"`
+	// Next is the first occurrence not yet sent.
+	Next time.Time `json:"next,omitzero"`
+	// Last is the last occurrence sent, LastBy the instance that sent it,
+	// LastSent when, by the store's clock, and LastLate whether it was late.
+	Last     time.Time `json:"last,omitzero"`
+	LastBy   string    `json:"last_by,omitempty"`
+	LastSent time.Time `json:"last_sent,omitzero"`
+	LastLate bool      `json:"last_late,omitempty"`
+	// Sent and Skipped count occurrences sent, and missed and not sent.
+	Sent    int64 `json:"sent,omitempty"`
+	Skipped int64 `json:"skipped,omitempty"`
+	// ClaimBy is the instance sending the occurrences from Next; the claim
+	// holds from the record's write for the claim timeout.
+	ClaimBy string `json:"claim_by,omitempty"`
+	// Done says the schedule has no more occurrences.
+	Done bool `json:"done,omitempty"`
+}
+
+// Encode returns s as a record's value.
+func (s *State) Encode() []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// DecodeState reads a record's value.
+func DecodeState(b []byte) (*State, error) {
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("schedule state: %w", err)
+	}
+	return &s, nil
+}

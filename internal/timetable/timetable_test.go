@@ -1,0 +1,114 @@
+package timetable
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func times(p Plan) []time.Time {
+	var ts []time.Time
+	for _, o := range p.Send {
+		ts = append(ts, o.At)
+	}
+	return ts
+}
+
+func TestAWakeOnTimeSendsTheOccurrenceDue(t *testing.T) {
+	t.Parallel()
+	every := Every(time.Minute)
+	p := Decide(t0, t0.Add(2*time.Second), every, One, 10, 30*time.Second)
+	require.Equal(t, []Occurrence{{At: t0}}, p.Send)
+	assert.Equal(t, t0.Add(time.Minute), p.Next)
+	assert.Zero(t, p.Skipped)
+}
+
+func TestAWakeBeforeTheOccurrenceSendsNothing(t *testing.T) {
+	t.Parallel()
+	p := Decide(t0, t0.Add(-time.Second), Every(time.Minute), One, 10, time.Minute)
+	assert.Empty(t, p.Send)
+	assert.Equal(t, t0, p.Next)
+}
+
+func TestMissedOccurrencesByPolicy(t *testing.T) {
+	t.Parallel()
+	every := Every(time.Minute)
+	// Down for 10 minutes and 5 s: t0..t0+10m are due, only the last is within the grace.
+	now := t0.Add(10*time.Minute + 5*time.Second)
+	grace := 30 * time.Second
+
+	one := Decide(t0, now, every, One, 3, grace)
+	assert.Equal(t, []Occurrence{{At: t0.Add(9 * time.Minute), Late: true, Missed: 9}, {At: t0.Add(10 * time.Minute)}}, one.Send)
+	assert.EqualValues(t, 9, one.Skipped)
+	assert.Equal(t, t0.Add(11*time.Minute), one.Next)
+
+	skip := Decide(t0, now, every, Skip, 3, grace)
+	assert.Equal(t, []time.Time{t0.Add(10 * time.Minute)}, times(skip))
+	assert.EqualValues(t, 10, skip.Skipped)
+
+	each := Decide(t0, now, every, Each, 3, grace)
+	assert.Equal(t, []Occurrence{
+		{At: t0.Add(7 * time.Minute), Late: true, Missed: 7},
+		{At: t0.Add(8 * time.Minute), Late: true},
+		{At: t0.Add(9 * time.Minute), Late: true},
+		{At: t0.Add(10 * time.Minute)},
+	}, each.Send)
+	assert.EqualValues(t, 7, each.Skipped)
+}
+
+func TestAScheduleThatEndsHasNoNext(t *testing.T) {
+	t.Parallel()
+	once := func(after time.Time) time.Time {
+		if after.Before(t0) {
+			return t0
+		}
+		return time.Time{}
+	}
+	p := Decide(t0, t0.Add(time.Second), once, One, 10, time.Minute)
+	assert.Equal(t, []time.Time{t0}, times(p))
+	assert.True(t, p.Next.IsZero())
+}
+
+func TestAVeryLongOutageIsCountedNotWalked(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(30 * 24 * time.Hour)
+	p := Decide(t0, now, Every(time.Second), One, 10, time.Minute)
+	require.Len(t, p.Send, 1)
+	assert.True(t, p.Send[0].Late)
+	assert.True(t, p.Next.After(now))
+	assert.GreaterOrEqual(t, p.Skipped, int64(maxScan-1))
+}
+
+func TestEveryIsTheSameGridEverywhere(t *testing.T) {
+	t.Parallel()
+	e := Every(2 * time.Second)
+	assert.Equal(t, t0.Add(2*time.Second), e(t0))
+	assert.Equal(t, t0.Add(2*time.Second), e(t0.Add(1500*time.Millisecond)))
+	assert.Equal(t, time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC), Every(time.Hour)(t0.Add(time.Minute)))
+}
+
+func TestJitterIsStableAndWithinItsSpread(t *testing.T) {
+	t.Parallel()
+	for i := range 100 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		j := Jitter("report", at, 10*time.Second)
+		assert.GreaterOrEqual(t, j, time.Duration(0))
+		assert.Less(t, j, 10*time.Second)
+		assert.Equal(t, j, Jitter("report", at, 10*time.Second))
+	}
+	assert.Zero(t, Jitter("report", t0, 0))
+}
+
+func TestStateRoundTrips(t *testing.T) {
+	t.Parallel()
+	s := State{Name: "n", Spec: "every 2s", Next: t0, Last: t0.Add(-2 * time.Second), LastBy: "a", Sent: 3, ClaimBy: "b"}
+	got, err := DecodeState(s.Encode())
+	require.NoError(t, err)
+	assert.Equal(t, s, *got)
+	_, err = DecodeState([]byte("{"))
+	assert.Error(t, err)
+}

@@ -1,0 +1,171 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/dueline"
+	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/timetable"
+)
+
+// loop runs one schedule until ctx ends or the schedule does: it wakes
+// when step says, and backs off after a failure.
+func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		wake, err := s.step(ctx, sc)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("schedule failed; trying again", "schedule", sc.Name, "in", backoff, "err", err)
+			wake = s.store.Now().Add(backoff)
+			backoff = min(2*backoff, time.Minute)
+		case wake.IsZero():
+			s.log.Info("schedule ended: its timetable has no more occurrences", "schedule", sc.Name)
+			return
+		default:
+			backoff = time.Second
+		}
+		s.store.Sleep(ctx, wake, nil)
+	}
+}
+
+// step reads the schedule's record and does what is due: nothing yet, wait
+// for another instance's claim, or claim, send and move on. It returns
+// when to look again, by the store's clock (zero: never, the schedule has
+// ended).
+func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, error) {
+	r, st, err := s.read(ctx, sc)
+	if err != nil || r == nil {
+		return time.Time{}, err
+	}
+	now := r.Now
+	switch {
+	case st.Spec != sc.spec:
+		// A new schedule, or a changed one: it goes on from now.
+		st.Spec, st.Next, st.Done, st.ClaimBy = sc.spec, sc.next(now), false, ""
+		return s.write(ctx, sc, r, st)
+	case st.Done:
+		return time.Time{}, nil
+	case st.ClaimBy != "" && st.ClaimBy != s.opts.Instance && now.Before(r.Written.Add(s.opts.ClaimTimeout)):
+		return r.Written.Add(s.opts.ClaimTimeout), nil // another's claim: look when it lapses
+	}
+	if due := st.Next.Add(timetable.Jitter(sc.Name, st.Next, sc.Jitter)); now.Before(due) {
+		return due, nil
+	}
+	plan := timetable.Decide(st.Next, now, sc.next, timetable.Misfire(sc.Misfire), sc.CatchUp, s.opts.Grace+sc.Jitter)
+	// Claim, so that the other instances wait for this one rather than
+	// send too.
+	claimed := time.Now()
+	st.ClaimBy = s.opts.Instance
+	r.Value = st.Encode()
+	if err := s.store.Write(ctx, sc.record, r); err != nil {
+		return s.lost(err)
+	}
+	sent, err := s.send(ctx, sc, plan.Send, claimed)
+	if err != nil {
+		return time.Time{}, err
+	}
+	st.Next, st.ClaimBy, st.Done = plan.Next, "", plan.Next.IsZero()
+	st.Sent += int64(sent)
+	st.Skipped += plan.Skipped
+	if n := len(plan.Send); n > 0 {
+		last := plan.Send[n-1]
+		st.Last, st.LastBy, st.LastSent, st.LastLate = last.At, s.opts.Instance, s.store.Now().Truncate(time.Second), last.Late
+	}
+	if plan.Skipped > 0 {
+		s.log.Warn("occurrences missed while no scheduler ran were skipped", "schedule", sc.Name, "skipped", plan.Skipped)
+	}
+	return s.write(ctx, sc, r, st)
+}
+
+// read reads sc's record, creating it with the schedule's first occurrence
+// after now if there is none: a nil record then says to look again at
+// once (the created record is read back then, at no extra cost to a
+// schedule that has started).
+func (s *Scheduler[T]) read(ctx context.Context, sc *scheduled[T]) (*records.Record, *timetable.State, error) {
+	r, err := s.store.Read(ctx, sc.record)
+	if errors.Is(err, records.ErrMissing) {
+		now := s.store.Now()
+		st := &timetable.State{Name: sc.Name, Spec: sc.spec, Next: sc.next(now)}
+		st.Done = st.Next.IsZero()
+		r = &records.Record{Kind: payload.KindSchedule, Value: st.Encode()}
+		if err := s.store.Write(ctx, sc.record, r); err != nil && !errors.Is(err, records.ErrChanged) {
+			return nil, nil, err
+		}
+		return s.read(ctx, sc)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := timetable.DecodeState(r.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: schedule %q: %w", ErrPayloadCorrupt, sc.Name, err)
+	}
+	r.Value = nil // written anew from st
+	return r, st, nil
+}
+
+// write writes st to r's record if it is still as read, and says when to
+// look next: at st's next occurrence, or at once if another instance
+// wrote first.
+func (s *Scheduler[T]) write(ctx context.Context, sc *scheduled[T], r *records.Record, st *timetable.State) (time.Time, error) {
+	r.Value = st.Encode()
+	if err := s.store.Write(ctx, sc.record, r); err != nil {
+		return s.lost(err)
+	}
+	if st.Done {
+		return time.Time{}, nil
+	}
+	return st.Next.Add(timetable.Jitter(sc.Name, st.Next, sc.Jitter)), nil
+}
+
+// lost says what to do after a write: another instance's write first
+// means to look again at once; any other failure is an error.
+func (s *Scheduler[T]) lost(err error) (time.Time, error) {
+	if errors.Is(err, records.ErrChanged) {
+		return s.store.Now(), nil
+	}
+	return time.Time{}, err
+}
+
+// send sends the messages of occurrences, claimed at claimed by the local
+// clock, and returns how many occurrences it sent. It stops once half the
+// claim's time has gone (the process was paused, or the sends are slow):
+// another instance may take over soon, and sends of either that overlap
+// are duplicates for the listeners to drop.
+func (s *Scheduler[T]) send(ctx context.Context, sc *scheduled[T], occs []timetable.Occurrence, claimed time.Time) (int, error) {
+	for n, o := range occs {
+		occ := Occurrence{Schedule: sc.Name, At: o.At.UTC(), Late: o.Late, Missed: o.Missed}
+		bodies, err := sc.Messages(ctx, occ)
+		if err != nil {
+			return n, fmt.Errorf("schedule %q: messages for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
+		}
+		for i, body := range bodies {
+			if time.Since(claimed) > s.opts.ClaimTimeout/2 {
+				return n, fmt.Errorf("schedule %q: %w", sc.Name, errClaimLapsing)
+			}
+			r := route{at: occ.At, occ: &dueline.Occurrence{Schedule: sc.Name, At: occ.At.Unix(), Item: i, Late: o.Late,
+				Missed: o.Missed, Once: s.onceRecord(sc.Name, occ.At, i)}}
+			if _, _, err := s.p.publish(ctx, body, r); err != nil {
+				return n, fmt.Errorf("schedule %q: send for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
+			}
+		}
+	}
+	return len(occs), nil
+}
+
+// errClaimLapsing stops the sends of a claim that another instance may
+// soon take over.
+var errClaimLapsing = errors.New("half the claim timeout has passed; looking again before sending more")
+
+// onceRecord names the mark of the message item of occurrence at of a
+// schedule, which its first delivery writes (see Listener.deliverOnce).
+func (s *Scheduler[T]) onceRecord(schedule string, at time.Time, item int) string {
+	return recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", schedule, at.Unix(), item))
+}

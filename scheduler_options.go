@@ -1,0 +1,212 @@
+package azdispatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/cron"
+	"github.com/azdispatch/azdispatch/internal/dueline"
+	"github.com/azdispatch/azdispatch/internal/timetable"
+)
+
+// SchedulerOptions configures a [Scheduler]. Nil, or a zero field, means
+// the default.
+type SchedulerOptions struct {
+	// Instance names this scheduler in the schedules' state: who sent an
+	// occurrence, who is sending one. Defaults to the host name, the
+	// process ID and a random suffix.
+	Instance string
+	// ClaimTimeout is how long an instance's claim on an occurrence holds:
+	// an instance that has not sent it by then (it died, or paused) is
+	// taken over by another, so an occurrence is sent at most about this
+	// late after a crash. It must exceed the time one wake's sends take.
+	// Defaults to 15 s; at least 2 s.
+	ClaimTimeout time.Duration
+	// Grace is how late an occurrence may be sent and still count as on
+	// time (after its [Schedule.Jitter]); one later was missed, and the
+	// schedule's [Misfire] policy says what becomes of it. Defaults to,
+	// and is at least, twice ClaimTimeout, so that a taken-over occurrence
+	// is on time.
+	Grace time.Duration
+	// Logger receives the scheduler's events. Defaults to [slog.Default].
+	Logger *slog.Logger
+}
+
+// withDefaults fills zero fields and checks the rest.
+func (o SchedulerOptions) withDefaults() (SchedulerOptions, error) {
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.N(1<<16))
+	}
+	if o.ClaimTimeout == 0 {
+		o.ClaimTimeout = 15 * time.Second
+	}
+	if o.ClaimTimeout < 2*time.Second {
+		return o, &ConfigError{Field: "SchedulerOptions.ClaimTimeout", Reason: fmt.Sprintf("%v: at least 2s", o.ClaimTimeout)}
+	}
+	if o.Grace == 0 {
+		o.Grace = 2 * o.ClaimTimeout
+	}
+	if o.Grace < 2*o.ClaimTimeout {
+		return o, &ConfigError{Field: "SchedulerOptions.Grace", Reason: fmt.Sprintf("%v: at least twice ClaimTimeout (%v)", o.Grace, o.ClaimTimeout)}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Schedule is a periodic dispatch: when its occurrences are, and the
+// messages each sends. Give exactly one of Every, Cron and Next.
+type Schedule[T any] struct {
+	// Name identifies the schedule among those of the publisher's target,
+	// in every process: up to 64 bytes.
+	Name string
+	// Every fires at each multiple of it since the zero time, in UTC: an
+	// hourly schedule fires on the hour, one every 2 s at even seconds.
+	// Whole seconds, at least 1 s.
+	Every time.Duration
+	// Cron fires at the times of a five-field cron expression ("minute
+	// hour day-of-month month day-of-week", with ranges, lists, steps and
+	// names), in Location. At a daylight-saving change, a time that the
+	// change skips (02:30 on a spring day in Europe/Berlin) has no
+	// occurrence that day, and a time that it repeats has one, at its
+	// first instant.
+	Cron string
+	// Location is Cron's time zone. Defaults to UTC.
+	Location *time.Location
+	// Next is a timetable of your own: the first occurrence strictly after
+	// after, or the zero time when there are no more (the schedule then
+	// ends, and says so in its state).
+	Next func(after time.Time) time.Time
+	// Messages returns the bodies to send for an occurrence, in order (none
+	// is fine). It is called again if a send fails or another instance
+	// takes over the occurrence, so it should depend on o alone.
+	Messages func(ctx context.Context, o Occurrence) ([]T, error)
+	// Misfire says what becomes of occurrences missed while no scheduler
+	// ran. Defaults to [MisfireOne].
+	Misfire Misfire
+	// CatchUp bounds the missed occurrences [MisfireEach] sends: the
+	// latest ones. Defaults to 10.
+	CatchUp int
+	// Jitter spreads the occurrence's send over up to this long after its
+	// time (the same in every process), so that many schedules of many
+	// services firing on the hour do not all send at once.
+	Jitter time.Duration
+}
+
+// Misfire is a [Schedule]'s policy for occurrences missed while no
+// scheduler ran (sent later than [SchedulerOptions.Grace]).
+type Misfire int
+
+const (
+	// MisfireOne sends one catch-up for any number of missed occurrences:
+	// the latest, with [Occurrence.Missed] counting those before it.
+	MisfireOne Misfire = iota
+	// MisfireSkip sends none of them: the schedule goes on from the next
+	// occurrence.
+	MisfireSkip
+	// MisfireEach sends each of them, up to [Schedule.CatchUp] (the
+	// latest ones), oldest first.
+	MisfireEach
+)
+
+// Occurrence is one occurrence of a [Schedule]: what [Schedule.Messages]
+// builds messages for, and what a handler finds in [Message.Occurrence].
+type Occurrence struct {
+	Schedule string
+	At       time.Time // its time, in UTC, to the second
+	// Late says it is sent later than [SchedulerOptions.Grace] after its
+	// time: a catch-up after no scheduler ran.
+	Late bool
+	// Missed counts the earlier occurrences, missed, that this one stands
+	// for: they were not sent (see [Misfire]).
+	Missed int64
+	// Item is the message's index among the occurrence's messages, from 0
+	// (on a [Message]; 0 for [Schedule.Messages]).
+	Item int
+}
+
+// ScheduleState is a schedule's state as its record holds it: shared by
+// every scheduler of the schedule.
+type ScheduleState struct {
+	Name  string
+	Queue string // the publisher's target
+	Spec  string // the timetable: "every 2s", "cron 0 3 * * * Europe/Berlin", or "func"
+	// Next is the first occurrence not yet sent; zero once the schedule has
+	// ended.
+	Next time.Time
+	// Last is the last occurrence sent, LastBy the instance that sent it,
+	// LastSent when (by the storage service's clock) and LastLate whether
+	// it was late. Zero before the first.
+	Last     time.Time
+	LastBy   string
+	LastSent time.Time
+	LastLate bool
+	// Sent and Skipped count occurrences sent, and missed and not sent.
+	Sent, Skipped int64
+	// ClaimedBy is the instance sending the next occurrences now, if any.
+	ClaimedBy string
+	// Ended says the schedule's Next said there were no more.
+	Ended bool
+}
+
+// stateOf is what a record's state says, for the API.
+func stateOf(queue string, s *timetable.State) ScheduleState {
+	return ScheduleState{Name: s.Name, Queue: queue, Spec: s.Spec, Next: s.Next, Last: s.Last, LastBy: s.LastBy,
+		LastSent: s.LastSent, LastLate: s.LastLate, Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimBy, Ended: s.Done}
+}
+
+// timetableOf checks a schedule and returns its timetable and how it reads.
+func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, error) {
+	bad := func(field, reason string) error {
+		return &ConfigError{Field: "Schedule." + field, Reason: fmt.Sprintf("schedule %q: %s", s.Name, reason)}
+	}
+	switch {
+	case s.Name == "" || len(s.Name) > dueline.MaxSchedule || strings.ContainsAny(s.Name, "\x00\n"):
+		return nil, "", bad("Name", "must be 1 to 64 bytes, without NUL or newline")
+	case s.Messages == nil:
+		return nil, "", bad("Messages", "missing")
+	case (s.Every != 0) == (s.Cron != "") && (s.Every != 0 || s.Next == nil) || s.Next != nil && (s.Every != 0 || s.Cron != ""):
+		return nil, "", bad("Every", "give exactly one of Every, Cron and Next")
+	case s.Every < 0 || s.Every%time.Second != 0:
+		return nil, "", bad("Every", fmt.Sprintf("%v: whole seconds, at least 1s", s.Every))
+	case s.Jitter < 0 || s.CatchUp < 0 || s.Misfire < MisfireOne || s.Misfire > MisfireEach:
+		return nil, "", bad("Jitter", "Jitter, CatchUp and Misfire must be valid")
+	}
+	switch {
+	case s.Every > 0:
+		return timetable.Every(s.Every), "every " + s.Every.String(), nil
+	case s.Cron != "":
+		c, err := cron.Parse(s.Cron)
+		if err != nil {
+			return nil, "", bad("Cron", err.Error())
+		}
+		loc := s.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		return func(after time.Time) time.Time { return c.Next(after, loc) }, "cron " + s.Cron + " " + loc.String(), nil
+	}
+	next := s.Next
+	return func(after time.Time) time.Time {
+		// Occurrences are whole seconds, as messages carry them; one that
+		// does not move on is taken a second later.
+		t := next(after)
+		if t.IsZero() {
+			return t
+		}
+		if c := t.Truncate(time.Second); !c.Equal(t) {
+			t = c.Add(time.Second)
+		}
+		if !t.After(after) {
+			t = after.Truncate(time.Second).Add(time.Second)
+		}
+		return t
+	}, "func", nil
+}
