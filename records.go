@@ -2,9 +2,13 @@ package azdispatch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -12,11 +16,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/svcclock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/timetable"
 )
 
 // recordKeeper is a source or target that keeps records of its own (a
@@ -122,4 +128,46 @@ func (b *blobRecords) Now() time.Time { return b.clock.Now() }
 // Sleep implements records.Store.
 func (b *blobRecords) Sleep(ctx context.Context, until time.Time, wake <-chan struct{}) bool {
 	return syncx.Sleep(ctx, until.Sub(b.Now()), wake)
+}
+
+// Schedules lists the state of every schedule whose [Scheduler] keeps it in
+// this store, by queue and name: one List Blobs request per 5,000 blobs of
+// the container, and one read per schedule.
+func (s *PayloadStore) Schedules(ctx context.Context) ([]ScheduleState, error) {
+	var states []ScheduleState
+	b := &blobRecords{store: s}
+	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Include: container.ListBlobsInclude{Metadata: true}})
+	for pager.More() {
+		page, err := pager.NextPage(tagBlob(ctx, opBlobList))
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return states, s.err(opBlobList, "", err)
+		}
+		for _, item := range page.Segment.BlobItems {
+			if item == nil || item.Name == nil {
+				continue
+			}
+			if meta, ok := payload.ParseMeta(item.Metadata); !ok || meta.Kind != payload.KindSchedule {
+				continue
+			}
+			r, err := b.Read(ctx, *item.Name)
+			if errors.Is(err, records.ErrMissing) {
+				continue // removed since the listing
+			}
+			if err != nil {
+				return states, err
+			}
+			st, err := timetable.DecodeState(r.Value)
+			if err != nil {
+				return states, fmt.Errorf("%w: %s/%s: %w", ErrPayloadCorrupt, s.name, *item.Name, err)
+			}
+			states = append(states, stateOf(st))
+		}
+	}
+	slices.SortFunc(states, func(a, b ScheduleState) int {
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Name, b.Name))
+	})
+	return states, nil
 }

@@ -191,7 +191,7 @@ func (s *Scheduler[T]) States(ctx context.Context) ([]ScheduleState, error) {
 		if err != nil {
 			return states, fmt.Errorf("azdispatch: schedule %q: %w: %w", sc.Name, ErrPayloadCorrupt, err)
 		}
-		states = append(states, stateOf(s.p.target.Name(), st))
+		states = append(states, stateOf(st))
 	}
 	return states, nil
 }

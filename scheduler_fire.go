@@ -92,7 +92,7 @@ func (s *Scheduler[T]) read(ctx context.Context, sc *scheduled[T]) (*records.Rec
 	r, err := s.store.Read(ctx, sc.record)
 	if errors.Is(err, records.ErrMissing) {
 		now := s.store.Now()
-		st := &timetable.State{Name: sc.Name, Spec: sc.spec, Next: sc.next(now)}
+		st := &timetable.State{Name: sc.Name, Queue: s.p.target.Name(), Spec: sc.spec, Next: sc.next(now)}
 		st.Done = st.Next.IsZero()
 		r = &records.Record{Kind: payload.KindSchedule, Value: st.Encode()}
 		if err := s.store.Write(ctx, sc.record, r); err != nil && !errors.Is(err, records.ErrChanged) {
@@ -150,9 +150,7 @@ func (s *Scheduler[T]) send(ctx context.Context, sc *scheduled[T], occs []timeta
 			if time.Since(claimed) > s.opts.ClaimTimeout/2 {
 				return n, fmt.Errorf("schedule %q: %w", sc.Name, errClaimLapsing)
 			}
-			r := route{at: occ.At, occ: &dueline.Occurrence{Schedule: sc.Name, At: occ.At.Unix(), Item: i, Late: o.Late,
-				Missed: o.Missed, Once: s.onceRecord(sc.Name, occ.At, i)}}
-			if _, _, err := s.p.publish(ctx, body, r); err != nil {
+			if _, _, err := s.p.publish(ctx, body, s.route(sc, o, i)); err != nil {
 				return n, fmt.Errorf("schedule %q: send for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
 			}
 		}
@@ -164,8 +162,11 @@ func (s *Scheduler[T]) send(ctx context.Context, sc *scheduled[T], occs []timeta
 // soon take over.
 var errClaimLapsing = errors.New("half the claim timeout has passed; looking again before sending more")
 
-// onceRecord names the mark of the message item of occurrence at of a
-// schedule, which its first delivery writes (see Listener.deliverOnce).
-func (s *Scheduler[T]) onceRecord(schedule string, at time.Time, item int) string {
-	return recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", schedule, at.Unix(), item))
+// route is how message item of occurrence o of sc goes: due at its time,
+// with the occurrence in its due line, and the name of the mark its first
+// delivery writes (see Listener.deliverOnce).
+func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int) route {
+	at := o.At.UTC()
+	once := recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item))
+	return route{at: at, occ: &dueline.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, Once: once}}
 }

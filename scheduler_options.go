@@ -157,8 +157,8 @@ type ScheduleState struct {
 }
 
 // stateOf is what a record's state says, for the API.
-func stateOf(queue string, s *timetable.State) ScheduleState {
-	return ScheduleState{Name: s.Name, Queue: queue, Spec: s.Spec, Next: s.Next, Last: s.Last, LastBy: s.LastBy,
+func stateOf(s *timetable.State) ScheduleState {
+	return ScheduleState{Name: s.Name, Queue: s.Queue, Spec: s.Spec, Next: s.Next, Last: s.Last, LastBy: s.LastBy,
 		LastSent: s.LastSent, LastLate: s.LastLate, Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimBy, Ended: s.Done}
 }
 

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 )
@@ -18,23 +14,19 @@ import (
 // workerProc is one incarnation of a worker: a process of this binary in
 // the worker role.
 type workerProc struct {
+	*child
 	worker, number int
-	log, stderr    string // its record file and its log
-	cmd            *exec.Cmd
-	done           chan struct{} // closed once its stdout ended and it was waited for
+	log            string // its record file
 
-	mu     sync.Mutex
-	stdin  io.WriteCloser
-	status workerStatus
-	heard  bool // a status has come
-	killed bool
+	statusMu sync.Mutex
+	status   workerStatus
+	heard    bool // a status has come
 }
 
 // start runs incarnation number of worker, in mode.
 func (r *chaosRun) start(worker, number int, mode faultMode) (*workerProc, error) {
 	name := fmt.Sprintf("worker%d-%d", worker, number)
-	p := &workerProc{worker: worker, number: number, done: make(chan struct{}),
-		log: filepath.Join(r.dir, name+".log"), stderr: filepath.Join(r.dir, name+".stderr")}
+	p := &workerProc{worker: worker, number: number, log: filepath.Join(r.dir, name+".log")}
 	cfg, err := json.Marshal(chaosWorkerConfig{
 		Queue: r.queue, Log: p.log, Worker: worker, Incarnation: number, Seed: r.seed, Mode: mode.String(),
 		Rates: r.cfg.Worker, Visibility: r.cfg.Visibility, TryTimeout: r.cfg.TryTimeout, MaxDequeue: r.cfg.MaxDequeue,
@@ -50,39 +42,19 @@ func (r *chaosRun) start(worker, number int, mode faultMode) (*workerProc, error
 		return nil, err
 	}
 	f.Close()
-	errOut, err := os.Create(p.stderr)
-	if err != nil {
-		return nil, err
-	}
-	defer errOut.Close() // the child has its own copy once started
-	cmd := exec.Command(r.exe)
-	cmd.Env = append(os.Environ(), chaosWorkerEnv+"="+string(cfg), chaosConnEnv+"="+r.workerCS)
-	cmd.Stderr = errOut
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting worker %d: %w", worker, err)
-	}
-	p.cmd, p.stdin = cmd, stdin
-	r.wg.Go(func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var st workerStatus
-			if json.Unmarshal(sc.Bytes(), &st) == nil {
-				p.mu.Lock()
-				p.status, p.heard = st, true
-				p.mu.Unlock()
-			}
+	env := []string{chaosWorkerEnv + "=" + string(cfg), chaosConnEnv + "=" + r.workerCS}
+	c, err := startChild(r.exe, env, filepath.Join(r.dir, name+".stderr"), &r.wg, func(line []byte) {
+		var st workerStatus
+		if json.Unmarshal(line, &st) == nil {
+			p.statusMu.Lock()
+			p.status, p.heard = st, true
+			p.statusMu.Unlock()
 		}
-		_ = cmd.Wait() // only after every read from stdout, as exec requires
-		close(p.done)
 	})
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", worker, err)
+	}
+	p.child = c
 	r.mu.Lock()
 	r.all = append(r.all, p)
 	r.mu.Unlock()
@@ -148,58 +120,14 @@ func (r *chaosRun) killAll() {
 	}
 }
 
-// command sends one command line; a process that is gone ignores it.
-func (p *workerProc) command(line string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stdin != nil {
-		_, _ = io.WriteString(p.stdin, line+"\n")
-	}
-}
-
-func (p *workerProc) closeStdin() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stdin != nil {
-		_ = p.stdin.Close()
-		p.stdin = nil
-	}
-}
-
-// kill ends the process at once and waits for it.
-func (p *workerProc) kill() {
-	p.mu.Lock()
-	p.killed = true
-	p.mu.Unlock()
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	p.closeStdin()
-}
-
-func (p *workerProc) wasKilled() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.killed
-}
-
 func (p *workerProc) hasReported() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
 	return p.heard
 }
 
 func (p *workerProc) lastStatus() workerStatus {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
 	return p.status
-}
-
-// stderrTail is the end of the process's log, for an error message.
-func (p *workerProc) stderrTail() string {
-	b, err := os.ReadFile(p.stderr)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }

@@ -1,6 +1,7 @@
 // Command azdispatch is an operator's tool for the queues of azdispatch: it
 // shows their depth and their messages, sends a message, lists, shows,
-// requeues and purges poisoned messages, and sweeps orphaned payloads.
+// requeues and purges poisoned messages, sweeps orphaned payloads, and lists
+// the schedules of schedulers.
 //
 //	go install github.com/azdispatch/azdispatch/cmd/azdispatch@latest
 //	azdispatch help
@@ -56,6 +57,7 @@ func commands() []command {
 		{"send", "send a text (argument or stdin), claim-checked when too large", runSend},
 		{"poison", "list, show, requeue or purge poisoned messages", runPoison},
 		{"sweep", "find (dry run) or delete (-apply) orphaned payload blobs", runSweep},
+		{"schedules", "list the schedules of schedulers: next and last occurrence, sent by whom, counts", runSchedules},
 	}
 }
 
@@ -99,8 +101,12 @@ func (c *cli) finish(err error) int {
 func (c *cli) usage() {
 	var b strings.Builder
 	b.WriteString("Usage: azdispatch <command> [flags] [arguments]\n\nCommands:\n")
+	width := 0
 	for _, cmd := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", cmd.name, cmd.summary)
+		width = max(width, len(cmd.name))
+	}
+	for _, cmd := range commands() {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, cmd.name, cmd.summary)
 	}
 	b.WriteString("\nRun azdispatch <command> -h for its flags.\n")
 	b.WriteString(commonHelp)

@@ -48,7 +48,7 @@ func TestNoSecretIsEverPrinted(t *testing.T) {
 	commands := [][]string{
 		{"depth"}, {"peek"}, {"send", "text"}, {"send", "-"}, {"send", "-delay", "1s", "text"},
 		{"poison", "list"}, {"poison", "show", "some-id"}, {"poison", "requeue"},
-		{"poison", "purge", "-yes"}, {"sweep", "-apply"}, {"sweep"},
+		{"poison", "purge", "-yes"}, {"sweep", "-apply"}, {"sweep"}, {"schedules"},
 	}
 	for name, cred := range creds {
 		env := map[string]string{"AZ_SECRET": cred}

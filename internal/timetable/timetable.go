@@ -110,7 +110,8 @@ func Jitter(name string, at time.Time, spread time.Duration) time.Duration {
 // State is what a schedule's record holds: the value every scheduler of
 // it reads and writes under its ETag.
 type State struct {
-	Name string `json:"name"`
+	Name  string `json:"name"`
+	Queue string `json:"queue,omitempty"` // the publisher's target
 	// Spec is what the schedule was when the state was written ("every
 	// 2s", "cron 0 3 * * * Europe/Berlin", "func"): a scheduler whose
 	// schedule differs plans anew from now.

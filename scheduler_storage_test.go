@@ -1,0 +1,167 @@
+package azdispatch
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/timetable"
+)
+
+// occurrenceLog is a listener's record of the occurrences it handled.
+type occurrenceLog struct {
+	mu   sync.Mutex
+	seen map[time.Time]int
+}
+
+func (o *occurrenceLog) handler(_ context.Context, m *Message[string]) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if m.Occurrence != nil {
+		o.seen[m.Occurrence.At]++
+	}
+	return nil
+}
+
+func (o *occurrenceLog) times() []time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ts := slices.Collect(func(yield func(time.Time) bool) {
+		for at := range o.seen {
+			if !yield(at) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts
+}
+
+func (o *occurrenceLog) count(at time.Time) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seen[at]
+}
+
+// Several schedulers in one process race for one schedule against the
+// emulator, each with its own account: every occurrence is handled
+// exactly once, and no second goes by without one.
+func TestSchedulersRacingAgainstTheEmulatorHandleEachOccurrenceOnce(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	occ := &occurrenceLog{seen: map[time.Time]int{}}
+	l, err := NewListener(q, occ.handler, quick())
+	require.NoError(t, err)
+	started(t, l)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var schedulers []*Scheduler[string]
+	var accounts []*Account
+	for _, name := range []string{"a", "b", "c", "d"} {
+		a := testAccount(t, nil)
+		sq, err := a.Queue(q.Name())
+		require.NoError(t, err)
+		pub, err := NewPublisher[string](sq, nil)
+		require.NoError(t, err)
+		s, err := NewScheduler(pub, &SchedulerOptions{Instance: name, ClaimTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		require.NoError(t, s.Add(Schedule[string]{Name: "tick", Every: time.Second, Messages: func(_ context.Context, o Occurrence) ([]string, error) {
+			return []string{o.At.Format(time.RFC3339)}, nil
+		}}))
+		schedulers, accounts = append(schedulers, s), append(accounts, a)
+		wg.Go(func() { assert.NoError(t, s.Run(ctx)) })
+	}
+	waitFor(t, "12 occurrences handled", func() bool { return len(occ.times()) >= 12 })
+	cancel()
+	wg.Wait()
+	states, err := schedulers[0].States(context.Background())
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	last := states[0].Last
+	waitFor(t, "the last occurrence handled", func() bool { return occ.count(last) == 1 })
+
+	ts := occ.times()
+	for i, at := range ts {
+		assert.Equal(t, 1, occ.count(at), "occurrence %v", at)
+		if i > 0 {
+			assert.Equal(t, time.Second, at.Sub(ts[i-1]), "none missing before %v", at)
+		}
+	}
+	var blob, send int64
+	for _, a := range accounts {
+		tx := a.Transactions()
+		blob, send = blob+tx.Blob(), send+tx.Send
+	}
+	t.Logf("%d occurrences by 4 schedulers: %d sends, %d blob requests (%.1f per occurrence), %d duplicates dropped; sent by %s",
+		len(ts), send, blob, float64(blob)/float64(len(ts)), l.State().Duplicates, states[0].LastBy)
+	assert.EqualValues(t, len(ts), states[0].Sent)
+}
+
+// An occurrence sent twice (its first claimant hung past its claim, then
+// sent anyway) is handled once against the emulator: the second message
+// finds the first's mark and is deleted unhandled.
+func TestADuplicateOfAnOccurrenceIsDroppedAgainstTheEmulator(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	occ := &occurrenceLog{seen: map[time.Time]int{}}
+	l, err := NewListener(q, occ.handler, quick())
+	require.NoError(t, err)
+	started(t, l)
+	pub, err := NewPublisher[string](q, nil)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var hungSends sync.WaitGroup
+	hungSends.Add(1)
+	messages := func(_ context.Context, o Occurrence) ([]string, error) { return []string{"report"}, nil }
+	opts := &SchedulerOptions{ClaimTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+	newScheduler := func(instance string, m func(context.Context, Occurrence) ([]string, error)) *Scheduler[string] {
+		o := *opts
+		o.Instance = instance
+		s, err := NewScheduler(pub, &o)
+		require.NoError(t, err)
+		require.NoError(t, s.Add(Schedule[string]{Name: "report", Every: 5 * time.Second, Messages: m}))
+		return s
+	}
+	var once sync.Once
+	hung := newScheduler("hung", func(ctx context.Context, o Occurrence) ([]string, error) {
+		once.Do(func() {
+			defer hungSends.Done()
+			<-release
+		})
+		return messages(ctx, o)
+	})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { assert.NoError(t, hung.Run(ctx)) })
+	waitFor(t, "the hung scheduler's claim", func() bool {
+		st, err := hung.States(ctx)
+		return err == nil && len(st) == 1 && st[0].ClaimedBy == "hung"
+	})
+	healthy := newScheduler("healthy", messages)
+	wg.Go(func() { assert.NoError(t, healthy.Run(ctx)) })
+	waitFor(t, "the occurrence sent by the other", func() bool {
+		st, err := healthy.States(ctx)
+		return err == nil && len(st) == 1 && st[0].LastBy == "healthy" && len(occ.times()) == 1
+	})
+	first := occ.times()[0]
+	// The hung one never got to send: half its claim timeout has passed,
+	// so it looks again rather than send. Sent anyway, the copy would be
+	// dropped: send one as it would have.
+	close(release)
+	hungSends.Wait()
+	_, _, err = pub.publish(ctx, "report", hung.route(hung.schedules["report"], timetable.Occurrence{At: first}, 0))
+	require.NoError(t, err)
+	waitFor(t, "the copy dropped", func() bool { return l.State().Duplicates == 1 })
+	assert.Equal(t, 1, occ.count(first), "handled once")
+}
