@@ -148,6 +148,21 @@
 // across processes. Both keep small records in the [PayloadStore], which
 // [Sweep] removes once expired.
 //
+// # Periodic dispatch
+//
+// A [Scheduler] sends messages on [Schedule]s (a fixed interval, a cron
+// expression in a time zone, or a timetable of your own) through a
+// Publisher. Run one in every instance of a service: each occurrence is
+// claimed with a conditional write on one record per schedule, beside the
+// payloads, and taken over from an instance that dies with it; each
+// message carries its [Occurrence], and the first listener to deliver a
+// message of an occurrence marks it, so that a duplicate (from an
+// instance paused past its claim) is deleted unhandled. Between
+// occurrences no instance makes a request. Occurrences missed while no
+// instance ran are skipped, sent as one catch-up, or each sent, by the
+// schedule's [Misfire] policy; the handler sees whether one is late in
+// [Message.Occurrence].
+//
 // # Sharding and Lease
 //
 // Past one queue's target (about 2,000 messages/s) or one account's (about

@@ -165,3 +165,50 @@ func TestADuplicateOfAnOccurrenceIsDroppedAgainstTheEmulator(t *testing.T) {
 	waitFor(t, "the copy dropped", func() bool { return l.State().Duplicates == 1 })
 	assert.Equal(t, 1, occ.count(first), "handled once")
 }
+
+// Between occurrences a scheduler makes no request at all: three
+// instances waiting an hour for an hourly schedule's next occurrence
+// spend, in the seconds watched here, nothing.
+func TestSchedulersWaitingForAnOccurrenceMakeNoRequest(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	far := func(after time.Time) time.Time { return after.Truncate(time.Second).Add(time.Hour) }
+	var accounts []*Account
+	var last *Scheduler[string]
+	for _, name := range []string{"a", "b", "c"} {
+		a := testAccount(t, nil)
+		sq, err := a.Queue(q.Name())
+		require.NoError(t, err)
+		pub, err := NewPublisher[string](sq, nil)
+		require.NoError(t, err)
+		s, err := NewScheduler(pub, &SchedulerOptions{Instance: name, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		require.NoError(t, s.Add(Schedule[string]{Name: "hourly", Next: far, Messages: func(context.Context, Occurrence) ([]string, error) { return nil, nil }}))
+		wg.Go(func() { assert.NoError(t, s.Run(ctx)) })
+		accounts, last = append(accounts, a), s
+	}
+	total := func() int64 {
+		var n int64
+		for _, a := range accounts {
+			n += a.Transactions().Total()
+		}
+		return n
+	}
+	waitFor(t, "every instance started", func() bool {
+		// Each instance reads the record once it exists (one created it):
+		// at least a read each, and a write.
+		return total() >= 4
+	})
+	st, err := last.States(ctx)
+	require.NoError(t, err)
+	require.Len(t, st, 1)
+	time.Sleep(time.Second) // any instance still starting is done by now
+	before := total()
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, before, total(), "no request while waiting for the next occurrence")
+	t.Logf("starting cost %d requests for 3 instances; none while waiting", before)
+}
