@@ -54,20 +54,9 @@ func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) 
 // dropDuplicate deletes a duplicate of an occurrence's message, then its
 // payload blob, if any.
 func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
-	d := t.d
-	if err := l.srcDelete(ctx, d); err != nil {
-		l.storageFailed(err)
-		l.stats.lost.Add(1)
-		l.reappears(t)
-		l.msgLog(d).Warn("a duplicate of a scheduled occurrence could not be deleted; it reappears, and is found a duplicate again", "err", err)
-		return
+	if l.deleteUnhandled(ctx, t, &l.stats.duplicates, "a duplicate of a scheduled occurrence could not be deleted; it reappears, and is found a duplicate again") {
+		l.msgLog(t.d).Info("deleted a duplicate of a scheduled occurrence, unhandled")
 	}
-	l.storageSucceeded(OpDelete)
-	l.stats.duplicates.Add(1)
-	if t.blob != nil {
-		l.removePayload(ctx, d, t.blob)
-	}
-	l.msgLog(d).Info("deleted a duplicate of a scheduled occurrence, unhandled")
 }
 
 // occurrenceOf is what a handler sees of the occurrence a due line names.

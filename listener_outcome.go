@@ -229,17 +229,8 @@ func (l *Listener[T]) settle(t *try, a action) {
 // says ErrAlreadyCancelled.
 func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
 	d := t.d
-	if err := l.srcDelete(ctx, d); err != nil {
-		l.storageFailed(err)
-		l.stats.lost.Add(1)
-		l.reappears(t)
-		l.msgLog(d).Warn("a cancelled message could not be deleted; it reappears, and is found cancelled again", "err", err)
+	if !l.deleteUnhandled(ctx, t, &l.stats.cancelled, "a cancelled message could not be deleted; it reappears, and is found cancelled again") {
 		return
-	}
-	l.storageSucceeded(OpDelete)
-	l.stats.cancelled.Add(1)
-	if t.blob != nil {
-		l.removePayload(ctx, d, t.blob)
 	}
 	if err := l.opts.Payloads.expireRecord(ctx, rec); err != nil {
 		l.msgLog(d).Warn("cancelled message deleted; its cancel record stays until it expires with the message", "err", err)
@@ -429,4 +420,25 @@ func deleteFailed(err error) string {
 			"if it comes back here it is deleted without running the handler"
 	}
 	return "handled, but the delete failed; the message will be delivered again, and deleted without running the handler"
+}
+
+// deleteUnhandled deletes t's message, which is not to be handled, then its
+// payload blob, and counts it in dropped; it reports whether the delete
+// succeeded. A message it could not delete reappears, and is judged again
+// (ifFailed says so in the log).
+func (l *Listener[T]) deleteUnhandled(ctx context.Context, t *try, dropped *atomic.Int64, ifFailed string) bool {
+	d := t.d
+	if err := l.srcDelete(ctx, d); err != nil {
+		l.storageFailed(err)
+		l.stats.lost.Add(1)
+		l.reappears(t)
+		l.msgLog(d).Warn(ifFailed, "err", err)
+		return false
+	}
+	l.storageSucceeded(OpDelete)
+	dropped.Add(1)
+	if t.blob != nil {
+		l.removePayload(ctx, d, t.blob)
+	}
+	return true
 }

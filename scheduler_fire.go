@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/dueline"
@@ -142,7 +143,7 @@ func (s *Scheduler[T]) lost(err error) (time.Time, error) {
 func (s *Scheduler[T]) send(ctx context.Context, sc *scheduled[T], occs []timetable.Occurrence, claimed time.Time) (int, error) {
 	for n, o := range occs {
 		occ := Occurrence{Schedule: sc.Name, At: o.At.UTC(), Late: o.Late, Missed: o.Missed}
-		bodies, err := sc.Messages(ctx, occ)
+		bodies, err := messagesFor(ctx, sc, occ)
 		if err != nil {
 			return n, fmt.Errorf("schedule %q: messages for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
 		}
@@ -169,4 +170,15 @@ func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int)
 	at := o.At.UTC()
 	once := recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item))
 	return route{at: at, occ: &dueline.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, Once: once}}
+}
+
+// messagesFor calls the schedule's Messages, turning a panic into a
+// [*PanicError]: the occurrence is tried again, as for an error.
+func messagesFor[T any](ctx context.Context, sc *scheduled[T], o Occurrence) (bodies []T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return sc.Messages(ctx, o)
 }
