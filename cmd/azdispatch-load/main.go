@@ -8,6 +8,7 @@
 //	go run ./cmd/azdispatch-load -scenario drain -latency 10ms
 //	go run ./cmd/azdispatch-load -json                # one JSON object per line
 //	go run ./cmd/azdispatch-load -scenario chaos -duration 10m -seed 42
+//	go run ./cmd/azdispatch-load -scenario schedule -duration 3m -json
 package main
 
 import (
@@ -37,7 +38,8 @@ type options struct {
 	idle     idleTiming // zero: the idle-sharded scenario's defaults
 	duration time.Duration
 	seed     int64
-	chaos    *chaosConfig // nil: the chaos scenario's defaults for duration
+	chaos    *chaosConfig    // nil: the chaos scenario's defaults for duration
+	schedule *scheduleConfig // nil: the schedule scenario's defaults for duration
 }
 
 // record is one line of -json output.
@@ -71,7 +73,7 @@ type record struct {
 	Requests        int64     `json:"requests,omitempty"`           // idle scenarios: requests made in the window
 
 	// Own, when set, is printed instead: the record of a scenario with a
-	// shape of its own (chaos).
+	// shape of its own (chaos, schedule).
 	Own any `json:"-"`
 }
 
@@ -90,27 +92,33 @@ var scenarios = map[string]scenario{
 	"batch":        runBatch,
 	"overhead":     runOverhead,
 	"chaos":        runChaos,
+	"schedule":     runSchedule,
 }
+
+// soaks judge rather than measure, and run only when named.
+var soaks = []string{"chaos", "schedule"}
 
 func main() {
 	if cfg := os.Getenv(chaosWorkerEnv); cfg != "" {
 		os.Exit(chaosWorkerMain(cfg)) // the chaos scenario's worker role
 	}
+	if cfg := os.Getenv(scheduleWorkerEnv); cfg != "" {
+		os.Exit(scheduleWorkerMain(cfg)) // the schedule scenario's scheduler role
+	}
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but chaos), "+strings.Join(names(), ", "))
+	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but the soaks, "+strings.Join(soaks, " and ")+"), "+strings.Join(names(), ", "))
 	flag.BoolVar(&o.json, "json", false, "print one JSON object per line instead of a table")
 	flag.DurationVar(&o.latency, "latency", 0, "add this to every request, a stand-in for the round trip to a real account")
 	flag.IntVar(&o.messages, "messages", 1000, "messages per run (Azurite slows past about 1,000 held)")
 	flag.IntVar(&o.rounds, "rounds", 5, "runs per variant; the median is reported")
 	flag.DurationVar(&o.limit, "limit", 15*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
-	flag.DurationVar(&o.duration, "duration", 0, "chaos: how long to inject faults (default 3m)")
-	flag.Int64Var(&o.seed, "seed", 0, "chaos: the seed of the faults' random draws, to replay a run's schedule (default random, printed)")
+	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m)")
+	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule (default random, printed)")
 	flag.Parse()
 
-	// All is every benchmark: the chaos soak judges rather than measures,
-	// and runs only when named.
-	run := slices.DeleteFunc(names(), func(n string) bool { return n == "chaos" })
+	// All is every benchmark, not the soaks.
+	run := slices.DeleteFunc(names(), func(n string) bool { return slices.Contains(soaks, n) })
 	if o.scenario != "all" {
 		if _, ok := scenarios[o.scenario]; !ok {
 			fmt.Fprintf(os.Stderr, "unknown scenario %q (have %s)\n", o.scenario, strings.Join(names(), ", "))
@@ -128,7 +136,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "scenario %s: %v\n", name, err)
 			os.Exit(1)
 		}
-		// A scenario that judges (chaos) returns its records with the
+		// A scenario that judges (a soak) returns its records with the
 		// error of a failed check: print them, then fail.
 		if o.json {
 			enc := json.NewEncoder(os.Stdout)

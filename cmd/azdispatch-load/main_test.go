@@ -12,12 +12,15 @@ import (
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
-// TestMain lets the chaos test run this test binary again as a worker
-// process, as the program runs itself, and fails a run whose tests pass but
+// TestMain lets the chaos and schedule tests run this test binary again as
+// a worker process, as the program runs itself, and fails a run whose tests pass but
 // leave a goroutine running.
 func TestMain(m *testing.M) {
 	if cfg := os.Getenv(chaosWorkerEnv); cfg != "" {
 		os.Exit(chaosWorkerMain(cfg))
+	}
+	if cfg := os.Getenv(scheduleWorkerEnv); cfg != "" {
+		os.Exit(scheduleWorkerMain(cfg))
 	}
 	goleak.VerifyTestMain(m)
 }
