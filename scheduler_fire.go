@@ -54,7 +54,13 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 	case st.Done:
 		return time.Time{}, nil
 	case st.ClaimBy != "" && st.ClaimBy != s.opts.Instance && now.Before(r.Written.Add(s.opts.ClaimTimeout)):
-		return r.Written.Add(s.opts.ClaimTimeout), nil // another's claim: look when it lapses
+		// Another's claim: look when it lapses, or at the following
+		// occurrence if sooner (the claimant may finish and then die).
+		lapses := r.Written.Add(s.opts.ClaimTimeout)
+		if following := sc.next(st.Next); !following.IsZero() {
+			lapses = timeMin(lapses, following.Add(timetable.Jitter(sc.Name, following, sc.Jitter)))
+		}
+		return lapses, nil
 	}
 	if due := st.Next.Add(timetable.Jitter(sc.Name, st.Next, sc.Jitter)); now.Before(due) {
 		return due, nil
@@ -181,4 +187,12 @@ func messagesFor[T any](ctx context.Context, sc *scheduled[T], o Occurrence) (bo
 		}
 	}()
 	return sc.Messages(ctx, o)
+}
+
+// timeMin is the earlier of a and b.
+func timeMin(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -88,20 +88,24 @@ type Schedule[T any] struct {
 	// is fine). It is called again if a send fails or another instance
 	// takes over the occurrence, so it should depend on o alone.
 	Messages func(ctx context.Context, o Occurrence) ([]T, error)
-	// Misfire says what becomes of occurrences missed while no scheduler
-	// ran. Defaults to [MisfireOne].
+	// Misfire says what becomes of occurrences missed (see [Misfire]).
+	// Defaults to [MisfireOne].
 	Misfire Misfire
 	// CatchUp bounds the missed occurrences [MisfireEach] sends: the
 	// latest ones. Defaults to 10.
 	CatchUp int
 	// Jitter spreads the occurrence's send over up to this long after its
 	// time (the same in every process), so that many schedules of many
-	// services firing on the hour do not all send at once.
+	// services firing on the hour do not all send at once. It must be less
+	// than Every, and should be well under the spacing of a Cron's or a
+	// Next's occurrences.
 	Jitter time.Duration
 }
 
-// Misfire is a [Schedule]'s policy for occurrences missed while no
-// scheduler ran (sent later than [SchedulerOptions.Grace]).
+// Misfire is a [Schedule]'s policy for occurrences missed: not sent within
+// [SchedulerOptions.Grace] of their time, because no instance ran, or
+// because their sends kept failing (storage unreachable, Messages
+// failing) for longer than that.
 type Misfire int
 
 const (
@@ -178,6 +182,8 @@ func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, erro
 		return nil, "", bad("Every", fmt.Sprintf("%v: whole seconds, at least 1s", s.Every))
 	case s.Jitter < 0 || s.CatchUp < 0 || s.Misfire < MisfireOne || s.Misfire > MisfireEach:
 		return nil, "", bad("Jitter", "Jitter, CatchUp and Misfire must be valid")
+	case s.Every > 0 && s.Jitter >= s.Every:
+		return nil, "", bad("Jitter", fmt.Sprintf("%v: less than Every (%v)", s.Jitter, s.Every))
 	}
 	switch {
 	case s.Every > 0:

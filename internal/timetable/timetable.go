@@ -38,8 +38,9 @@ type Plan struct {
 }
 
 // maxScan bounds the occurrences a plan walks: a schedule every second
-// that no scheduler ran for a month has 2.6 million; beyond this many
-// they are counted as skipped, and the walk jumps to now.
+// that no scheduler ran for a month has 2.6 million. Beyond this many,
+// those up to a little before the grace are counted from their spacing
+// (Skipped is then an estimate), and the walk goes on from there.
 const maxScan = 10_000
 
 // Decide plans a wake at now for a schedule whose first unsent occurrence
@@ -50,12 +51,27 @@ func Decide(next, now time.Time, nextOf func(time.Time) time.Time, policy Misfir
 	var missed []time.Time
 	var missedCount int64
 	t := next
+	jumped := false
 	for n := 0; !t.IsZero() && !t.After(now); n++ {
 		if n == maxScan {
-			// Too many to walk: count the rest as missed, at least one.
-			missedCount++
-			t = nextOf(now)
-			break
+			if jumped {
+				// Too many even near now: the rest are missed.
+				missedCount++
+				t = nextOf(now)
+				break
+			}
+			// Too many to walk: estimate how many lie between here and
+			// a little before the grace, by their spacing so far, and
+			// walk on from there, so that the latest missed ones and
+			// those on time are found.
+			jumped, n = true, 0
+			spacing := t.Sub(next) / maxScan
+			near := now.Add(-grace).Add(-spacing * time.Duration(limit+2))
+			if spacing > 0 && near.After(t) {
+				missedCount += int64(near.Sub(t)/spacing) + 1 // t itself, and those up to near
+				t = nextOf(near)
+				continue
+			}
 		}
 		if now.Sub(t) > grace {
 			missedCount++

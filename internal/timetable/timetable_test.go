@@ -75,12 +75,36 @@ func TestAScheduleThatEndsHasNoNext(t *testing.T) {
 
 func TestAVeryLongOutageIsCountedNotWalked(t *testing.T) {
 	t.Parallel()
-	now := t0.Add(30 * 24 * time.Hour)
-	p := Decide(t0, now, Every(time.Second), One, 10, time.Minute)
-	require.Len(t, p.Send, 1)
-	assert.True(t, p.Send[0].Late)
-	assert.True(t, p.Next.After(now))
-	assert.GreaterOrEqual(t, p.Skipped, int64(maxScan-1))
+	now := t0.Add(30*24*time.Hour + 500*time.Millisecond)
+	grace := 30 * time.Second
+	due := int64(30*24*3600 + 1) // t0 to now, both ends
+	for _, policy := range []Misfire{One, Skip, Each} {
+		p := Decide(t0, now, Every(time.Second), policy, 5, grace)
+		assert.Equal(t, now.Truncate(time.Second).Add(time.Second), p.Next)
+		var late, onTime []Occurrence
+		for _, o := range p.Send {
+			if o.Late {
+				late = append(late, o)
+			} else {
+				onTime = append(onTime, o)
+			}
+		}
+		require.Len(t, onTime, 30, "the occurrences within the grace, policy %d", policy)
+		assert.Equal(t, now.Truncate(time.Second), onTime[29].At)
+		missed := due - 30
+		assert.Equal(t, missed, p.Skipped+int64(len(late)), "every missed one counted, policy %d", policy)
+		switch policy {
+		case One:
+			require.Len(t, late, 1)
+			assert.Equal(t, now.Truncate(time.Second).Add(-30*time.Second), late[0].At, "the latest missed")
+			assert.Equal(t, missed-1, late[0].Missed)
+		case Each:
+			require.Len(t, late, 5)
+			assert.Equal(t, now.Truncate(time.Second).Add(-30*time.Second), late[4].At)
+		case Skip:
+			assert.Empty(t, late)
+		}
+	}
 }
 
 func TestEveryIsTheSameGridEverywhere(t *testing.T) {
