@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Scheduler[T any] struct {
 	store records.Store
 	opts  SchedulerOptions
 	log   *slog.Logger
+	// stagger delays this instance's reads after each wake (see loop):
+	// drawn once, up to maxStagger.
+	stagger time.Duration
 
 	mu        sync.Mutex
 	schedules map[string]*scheduled[T]
@@ -69,6 +73,10 @@ type schedulerRun struct {
 	wg  *sync.WaitGroup
 }
 
+// maxStagger bounds an instance's stagger: long enough for one to claim
+// before the others read, short beside a claim timeout.
+const maxStagger = 300 * time.Millisecond
+
 // NewScheduler returns a scheduler that sends through p and keeps its
 // schedules' state beside p's payloads (see [PublisherOptions.Payloads]),
 // or, for a target that keeps records of its own (a memqueue.Queue), there.
@@ -87,7 +95,7 @@ func NewScheduler[T any](p *Publisher[T], opts *SchedulerOptions) (*Scheduler[T]
 	if store == nil {
 		return nil, fmt.Errorf("azdispatch: a scheduler keeps its state in the payload store: %w", p.noStore())
 	}
-	return &Scheduler[T]{p: p, store: store, opts: o, schedules: map[string]*scheduled[T]{},
+	return &Scheduler[T]{p: p, store: store, opts: o, schedules: map[string]*scheduled[T]{}, stagger: rand.N(maxStagger),
 		log: o.Logger.With("queue", p.target.Name(), "instance", o.Instance)}, nil
 }
 

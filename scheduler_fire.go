@@ -10,6 +10,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
 )
 
@@ -32,7 +33,14 @@ func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
 		default:
 			backoff = time.Second
 		}
-		s.store.Sleep(ctx, wake, nil)
+		// Then this instance's stagger, on this machine's clock, so
+		// that the instances do not all read at once and race for the
+		// claim: the first claims, and the others, reading after, find
+		// its claim and wait (one read each, instead of a refused claim
+		// and a read again).
+		if s.store.Sleep(ctx, wake, nil) {
+			syncx.Sleep(ctx, s.stagger, nil)
+		}
 	}
 }
 
@@ -45,7 +53,10 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 	if err != nil || r == nil {
 		return time.Time{}, err
 	}
-	now := r.Now
+	// The store's time by this machine's clock since the read's answer:
+	// its Date is whole seconds, and a wake due within one (a jitter, a
+	// stagger) would read again and again until the next second.
+	now := s.store.Now()
 	switch {
 	case st.Spec != sc.spec:
 		// A new schedule, or a changed one: it goes on from now.
@@ -58,11 +69,11 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 		// occurrence if sooner (the claimant may finish and then die).
 		lapses := r.Written.Add(s.opts.ClaimTimeout)
 		if following := sc.next(st.Next); !following.IsZero() {
-			lapses = timeMin(lapses, following.Add(timetable.Jitter(sc.Name, following, sc.Jitter)))
+			lapses = timeMin(lapses, s.wakeFor(sc, following))
 		}
 		return lapses, nil
 	}
-	if due := st.Next.Add(timetable.Jitter(sc.Name, st.Next, sc.Jitter)); now.Before(due) {
+	if due := s.wakeFor(sc, st.Next); now.Before(due) {
 		return due, nil
 	}
 	plan := timetable.Decide(st.Next, now, sc.next, timetable.Misfire(sc.Misfire), sc.CatchUp, s.opts.Grace+sc.Jitter)
@@ -129,7 +140,7 @@ func (s *Scheduler[T]) write(ctx context.Context, sc *scheduled[T], r *records.R
 	if st.Done {
 		return time.Time{}, nil
 	}
-	return st.Next.Add(timetable.Jitter(sc.Name, st.Next, sc.Jitter)), nil
+	return s.wakeFor(sc, st.Next), nil
 }
 
 // lost says what to do after a write: another instance's write first
@@ -195,4 +206,10 @@ func timeMin(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// wakeFor is when the instances wake for occurrence at of sc: after its
+// jitter, which every instance shares.
+func (s *Scheduler[T]) wakeFor(sc *scheduled[T], at time.Time) time.Time {
+	return at.Add(timetable.Jitter(sc.Name, at, sc.Jitter))
 }

@@ -17,18 +17,38 @@ type Clock struct {
 	known  atomic.Bool
 }
 
+// resetBelow is how far below the kept offset a new one must be to be
+// taken as a clock set back, rather than as a Date cut to its second.
+const resetBelow = 2 * time.Second
+
 // Saw records an answer's Date, taken now by the local clock. A Date is
 // whole seconds, cut, not rounded: the service's time was between it and a
 // second later. The lower end is kept, so that a wait computed from it is
 // never shorter than the service will count (a message hidden by it shows
-// up on time or up to a second late, never early). A nil date is ignored.
+// up on time or up to a second late, never early). Of the Dates seen, the
+// one that says the most is kept (see resetBelow): so the clock comes within
+// a few milliseconds of the service's once an answer came just after its
+// second turned, rather than falling back by up to a second at each
+// answer. A nil date is ignored.
 func (c *Clock) Saw(date *time.Time) { c.saw(date, time.Now()) }
 
 func (c *Clock) saw(date *time.Time, local time.Time) {
 	if date == nil || date.IsZero() {
 		return
 	}
-	c.offset.Store(int64(date.Sub(local)))
+	offset := int64(date.Sub(local))
+	// Every Date is a lower bound, off by up to a second: the highest
+	// offset seen is the closest. One lower by more than resetBelow is a
+	// clock that was set back (or this machine's set forward): taken.
+	for {
+		old := c.offset.Load()
+		if c.known.Load() && offset <= old && old-offset <= int64(resetBelow) {
+			return
+		}
+		if c.offset.CompareAndSwap(old, offset) {
+			break
+		}
+	}
 	c.known.Store(true)
 }
 
