@@ -35,7 +35,10 @@ import (
 // another message deletes its own unhandled, as a duplicate (counted in
 // [State.Duplicates]). So each occurrence's messages are handled once,
 // whoever sends them and however often. Listeners must be of this version
-// or later.
+// or later, and need a record store to mark in: their payload store (or,
+// over memqueue, the queue's records). A listener without one (a queue
+// opened by its SAS URL, with no [ListenerOptions.Payloads]) cannot tell a
+// duplicate, and handles it.
 //
 // Requests: per occurrence, the sending instance makes 3 (a read, the
 // claim, the move on) besides its sends, each other instance 1 read, and
