@@ -104,7 +104,10 @@ func NewScheduler[T any](p *Publisher[T], opts *SchedulerOptions) (*Scheduler[T]
 
 // Add adds a schedule, or replaces the one of the same name; a running
 // scheduler starts it at once. A schedule whose timetable changed since
-// its state was written goes on from its next occurrence after now.
+// its state was written goes on from its next occurrence after now. While
+// instances run different timetables for one name (a rolling deploy),
+// each rewrites the state to its own when it wakes: occurrences the two do
+// not share may be skipped until every instance runs the new one.
 func (s *Scheduler[T]) Add(sch Schedule[T]) error {
 	next, spec, err := timetableOf(&sch)
 	if err != nil {

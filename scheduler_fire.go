@@ -66,9 +66,10 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 		return time.Time{}, nil
 	case st.ClaimBy != "" && st.ClaimBy != s.opts.Instance && now.Before(r.Written.Add(s.opts.ClaimTimeout)):
 		// Another's claim: look when it lapses, or at the following
-		// occurrence if sooner (the claimant may finish and then die).
+		// occurrence if sooner and still ahead (the claimant may finish
+		// and then die); one already due is the claimant's to send.
 		lapses := r.Written.Add(s.opts.ClaimTimeout)
-		if following := sc.next(st.Next); !following.IsZero() {
+		if following := sc.next(st.Next); !following.IsZero() && s.wakeFor(sc, following).After(now) {
 			lapses = timeMin(lapses, s.wakeFor(sc, following))
 		}
 		return lapses, nil

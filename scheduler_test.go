@@ -345,3 +345,36 @@ func TestAnOccurrenceClaimedByAHungInstanceIsSentByAnotherAndHandledOnce(t *test
 	require.Eventually(t, func() bool { return r.l.State().Duplicates == 1 }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, []time.Time{schedStart.Add(time.Minute)}, r.occurrences(), "handled once")
 }
+
+// An instance that finds another's claim waits for its end, with no read
+// in between, even when the schedule's next occurrence is already due
+// (the claimant is slow, and will send it).
+func TestAnInstanceWaitingForAnothersClaimMakesNoRequest(t *testing.T) {
+	t.Parallel()
+	r := newSchedRig(t, schedStart.Add(500*time.Millisecond))
+	release := make(chan struct{})
+	slow := azdispatch.Schedule[string]{Name: "tick", Every: time.Second, Messages: func(ctx context.Context, o azdispatch.Occurrence) ([]string, error) {
+		<-release
+		return echo(ctx, o)
+	}}
+	first, stop := r.schedulerUntil("slow", slow)
+	defer func() {
+		close(release)
+		stop()
+	}()
+	r.settle(first, "tick")
+	r.clock.Advance(time.Second)
+	require.Eventually(t, func() bool {
+		states, err := first.States(r.ctx)
+		return err == nil && len(states) == 1 && states[0].ClaimedBy == "slow"
+	}, 10*time.Second, time.Millisecond)
+	r.clock.Advance(time.Second) // the following occurrence is due too
+	healthy := slow
+	healthy.Messages = echo
+	r.scheduler("other", healthy)
+	reads := func() int64 { return r.q.Transactions().BlobRead }
+	require.Eventually(t, func() bool { return reads() >= 3 }, 10*time.Second, time.Millisecond, "the other's first read")
+	before := reads()
+	time.Sleep(2 * time.Second) // several staggers' worth
+	assert.LessOrEqual(t, reads()-before, int64(1), "no polling while the claim holds")
+}

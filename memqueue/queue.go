@@ -335,8 +335,13 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // returned nothing. Each call is also counted in every count
 // its context carries ([azdispatch.CountTransactions]), so a Listener's
 // State().Transactions counts its requests on a memqueue as on a Queue.
+// Reads and writes of q's records (see [Queue.Records]) count as BlobRead
+// and BlobWrite, as a payload store's blobs would.
 func (q *Queue) Transactions() azdispatch.Transactions {
+	reads, writes := q.records.Requests()
 	return azdispatch.Transactions{
+		BlobRead:     reads,
+		BlobWrite:    writes,
 		Send:         q.calls[opIndex(azdispatch.OpSend)].Load(),
 		Receive:      q.calls[opIndex(azdispatch.OpReceive)].Load(),
 		EmptyReceive: q.emptyReceives.Load(),

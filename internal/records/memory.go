@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -21,7 +22,13 @@ type Memory struct {
 	mu      sync.Mutex
 	records map[string]Record
 	version int64
+
+	reads, writes atomic.Int64 // requests a storage service would bill
 }
+
+// Requests returns how many reads and writes the store has been asked
+// for, refused ones included: what a storage service would bill.
+func (m *Memory) Requests() (reads, writes int64) { return m.reads.Load(), m.writes.Load() }
 
 // NewMemory returns an empty store whose clock is now. moved, if not nil,
 // registers a function to call whenever that clock moves (a manual one);
@@ -32,6 +39,7 @@ func NewMemory(now func() time.Time, moved func(wake func()) (cancel func())) *M
 
 // Read implements Store.
 func (m *Memory) Read(ctx context.Context, name string) (*Record, error) {
+	m.reads.Add(1)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -48,6 +56,7 @@ func (m *Memory) Read(ctx context.Context, name string) (*Record, error) {
 
 // Write implements Store.
 func (m *Memory) Write(ctx context.Context, name string, r *Record) error {
+	m.writes.Add(1)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

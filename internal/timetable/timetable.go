@@ -37,50 +37,51 @@ type Plan struct {
 	Next    time.Time // the first occurrence after now; zero: none
 }
 
-// maxScan bounds the occurrences a plan walks: a schedule every second
-// that no scheduler ran for a month has 2.6 million. Beyond this many,
-// those up to a little before the grace are counted from their spacing
-// (Skipped is then an estimate), and the walk goes on from there.
+// maxScan bounds the occurrences a plan walks before it jumps: a schedule
+// every second that no scheduler ran for a month has 2.6 million, and a
+// cron expression's next occurrence costs tens of microseconds. Beyond
+// this many, the missed ones up to a window before the grace are counted
+// from their spacing (Skipped is then an estimate), and the walk goes on
+// from the window, which holds the latest missed ones.
 const maxScan = 10_000
+
+// maxSend bounds the occurrences on time that one plan sends: the next
+// wake, at once, sends the rest, so that a wake's sends stay within a
+// claim.
+const maxSend = 100
 
 // Decide plans a wake at now for a schedule whose first unsent occurrence
 // is next: occurrences up to now are due; those older than grace are
-// missed, and policy (with cap, for Each) says which of them to send.
+// missed, and policy (with limit, for Each) says which of them to send.
 func Decide(next, now time.Time, nextOf func(time.Time) time.Time, policy Misfire, limit int, grace time.Duration) Plan {
 	var p Plan
-	var missed []time.Time
+	keep := max(limit, 1)
+	var missed []time.Time // the latest keep missed
 	var missedCount int64
-	t := next
-	jumped := false
+	t, from := next, next // from: where the walk since the last jump began
 	for n := 0; !t.IsZero() && !t.After(now); n++ {
-		if n == maxScan {
-			if jumped {
-				// Too many even near now: the rest are missed.
-				missedCount++
-				t = nextOf(now)
-				break
+		if now.Sub(t) <= grace {
+			if len(p.Send) == maxSend {
+				break // the rest at the next wake
 			}
-			// Too many to walk: estimate how many lie between here and
-			// a little before the grace, by their spacing so far, and
-			// walk on from there, so that the latest missed ones and
-			// those on time are found.
-			jumped, n = true, 0
-			spacing := t.Sub(next) / maxScan
-			near := now.Add(-grace).Add(-spacing * time.Duration(limit+2))
-			if spacing > 0 && near.After(t) {
-				missedCount += int64(near.Sub(t)/spacing) + 1 // t itself, and those up to near
-				t = nextOf(near)
+			p.Send = append(p.Send, Occurrence{At: t})
+			t = nextOf(t)
+			continue
+		}
+		if n >= maxScan {
+			spacing := t.Sub(from) / time.Duration(n)
+			if w := window(t, now.Add(-grace), spacing, keep, nextOf); w.After(t) {
+				missedCount += int64(w.Sub(t)/spacing) + 1 // t itself, and those up to w
+				missed = missed[:0]                          // the window holds later ones
+				t, from, n = nextOf(w), w, 0
 				continue
 			}
+			n = 0 // fewer than keep lie between t and the grace: walk them
 		}
-		if now.Sub(t) > grace {
-			missedCount++
-			missed = append(missed, t)
-			if len(missed) > max(limit, 1) {
-				missed = missed[1:] // keep the latest
-			}
-		} else {
-			p.Send = append(p.Send, Occurrence{At: t})
+		missedCount++
+		missed = append(missed, t)
+		if len(missed) > keep {
+			missed = missed[1:]
 		}
 		t = nextOf(t)
 	}
@@ -102,6 +103,30 @@ func Decide(next, now time.Time, nextOf func(time.Time) time.Time, policy Misfir
 	}
 	p.Send = append(late, p.Send...)
 	return p
+}
+
+// window returns a time after which at least keep occurrences lie before
+// cutoff, found by doubling a span of spacing back from cutoff, or after
+// (no jump) if the span reaches back to it first: for spacing that is
+// irregular (working hours, weekdays), the latest missed may lie well
+// before the last few spacings.
+func window(after, cutoff time.Time, spacing time.Duration, keep int, nextOf func(time.Time) time.Time) time.Time {
+	if spacing <= 0 {
+		return after
+	}
+	for k := time.Duration(keep + 2); ; k *= 2 {
+		w := cutoff.Add(-spacing * k)
+		if !w.After(after) {
+			return after
+		}
+		found := 0
+		for t := nextOf(w); !t.IsZero() && t.Before(cutoff) && found < keep; t = nextOf(t) {
+			found++
+		}
+		if found >= keep {
+			return w
+		}
+	}
 }
 
 // Every is the occurrences of a fixed interval: the multiples of it since

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/cron"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -135,4 +137,40 @@ func TestStateRoundTrips(t *testing.T) {
 	assert.Equal(t, s, *got)
 	_, err = DecodeState([]byte("{"))
 	assert.Error(t, err)
+}
+
+func TestTheLatestMissedAreFoundWhenSpacingIsIrregular(t *testing.T) {
+	t.Parallel()
+	hours, err := cron.Parse("* 9-16 * * 1-5") // every minute of working hours
+	require.NoError(t, err)
+	nextOf := func(after time.Time) time.Time { return hours.Next(after, time.UTC) }
+	start := nextOf(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) // Monday 2 March, 09:00
+	now := time.Date(2026, 4, 5, 12, 0, 0, 0, time.UTC)           // a Sunday, five weeks on
+	friday := time.Date(2026, 4, 3, 16, 59, 0, 0, time.UTC)       // the latest occurrence before it
+	due := int64(25 * 8 * 60)                                     // 25 working days of 480 minutes
+	one := Decide(start, now, nextOf, One, 3, time.Minute)
+	require.Len(t, one.Send, 1)
+	assert.Equal(t, friday, one.Send[0].At)
+	assert.InEpsilon(t, due, one.Skipped+1, 0.1, "an estimate beyond the walk")
+	assert.Equal(t, time.Date(2026, 4, 6, 9, 0, 0, 0, time.UTC), one.Next)
+
+	each := Decide(start, now, nextOf, Each, 3, time.Minute)
+	require.Len(t, each.Send, 3)
+	assert.Equal(t, []time.Time{friday.Add(-2 * time.Minute), friday.Add(-time.Minute), friday}, times(each))
+}
+
+func TestAWakeSendsAtMostMaxSendOnTimeAndTheRestNext(t *testing.T) {
+	t.Parallel()
+	every := Every(time.Second)
+	now := t0.Add(24 * time.Hour)
+	p := Decide(t0.Add(time.Second), now, every, One, 10, 4*time.Hour)
+	require.Len(t, p.Send, 1+maxSend, "the catch-up and the first on time")
+	assert.True(t, p.Send[0].Late)
+	firstOnTime := now.Add(-4 * time.Hour)
+	assert.Equal(t, firstOnTime, p.Send[1].At)
+	assert.Equal(t, firstOnTime.Add(maxSend*time.Second), p.Next, "the rest at the next wake")
+	rest := Decide(p.Next, now, every, One, 10, 4*time.Hour)
+	assert.Len(t, rest.Send, maxSend)
+	assert.False(t, rest.Send[0].Late)
+	assert.Zero(t, rest.Skipped)
 }
