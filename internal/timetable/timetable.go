@@ -72,7 +72,7 @@ func Decide(next, now time.Time, nextOf func(time.Time) time.Time, policy Misfir
 			spacing := t.Sub(from) / time.Duration(n)
 			if w := window(t, now.Add(-grace), spacing, keep, nextOf); w.After(t) {
 				missedCount += int64(w.Sub(t)/spacing) + 1 // t itself, and those up to w
-				missed = missed[:0]                          // the window holds later ones
+				missed = missed[:0]                        // the window holds later ones
 				t, from, n = nextOf(w), w, 0
 				continue
 			}
