@@ -50,7 +50,7 @@ func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
 // ended).
 func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, error) {
 	r, st, err := s.read(ctx, sc)
-	if err != nil || r == nil {
+	if err != nil {
 		return time.Time{}, err
 	}
 	// The store's time by this machine's clock since the read's answer:
@@ -98,18 +98,17 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 		st.Last, st.LastBy, st.LastSent, st.LastLate = last.At, s.opts.Instance, s.store.Now().Truncate(time.Second), last.Late
 	}
 	if plan.Skipped > 0 {
-		s.log.Warn("occurrences missed while no scheduler ran were skipped", "schedule", sc.Name, "skipped", plan.Skipped)
+		s.log.Warn("occurrences missed (not sent within the grace) were skipped", "schedule", sc.Name, "skipped", plan.Skipped)
 	}
 	return s.write(ctx, sc, r, st)
 }
 
-// read reads sc's record, creating it with the schedule's first occurrence
-// after now if there is none: a nil record then says to look again at
-// once (the created record is read back then, at no extra cost to a
-// schedule that has started).
+// read reads sc's record, creating it first with the schedule's first
+// occurrence after now if there is none (or finding that another instance
+// just did), and reading it back.
 func (s *Scheduler[T]) read(ctx context.Context, sc *scheduled[T]) (*records.Record, *timetable.State, error) {
 	r, err := s.store.Read(ctx, sc.record)
-	if errors.Is(err, records.ErrMissing) {
+	for try := 0; errors.Is(err, records.ErrMissing) && try < 2; try++ {
 		now := s.store.Now()
 		st := &timetable.State{Name: sc.Name, Queue: s.p.target.Name(), Spec: sc.spec, Next: sc.next(now)}
 		st.Done = st.Next.IsZero()
@@ -117,7 +116,7 @@ func (s *Scheduler[T]) read(ctx context.Context, sc *scheduled[T]) (*records.Rec
 		if err := s.store.Write(ctx, sc.record, r); err != nil && !errors.Is(err, records.ErrChanged) {
 			return nil, nil, err
 		}
-		return s.read(ctx, sc)
+		r, err = s.store.Read(ctx, sc.record)
 	}
 	if err != nil {
 		return nil, nil, err
