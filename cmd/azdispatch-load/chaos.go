@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -178,19 +176,10 @@ func runChaos(ctx context.Context, o options, progress io.Writer) ([]record, []s
 	}
 	cfg := o.chaos
 	if cfg == nil {
-		d := o.duration
-		if d <= 0 {
-			d = 3 * time.Minute
-		}
-		c := chaosDefaults(d)
+		c := chaosDefaults(soakDuration(o))
 		cfg = &c
 	}
-	seed := o.seed
-	if seed == 0 {
-		var b [8]byte
-		_, _ = crand.Read(b[:])
-		seed = int64(binary.LittleEndian.Uint64(b[:]) >> 1)
-	}
+	seed := soakSeed(o)
 	fmt.Fprintf(progress, "chaos: seed %d (replay with -seed %d), %v, %d workers, %.0f msgs/s\n",
 		seed, seed, cfg.Duration, cfg.Workers, cfg.Rate)
 	exe, err := os.Executable()
@@ -200,10 +189,7 @@ func runChaos(ctx context.Context, o options, progress io.Writer) ([]record, []s
 	r := &chaosRun{cfg: *cfg, seed: seed, rng: newLockedRand(seed, 0), progress: progress, exe: exe}
 	rec, err := r.run(ctx)
 	if err != nil {
-		if r.dir != "" {
-			err = fmt.Errorf("%w (seed %d; the run's records are kept in %s)", err, seed, r.dir)
-		}
-		return nil, nil, err
+		return nil, nil, soakFailed(err, seed, r.dir)
 	}
 	lines := chaosLines(rec, cfg)
 	recs := []record{{Scenario: "chaos", Own: rec}}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,11 +25,11 @@ type workerProc struct {
 func (r *chaosRun) start(worker, number int, mode faultMode) (*workerProc, error) {
 	name := fmt.Sprintf("worker%d-%d", worker, number)
 	p := &workerProc{worker: worker, number: number, log: filepath.Join(r.dir, name+".log")}
-	cfg, err := json.Marshal(chaosWorkerConfig{
+	env, err := chaosRole.env(chaosWorkerConfig{
 		Queue: r.queue, Log: p.log, Worker: worker, Incarnation: number, Seed: r.seed, Mode: mode.String(),
 		Rates: r.cfg.Worker, Visibility: r.cfg.Visibility, TryTimeout: r.cfg.TryTimeout, MaxDequeue: r.cfg.MaxDequeue,
 		LongShare: r.cfg.LongShare, Short: r.cfg.Short, Long: r.cfg.Long, IdleClose: r.cfg.IdleClose,
-	})
+	}, r.workerCS)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +40,6 @@ func (r *chaosRun) start(worker, number int, mode faultMode) (*workerProc, error
 		return nil, err
 	}
 	f.Close()
-	env := []string{chaosWorkerEnv + "=" + string(cfg), chaosConnEnv + "=" + r.workerCS}
 	c, err := startChild(r.exe, env, filepath.Join(r.dir, name+".stderr"), &r.wg, func(line []byte) {
 		var st workerStatus
 		if json.Unmarshal(line, &st) == nil {
@@ -61,63 +58,20 @@ func (r *chaosRun) start(worker, number int, mode faultMode) (*workerProc, error
 	return p, nil
 }
 
-// awaitWorkers waits until every worker has reported once.
-func (r *chaosRun) awaitWorkers(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for _, p := range r.procs {
-		for !p.hasReported() {
-			select {
-			case <-p.done:
-				return fmt.Errorf("worker %d exited at start: %s", p.worker, p.stderrTail())
-			default:
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("worker %d did not report within 30 s: %s", p.worker, p.stderrTail())
-			}
-			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// stopWorkers asks every worker to stop, and checks that each process that
-// was not killed ended well.
+// stopWorkers stops every worker, and checks that each process of them
+// ended well (see stopChildren). A worker's listener lets its handlers
+// finish before it stops: a minute for it.
 func (r *chaosRun) stopWorkers() error {
-	for _, p := range r.procs {
-		p.command("stop")
-		p.closeStdin()
-	}
-	var errs []error
-	for _, p := range r.procs {
-		select {
-		case <-p.done:
-		case <-time.After(time.Minute):
-			p.kill()
-			errs = append(errs, fmt.Errorf("worker %d did not stop within a minute", p.worker))
-		}
-	}
 	r.mu.Lock()
 	all := append([]*workerProc(nil), r.all...)
 	r.mu.Unlock()
-	for _, p := range all {
-		if !p.wasKilled() && !p.cmd.ProcessState.Success() {
-			errs = append(errs, fmt.Errorf("worker %d (process %d of it) ended with %v: %s", p.worker, p.number, p.cmd.ProcessState, p.stderrTail()))
-		}
-	}
-	return errors.Join(errs...)
+	return stopChildren(r.procs, all, time.Minute)
 }
 
-// killAll kills whatever still runs: the clean-up of a run cut short.
-func (r *chaosRun) killAll() {
-	for _, p := range r.procs {
-		select {
-		case <-p.done:
-		default:
-			p.kill()
-		}
-	}
+func (p *workerProc) slotName() string { return fmt.Sprintf("worker %d", p.worker) }
+
+func (p *workerProc) procName() string {
+	return fmt.Sprintf("worker %d (process %d of it)", p.worker, p.number)
 }
 
 func (p *workerProc) hasReported() bool {

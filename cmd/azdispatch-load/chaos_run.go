@@ -89,7 +89,7 @@ func (r *chaosRun) run(ctx context.Context) (chaosRecord, error) {
 		return chaosRecord{}, err
 	}
 	defer r.wg.Wait()
-	defer r.killAll() // on an early return; a no-op after the workers stopped
+	defer func() { killRunning(r.procs) }() // on an early return; a no-op after the workers stopped
 	for i := range r.cfg.Workers {
 		p, err := r.start(i, 1, modeCalm)
 		if err != nil {
@@ -97,7 +97,7 @@ func (r *chaosRun) run(ctx context.Context) (chaosRecord, error) {
 		}
 		r.procs = append(r.procs, p)
 	}
-	if err := r.awaitWorkers(ctx); err != nil {
+	if err := awaitReports(ctx, r.procs); err != nil {
 		return chaosRecord{}, err
 	}
 	pub, err := startPublishers(ctx, acct.connectionString, r.queue, r.cfg.Rate, r.cfg.Publishers, r.cfg.Publisher, newLockedRand(r.seed, 2), r.events)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -28,13 +27,7 @@ func TestChaosShortRunKeepsEveryMessage(t *testing.T) {
 	azurite.SkipIfShort(t)
 	t.Parallel()
 	cfg := chaosQuick(time.Minute)
-	var progress bytes.Buffer
-	recs, lines, err := runChaos(t.Context(), options{chaos: &cfg}, &progress)
-	t.Log("\n" + progress.String() + strings.Join(lines, "\n"))
-	require.NoError(t, err)
-	require.Len(t, recs, 1)
-	rec, ok := recs[0].Own.(chaosRecord)
-	require.True(t, ok, "the chaos record")
+	rec := runSoak[chaosRecord](t, runChaos, options{chaos: &cfg})
 	assert.True(t, rec.OK)
 	assert.Zero(t, rec.Lost, "lost")
 	assert.Zero(t, rec.Unexpected, "unexpected")

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,14 +28,7 @@ import (
 // with one write() before going on, so that the record survives a SIGKILL
 // (the operating system keeps what was written). It takes commands on
 // stdin (a fault mode, or stop) and reports its State on stdout.
-const (
-	// chaosWorkerEnv holds a worker's configuration (JSON); its presence
-	// makes the binary a worker.
-	chaosWorkerEnv = "AZDISPATCH_CHAOS_WORKER"
-	// chaosConnEnv holds the connection string, in the environment rather
-	// than on the command line, where process listings would show the key.
-	chaosConnEnv = "AZDISPATCH_CHAOS_CONNECTION"
-)
+var chaosRole = childRole{name: "chaos worker", config: "AZDISPATCH_CHAOS_WORKER", conn: "AZDISPATCH_CHAOS_CONNECTION"}
 
 // chaosWorkerConfig is what the coordinator tells a worker.
 type chaosWorkerConfig struct {
@@ -134,23 +126,6 @@ type chaosWorker struct {
 
 	outMu sync.Mutex
 	out   *json.Encoder
-}
-
-// chaosWorkerMain runs a worker and returns its exit code.
-func chaosWorkerMain(raw string) int {
-	var cfg chaosWorkerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos worker: bad configuration:", err)
-		return 2
-	}
-	// A Ctrl-C at the terminal reaches the whole process group: the
-	// coordinator, which owns this process, stops it through stdin.
-	signal.Ignore(os.Interrupt)
-	if err := runChaosWorker(cfg, os.Getenv(chaosConnEnv), os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos worker:", err)
-		return 1
-	}
-	return 0
 }
 
 func runChaosWorker(cfg chaosWorkerConfig, cs string, commands io.Reader, status io.Writer) error {

@@ -99,11 +99,8 @@ var scenarios = map[string]scenario{
 var soaks = []string{"chaos", "schedule"}
 
 func main() {
-	if cfg := os.Getenv(chaosWorkerEnv); cfg != "" {
-		os.Exit(chaosWorkerMain(cfg)) // the chaos scenario's worker role
-	}
-	if cfg := os.Getenv(scheduleWorkerEnv); cfg != "" {
-		os.Exit(scheduleWorkerMain(cfg)) // the schedule scenario's scheduler role
+	if code, ok := runRole(); ok {
+		os.Exit(code) // a soak's child: a chaos worker, a scheduler
 	}
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but the soaks, "+strings.Join(soaks, " and ")+"), "+strings.Join(names(), ", "))

@@ -16,11 +16,8 @@ import (
 // a worker process, as the program runs itself, and fails a run whose tests pass but
 // leave a goroutine running.
 func TestMain(m *testing.M) {
-	if cfg := os.Getenv(chaosWorkerEnv); cfg != "" {
-		os.Exit(chaosWorkerMain(cfg))
-	}
-	if cfg := os.Getenv(scheduleWorkerEnv); cfg != "" {
-		os.Exit(scheduleWorkerMain(cfg))
+	if code, ok := runRole(); ok {
+		os.Exit(code)
 	}
 	goleak.VerifyTestMain(m)
 }

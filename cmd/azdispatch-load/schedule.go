@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -161,19 +159,10 @@ func runSchedule(ctx context.Context, o options, progress io.Writer) ([]record, 
 	}
 	cfg := o.schedule
 	if cfg == nil {
-		d := o.duration
-		if d <= 0 {
-			d = 3 * time.Minute
-		}
-		c := scheduleDefaults(d)
+		c := scheduleDefaults(soakDuration(o))
 		cfg = &c
 	}
-	seed := o.seed
-	if seed == 0 {
-		var b [8]byte
-		_, _ = crand.Read(b[:])
-		seed = int64(binary.LittleEndian.Uint64(b[:]) >> 1)
-	}
+	seed := soakSeed(o)
 	fmt.Fprintf(progress, "schedule: seed %d (replay with -seed %d), %v, %d schedulers, claim timeout %v\n",
 		seed, seed, cfg.Duration, cfg.Schedulers, cfg.ClaimTimeout)
 	exe, err := os.Executable()
@@ -183,10 +172,7 @@ func runSchedule(ctx context.Context, o options, progress io.Writer) ([]record, 
 	r := &scheduleRun{cfg: *cfg, seed: seed, rng: newLockedRand(seed, 0), progress: progress, exe: exe, born: time.Now()}
 	rec, err := r.run(ctx)
 	if err != nil {
-		if r.dir != "" {
-			err = fmt.Errorf("%w (seed %d; the run's records are kept in %s)", err, seed, r.dir)
-		}
-		return nil, nil, err
+		return nil, nil, soakFailed(err, seed, r.dir)
 	}
 	lines := scheduleLines(rec, r.verdict)
 	recs := []record{{Scenario: "schedule", Own: rec}}

@@ -112,7 +112,7 @@ func (r *scheduleRun) run(ctx context.Context) (scheduleRecord, error) {
 	}()
 
 	defer r.wg.Wait()
-	defer r.killAll() // on an early return; a no-op after the workers stopped
+	defer func() { killRunning(r.procs) }() // on an early return; a no-op after the workers stopped
 	for i := range r.cfg.Schedulers {
 		p, err := r.start(i, 1)
 		if err != nil {
@@ -120,7 +120,7 @@ func (r *scheduleRun) run(ctx context.Context) (scheduleRecord, error) {
 		}
 		r.procs = append(r.procs, p)
 	}
-	if err := r.awaitWorkers(ctx); err != nil {
+	if err := awaitReports(ctx, r.procs); err != nil {
 		return scheduleRecord{}, err
 	}
 
@@ -212,14 +212,13 @@ func (r *scheduleRun) handle(_ context.Context, m *azdispatch.Message[scheduleBo
 // start runs incarnation number of slot.
 func (r *scheduleRun) start(slot, number int) (*scheduleProc, error) {
 	p := &scheduleProc{slot: slot, number: number, instance: fmt.Sprintf("sched%d-%d", slot, number)}
-	cfg, err := json.Marshal(scheduleWorkerConfig{
+	env, err := scheduleRole.env(scheduleWorkerConfig{
 		Queue: r.queue, Instance: p.instance, Seed: r.seed, Stream: uint64(1000 + slot*1000 + number),
 		ClaimTimeout: r.cfg.ClaimTimeout, Grace: r.cfg.Grace, Schedules: r.cfg.Schedules, Slow: r.cfg.Slow,
-	})
+	}, r.cs)
 	if err != nil {
 		return nil, err
 	}
-	env := []string{scheduleWorkerEnv + "=" + string(cfg), scheduleConnEnv + "=" + r.cs}
 	c, err := startChild(r.exe, env, filepath.Join(r.dir, p.instance+".stderr"), &r.wg, func(line []byte) { r.reported(p, line) })
 	if err != nil {
 		return nil, fmt.Errorf("scheduler %d: %w", slot, err)
@@ -266,64 +265,23 @@ func (p *scheduleProc) lastTx() (azdispatch.Transactions, bool) {
 	return p.tx, p.heard
 }
 
-// awaitWorkers waits until every worker has reported once.
-func (r *scheduleRun) awaitWorkers(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for _, p := range r.procs {
-		for {
-			if _, ok := p.lastTx(); ok {
-				break
-			}
-			if p.exited() {
-				return fmt.Errorf("scheduler %d exited at start: %s", p.slot, p.stderrTail())
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("scheduler %d did not report within 30 s: %s", p.slot, p.stderrTail())
-			}
-			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// stopWorkers asks every worker to stop, and checks that each process that
-// was not killed ended well.
+// stopWorkers stops every scheduler, and checks that each process of them
+// ended well (see stopChildren).
 func (r *scheduleRun) stopWorkers() error {
-	for _, p := range r.procs {
-		p.command("stop")
-		p.closeStdin()
-	}
-	var errs []error
-	for _, p := range r.procs {
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			p.kill()
-			errs = append(errs, fmt.Errorf("scheduler %d did not stop within 30 s", p.slot))
-		}
-	}
 	r.mu.Lock()
 	all := append([]*scheduleProc(nil), r.all...)
 	r.mu.Unlock()
-	for _, p := range all {
-		if !p.wasKilled() && !p.cmd.ProcessState.Success() {
-			errs = append(errs, fmt.Errorf("scheduler %s ended with %v: %s", p.instance, p.cmd.ProcessState, p.stderrTail()))
-		}
-	}
-	return errors.Join(errs...)
+	return stopChildren(r.procs, all, 30*time.Second)
 }
 
-// killAll kills whatever still runs (stopped ones too): the clean-up of a
-// run cut short.
-func (r *scheduleRun) killAll() {
-	for _, p := range r.procs {
-		if !p.exited() {
-			p.kill()
-		}
-	}
+func (p *scheduleProc) hasReported() bool {
+	_, ok := p.lastTx()
+	return ok
 }
+
+func (p *scheduleProc) slotName() string { return fmt.Sprintf("scheduler %d", p.slot) }
+
+func (p *scheduleProc) procName() string { return "scheduler " + p.instance }
 
 // drain waits, for a while, until the queue is empty and the listener has
 // nothing in hand.

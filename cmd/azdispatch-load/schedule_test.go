@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
@@ -24,13 +21,7 @@ func TestScheduleShortRunHandlesEachOccurrenceOnce(t *testing.T) {
 	}
 	t.Parallel()
 	cfg := scheduleQuick(40 * time.Second)
-	var progress bytes.Buffer
-	recs, lines, err := runSchedule(t.Context(), options{schedule: &cfg}, &progress)
-	t.Log("\n" + progress.String() + strings.Join(lines, "\n"))
-	require.NoError(t, err)
-	require.Len(t, recs, 1)
-	rec, ok := recs[0].Own.(scheduleRecord)
-	require.True(t, ok, "the schedule record")
+	rec := runSoak[scheduleRecord](t, runSchedule, options{schedule: &cfg})
 	assert.Equal(t, "schedule", rec.Scenario)
 	assert.Zero(t, rec.Missing, "missing")
 	assert.Zero(t, rec.Duplicated, "duplicated")

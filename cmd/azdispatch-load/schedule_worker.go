@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"time"
@@ -27,15 +25,7 @@ import (
 // holds and each send it makes, as they happen, so that the coordinator
 // can aim a fault at a process holding a claim. It stops at "stop" on
 // stdin, or at its end.
-const (
-	// scheduleWorkerEnv holds a worker's configuration (JSON); its
-	// presence makes the binary a schedule worker.
-	scheduleWorkerEnv = "AZDISPATCH_SCHEDULE_WORKER"
-	// scheduleConnEnv holds the connection string, in the environment
-	// rather than on the command line, where process listings would show
-	// the key.
-	scheduleConnEnv = "AZDISPATCH_SCHEDULE_CONNECTION"
-)
+var scheduleRole = childRole{name: "schedule worker", config: "AZDISPATCH_SCHEDULE_WORKER", conn: "AZDISPATCH_SCHEDULE_CONNECTION"}
 
 // scheduleSpec is one schedule of the scenario: fixed intervals only, so
 // that the checker knows every occurrence.
@@ -73,23 +63,6 @@ type scheduleReport struct {
 	Sent  string                   `json:"sent,omitempty"`  // the ID of a message just sent, before the move on
 	At    time.Time                `json:"at,omitzero"`     // Claim's occurrence
 	Final bool                     `json:"final,omitempty"`
-}
-
-// scheduleWorkerMain runs a schedule worker and returns its exit code.
-func scheduleWorkerMain(raw string) int {
-	var cfg scheduleWorkerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "schedule worker: bad configuration:", err)
-		return 2
-	}
-	// A Ctrl-C at the terminal reaches the whole process group: the
-	// coordinator, which owns this process, stops it through stdin.
-	signal.Ignore(os.Interrupt)
-	if err := runScheduleWorker(cfg, os.Getenv(scheduleConnEnv), os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "schedule worker:", err)
-		return 1
-	}
-	return 0
 }
 
 // scheduleWorker is one worker process's state.
