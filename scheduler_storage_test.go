@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -213,4 +214,73 @@ func TestSchedulersWaitingForAnOccurrenceMakeNoRequest(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	assert.Equal(t, before, total(), "no request while waiting for the next occurrence")
 	t.Logf("starting cost %d requests for 3 instances; none while waiting", before)
+}
+
+// A scheduler over a sharded queue spreads an occurrence's messages over
+// the shards; the listener of the set marks them in the set's payload
+// store, and handles each message of each occurrence once, even when it
+// was sent twice.
+func TestASchedulerOverAShardedQueueAgainstTheEmulator(t *testing.T) {
+	t.Parallel()
+	a := testAccount(t, nil)
+	name := uniqueName(t)
+	shards, err := AccountShards(name, 3, a)
+	require.NoError(t, err)
+	sq, err := NewShardedQueue(name, shards, nil)
+	require.NoError(t, err)
+	require.NoError(t, sq.Create(context.Background()))
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	l, err := NewListener(sq, func(_ context.Context, m *Message[string]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[m.Body]++
+		return nil
+	}, quick())
+	require.NoError(t, err)
+	started(t, l)
+	pub, err := NewPublisher[string](sq, nil)
+	require.NoError(t, err)
+	s, err := NewScheduler(pub, &SchedulerOptions{Instance: "a", Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	messages := func(_ context.Context, o Occurrence) ([]string, error) {
+		var bodies []string
+		for i := range 3 {
+			bodies = append(bodies, fmt.Sprintf("%d/%d", o.At.Unix(), i))
+		}
+		return bodies, nil
+	}
+	require.NoError(t, s.Add(Schedule[string]{Name: "fan-out", Every: 2 * time.Second, Messages: messages}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	waitFor(t, "three occurrences' messages", func() bool { return count() >= 9 })
+	cancel()
+	require.NoError(t, <-done)
+	states, err := s.States(context.Background())
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	last := states[0].Last
+
+	// The last occurrence sent again, as an instance paused past its claim would.
+	sc := s.schedules["fan-out"]
+	for i := range 3 {
+		_, _, err = pub.publish(context.Background(), fmt.Sprintf("%d/%d", last.Unix(), i), s.route(sc, timetable.Occurrence{At: last}, i))
+		require.NoError(t, err)
+	}
+	waitFor(t, "the copies dropped", func() bool { return l.State().Duplicates == 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	for body, n := range handled {
+		assert.Equal(t, 1, n, "message %s", body)
+	}
+	for i := range 3 {
+		assert.Equal(t, 1, handled[fmt.Sprintf("%d/%d", last.Unix(), i)], "the last occurrence's message %d", i)
+	}
 }
