@@ -52,19 +52,12 @@ request per 5,000 blobs of the container, and one read per schedule.`)
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, anyQueue)
+	t, queue, err := o.target.openPayloads(c)
 	if err != nil {
 		return err
 	}
-	if t.store == nil {
-		return fmt.Errorf("the first account has no blob service for payloads: %w", t.storeErr)
-	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	queue := o.target.queue
-	if queue == "" {
-		queue = o.target.base // a sharded set's schedulers record its name
-	}
 	states, lerr := t.store.Schedules(ctx)
 	if lerr != nil && len(states) == 0 {
 		return lerr // nothing to show: an empty list would read as "no schedules"

@@ -43,19 +43,12 @@ A dry run that finds payloads to delete exits 3.`)
 	if grace <= 0 {
 		return usageErrorf("-grace must be positive")
 	}
-	t, err := o.target.open(c, anyQueue)
+	t, queue, err := o.target.openPayloads(c)
 	if err != nil {
 		return err
 	}
-	if t.store == nil {
-		return fmt.Errorf("the first account has no blob service for payloads: %w", t.storeErr)
-	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	queue := o.target.queue
-	if queue == "" {
-		queue = o.target.base // a sharded set's publishers record its name
-	}
 	res, serr := azdispatch.Sweep(ctx, t.store, &azdispatch.SweepOptions{Grace: grace, Queue: queue, DryRun: !apply})
 	doc := sweepDoc{
 		Container: t.store.Container(), Queue: queue, DryRun: !apply,

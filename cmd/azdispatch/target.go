@@ -281,3 +281,22 @@ func accountLabels(accounts []*azdispatch.Account, sources []string) []string {
 	}
 	return labels
 }
+
+// openPayloads opens the target for a command on its payload container
+// (sweep, schedules), which needs the first account's blob service, and
+// returns the name payloads and schedules record for it: the queue's, or
+// a sharded set's base name.
+func (f *targetFlags) openPayloads(c *cli) (*target, string, error) {
+	t, err := f.open(c, anyQueue)
+	if err != nil {
+		return nil, "", err
+	}
+	if t.store == nil {
+		return nil, "", fmt.Errorf("the first account has no blob service for payloads: %w", t.storeErr)
+	}
+	queue := f.queue
+	if queue == "" {
+		queue = f.base
+	}
+	return t, queue, nil
+}
