@@ -71,6 +71,9 @@ func (m *Memory) Write(ctx context.Context, name string, r *Record) error {
 		return fmt.Errorf("%w: %s", ErrChanged, name)
 	}
 	m.version++
+	if m.version%sweepEvery == 0 {
+		m.sweep()
+	}
 	now := m.now()
 	w := *r
 	w.Value = append([]byte(nil), r.Value...)
@@ -90,6 +93,18 @@ func (m *Memory) live(name string) (Record, bool) {
 		return Record{}, false
 	}
 	return r, ok
+}
+
+// sweepEvery is how many writes go between sweeps of the records whose
+// life has ended, so that a long run (a mark per scheduled message) does
+// not keep them all.
+const sweepEvery = 1024
+
+// sweep drops every record whose life has ended. Called with m.mu held.
+func (m *Memory) sweep() {
+	for name := range m.records {
+		m.live(name)
+	}
 }
 
 // Now implements Store.

@@ -2,6 +2,7 @@ package records
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -101,4 +102,21 @@ func TestSleepFollowsAManualClock(t *testing.T) {
 	wake := make(chan struct{})
 	close(wake)
 	assert.True(t, m.Sleep(context.Background(), c.Now().Add(time.Hour), wake))
+}
+
+func TestRecordsWhoseLifeEndedAreSweptAsWritesGoOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := NewMemory(c.Now, c.subscribe)
+	for i := range sweepEvery {
+		require.NoError(t, m.Write(ctx, fmt.Sprint("old", i), &Record{Life: time.Minute}))
+	}
+	c.advance(time.Hour)
+	for i := range sweepEvery {
+		require.NoError(t, m.Write(ctx, fmt.Sprint("new", i), &Record{Life: 2 * time.Hour}))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.Len(t, m.records, sweepEvery, "only the live ones kept")
 }
