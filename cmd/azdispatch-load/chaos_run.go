@@ -22,6 +22,7 @@ type chaosRun struct {
 	seed     int64
 	rng      *lockedRand // the schedule: kills, storms and their targets
 	progress io.Writer
+	logMu    sync.Mutex // the run and its monitor both log to progress
 	exe      string
 
 	dir      string
@@ -163,6 +164,8 @@ func (r *chaosRun) logf(format string, args ...any) {
 	if !r.begin.IsZero() {
 		at = time.Since(r.begin).Seconds()
 	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	fmt.Fprintf(r.progress, "chaos %5.0fs: %s\n", at, s)
 	_ = r.events.line(fmt.Sprintf("%.3f", at), s)
 }
