@@ -129,9 +129,11 @@ func TestCancelAfterSeveralHops(t *testing.T) {
 	r := newCancelRig(t)
 	ctx := context.Background()
 	big := job{N: 2}
-	s, err := r.pub.SendAfter(ctx, big, 6*time.Second)
+	// Far enough ahead for two hops each (one a second) however late a
+	// loaded machine starts the listener.
+	s, err := r.pub.SendAfter(ctx, big, 10*time.Second)
 	require.NoError(t, err)
-	kept, err := r.pub.SendAfter(ctx, job{N: 3}, 6*time.Second)
+	kept, err := r.pub.SendAfter(ctx, job{N: 3}, 10*time.Second)
 	require.NoError(t, err)
 	started(t, r.l)
 	waitFor(t, "hidden again twice each", func() bool { return r.l.State().Rehidden >= 4 })
@@ -307,9 +309,14 @@ func TestABatchDelayedBeyondTheHop(t *testing.T) {
 	t.Parallel()
 	r := newCancelRig(t)
 	ctx := context.Background()
-	due, err := r.pub.SendBatch(ctx, []job{{N: 1}, {N: 2}, {N: 3}}, &SendOptions{Delay: 3 * time.Second})
+	// Due well beyond the hop, so that each batch is hidden again at least
+	// once, and cancelled before it is due, however slowly a loaded
+	// machine sends and starts the listener: a first receive up to 7 s
+	// after the send still finds it more than a visibility timeout early.
+	const delay = 8 * time.Second
+	due, err := r.pub.SendBatch(ctx, []job{{N: 1}, {N: 2}, {N: 3}}, &SendOptions{Delay: delay})
 	require.NoError(t, err)
-	cancelled, err := r.pub.SendBatch(ctx, []job{{N: 4}, {N: 5}}, &SendOptions{Delay: 3 * time.Second})
+	cancelled, err := r.pub.SendBatch(ctx, []job{{N: 4}, {N: 5}}, &SendOptions{Delay: delay})
 	require.NoError(t, err)
 	started(t, r.l)
 	waitFor(t, "hidden again", func() bool { return r.l.State().Rehidden >= 2 })
