@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/cron"
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
 )
 
@@ -208,4 +213,407 @@ func (s *Scheduler[T]) States(ctx context.Context) ([]ScheduleState, error) {
 		states = append(states, stateOf(st))
 	}
 	return states, nil
+}
+
+// loop runs one schedule until ctx ends or the schedule does: it wakes
+// when step says, and backs off after a failure.
+func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		wake, err := s.step(ctx, sc)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("schedule failed; trying again", "schedule", sc.Name, "in", backoff, "err", err)
+			wake = s.store.Now().Add(backoff)
+			backoff = min(2*backoff, time.Minute)
+		case wake.IsZero():
+			s.log.Info("schedule ended: its timetable has no more occurrences", "schedule", sc.Name)
+			return
+		default:
+			backoff = time.Second
+		}
+		// Then this instance's stagger, on this machine's clock, so
+		// that the instances do not all read at once and race for the
+		// claim: the first claims, and the others, reading after, find
+		// its claim and wait (one read each, instead of a refused claim
+		// and a read again).
+		if s.store.Sleep(ctx, wake, nil) {
+			syncx.Sleep(ctx, s.stagger, nil)
+		}
+	}
+}
+
+// step reads the schedule's record and does what is due: nothing yet, wait
+// for another instance's claim, or claim, send and move on. It returns
+// when to look again, by the store's clock (zero: never, the schedule has
+// ended).
+func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, error) {
+	r, st, err := s.read(ctx, sc)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The store's time by this machine's clock since the read's answer:
+	// its Date is whole seconds, and a wake due within one (a jitter, a
+	// stagger) would read again and again until the next second.
+	now := s.store.Now()
+	switch {
+	case st.Spec != sc.spec:
+		// A new schedule, or a changed one: it goes on from now.
+		st.Spec, st.Next, st.Done, st.ClaimBy = sc.spec, sc.next(now), false, ""
+		return s.write(ctx, sc, r, st)
+	case st.Done:
+		return time.Time{}, nil
+	case st.ClaimBy != "" && st.ClaimBy != s.opts.Instance && now.Before(r.Written.Add(s.opts.ClaimTimeout)):
+		// Another's claim: look when it lapses, or at the following
+		// occurrence if sooner and still ahead (the claimant may finish
+		// and then die); one already due is the claimant's to send.
+		lapses := r.Written.Add(s.opts.ClaimTimeout)
+		if following := sc.next(st.Next); !following.IsZero() && s.wakeFor(sc, following).After(now) {
+			lapses = timeMin(lapses, s.wakeFor(sc, following))
+		}
+		return lapses, nil
+	}
+	if due := s.wakeFor(sc, st.Next); now.Before(due) {
+		return due, nil
+	}
+	plan := timetable.Decide(st.Next, now, sc.next, timetable.Misfire(sc.Misfire), sc.CatchUp, s.opts.Grace+sc.Jitter)
+	// Claim, so that the other instances wait for this one rather than
+	// send too.
+	claimed := time.Now()
+	st.ClaimBy = s.opts.Instance
+	r.Value = st.Encode()
+	if err := s.store.Write(ctx, sc.record, r); err != nil {
+		return s.lost(err)
+	}
+	sent, err := s.send(ctx, sc, plan.Send, claimed)
+	if err != nil {
+		return time.Time{}, err
+	}
+	st.Next, st.ClaimBy, st.Done = plan.Next, "", plan.Next.IsZero()
+	st.Sent += int64(sent)
+	st.Skipped += plan.Skipped
+	if n := len(plan.Send); n > 0 {
+		last := plan.Send[n-1]
+		st.Last, st.LastBy, st.LastSent, st.LastLate = last.At, s.opts.Instance, s.store.Now().Truncate(time.Second), last.Late
+	}
+	if plan.Skipped > 0 {
+		s.log.Warn("occurrences missed (not sent within the grace) were skipped", "schedule", sc.Name, "skipped", plan.Skipped)
+	}
+	return s.write(ctx, sc, r, st)
+}
+
+// read reads sc's record, creating it first with the schedule's first
+// occurrence after now if there is none (or finding that another instance
+// just did), and reading it back.
+func (s *Scheduler[T]) read(ctx context.Context, sc *scheduled[T]) (*records.Record, *timetable.State, error) {
+	r, err := s.store.Read(ctx, sc.record)
+	for try := 0; errors.Is(err, records.ErrMissing) && try < 2; try++ {
+		now := s.store.Now()
+		st := &timetable.State{Name: sc.Name, Queue: s.p.target.Name(), Spec: sc.spec, Next: sc.next(now)}
+		st.Done = st.Next.IsZero()
+		r = &records.Record{Kind: payload.KindSchedule, Value: st.Encode()}
+		if err := s.store.Write(ctx, sc.record, r); err != nil && !errors.Is(err, records.ErrChanged) {
+			return nil, nil, err
+		}
+		r, err = s.store.Read(ctx, sc.record)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := timetable.DecodeState(r.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: schedule %q: %w", ErrPayloadCorrupt, sc.Name, err)
+	}
+	r.Value = nil // written anew from st
+	return r, st, nil
+}
+
+// write writes st to r's record if it is still as read, and says when to
+// look next: at st's next occurrence, or at once if another instance
+// wrote first.
+func (s *Scheduler[T]) write(ctx context.Context, sc *scheduled[T], r *records.Record, st *timetable.State) (time.Time, error) {
+	r.Value = st.Encode()
+	if err := s.store.Write(ctx, sc.record, r); err != nil {
+		return s.lost(err)
+	}
+	if st.Done {
+		return time.Time{}, nil
+	}
+	return s.wakeFor(sc, st.Next), nil
+}
+
+// lost says what to do after a write: another instance's write first
+// means to look again at once; any other failure is an error.
+func (s *Scheduler[T]) lost(err error) (time.Time, error) {
+	if errors.Is(err, records.ErrChanged) {
+		return s.store.Now(), nil
+	}
+	return time.Time{}, err
+}
+
+// send sends the messages of occurrences, claimed at claimed by the local
+// clock, and returns how many occurrences it sent. It stops once half the
+// claim's time has gone (the process was paused, or the sends are slow):
+// another instance may take over soon, and sends of either that overlap
+// are duplicates for the listeners to drop.
+func (s *Scheduler[T]) send(ctx context.Context, sc *scheduled[T], occs []timetable.Occurrence, claimed time.Time) (int, error) {
+	for n, o := range occs {
+		occ := Occurrence{Schedule: sc.Name, At: o.At.UTC(), Late: o.Late, Missed: o.Missed}
+		bodies, err := messagesFor(ctx, sc, occ)
+		if err != nil {
+			return n, fmt.Errorf("schedule %q: messages for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
+		}
+		for i, body := range bodies {
+			if time.Since(claimed) > s.opts.ClaimTimeout/2 {
+				return n, fmt.Errorf("schedule %q: %w", sc.Name, errClaimLapsing)
+			}
+			if _, _, err := s.p.publish(ctx, body, s.route(sc, o, i)); err != nil {
+				return n, fmt.Errorf("schedule %q: send for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
+			}
+		}
+	}
+	return len(occs), nil
+}
+
+// errClaimLapsing stops the sends of a claim that another instance may
+// soon take over.
+var errClaimLapsing = errors.New("half the claim timeout has passed; looking again before sending more")
+
+// route is how message item of occurrence o of sc goes: due at its time,
+// with the occurrence in its due line, and the name of the mark its first
+// delivery writes (see Listener.deliverOnce).
+func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int) route {
+	at := o.At.UTC()
+	once := recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item))
+	return route{at: at, occ: &dueline.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, Once: once}}
+}
+
+// messagesFor calls the schedule's Messages, turning a panic into a
+// [*PanicError]: the occurrence is tried again, as for an error.
+func messagesFor[T any](ctx context.Context, sc *scheduled[T], o Occurrence) (bodies []T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return sc.Messages(ctx, o)
+}
+
+// timeMin is the earlier of a and b.
+func timeMin(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// wakeFor is when the instances wake for occurrence at of sc: after its
+// jitter, which every instance shares.
+func (s *Scheduler[T]) wakeFor(sc *scheduled[T], at time.Time) time.Time {
+	return at.Add(timetable.Jitter(sc.Name, at, sc.Jitter))
+}
+
+// SchedulerOptions configures a [Scheduler]. Nil, or a zero field, means
+// the default.
+type SchedulerOptions struct {
+	// Instance names this scheduler in the schedules' state: who sent an
+	// occurrence, who is sending one. Defaults to the host name, the
+	// process ID and a random suffix.
+	Instance string
+	// ClaimTimeout is how long an instance's claim on an occurrence holds:
+	// an instance that has not sent it by then (it died, or paused) is
+	// taken over by another, so an occurrence is sent at most about this
+	// late after a crash. It must exceed the time one wake's sends take.
+	// Defaults to 15 s; at least 2 s.
+	ClaimTimeout time.Duration
+	// Grace is how late an occurrence may be sent and still count as on
+	// time (after its [Schedule.Jitter]); one later was missed, and the
+	// schedule's [Misfire] policy says what becomes of it. Defaults to,
+	// and is at least, twice ClaimTimeout, so that a taken-over occurrence
+	// is on time.
+	Grace time.Duration
+	// Logger receives the scheduler's events. Defaults to [slog.Default].
+	Logger *slog.Logger
+}
+
+// withDefaults fills zero fields and checks the rest.
+func (o SchedulerOptions) withDefaults() (SchedulerOptions, error) {
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.N(1<<16))
+	}
+	if o.ClaimTimeout == 0 {
+		o.ClaimTimeout = 15 * time.Second
+	}
+	if o.ClaimTimeout < 2*time.Second {
+		return o, &ConfigError{Field: "SchedulerOptions.ClaimTimeout", Reason: fmt.Sprintf("%v: at least 2s", o.ClaimTimeout)}
+	}
+	if o.Grace == 0 {
+		o.Grace = 2 * o.ClaimTimeout
+	}
+	if o.Grace < 2*o.ClaimTimeout {
+		return o, &ConfigError{Field: "SchedulerOptions.Grace", Reason: fmt.Sprintf("%v: at least twice ClaimTimeout (%v)", o.Grace, o.ClaimTimeout)}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Schedule is a periodic dispatch: when its occurrences are, and the
+// messages each sends. Give exactly one of Every, Cron and Next.
+type Schedule[T any] struct {
+	// Name identifies the schedule among those of the publisher's target,
+	// in every process: up to 64 bytes.
+	Name string
+	// Every fires at each multiple of it since the zero time, in UTC: an
+	// hourly schedule fires on the hour, one every 2 s at even seconds.
+	// Whole seconds, at least 1 s.
+	Every time.Duration
+	// Cron fires at the times of a five-field cron expression ("minute
+	// hour day-of-month month day-of-week", with ranges, lists, steps and
+	// names), in Location. At a daylight-saving change, a time that the
+	// change skips (02:30 on a spring day in Europe/Berlin) has no
+	// occurrence that day, and a time that it repeats has one, at its
+	// first instant.
+	Cron string
+	// Location is Cron's time zone. Defaults to UTC.
+	Location *time.Location
+	// Next is a timetable of your own: the first occurrence strictly after
+	// after, or the zero time when there are no more (the schedule then
+	// ends, and says so in its state).
+	Next func(after time.Time) time.Time
+	// Messages returns the bodies to send for an occurrence, in order (none
+	// is fine). It is called again if a send fails or another instance
+	// takes over the occurrence, so it should depend on o alone.
+	Messages func(ctx context.Context, o Occurrence) ([]T, error)
+	// Misfire says what becomes of occurrences missed (see [Misfire]).
+	// Defaults to [MisfireOne].
+	Misfire Misfire
+	// CatchUp bounds the missed occurrences [MisfireEach] sends: the
+	// latest ones. Defaults to 10.
+	CatchUp int
+	// Jitter spreads the occurrence's send over up to this long after its
+	// time (the same in every process), so that many schedules of many
+	// services firing on the hour do not all send at once. It must be less
+	// than Every, and should be well under the spacing of a Cron's or a
+	// Next's occurrences.
+	Jitter time.Duration
+}
+
+// Misfire is a [Schedule]'s policy for occurrences missed: not sent within
+// [SchedulerOptions.Grace] of their time, because no instance ran, or
+// because their sends kept failing (storage unreachable, Messages
+// failing) for longer than that.
+type Misfire int
+
+const (
+	// MisfireOne sends one catch-up for any number of missed occurrences:
+	// the latest, with [Occurrence.Missed] counting those before it.
+	MisfireOne Misfire = iota
+	// MisfireSkip sends none of them: the schedule goes on from the next
+	// occurrence.
+	MisfireSkip
+	// MisfireEach sends each of them, up to [Schedule.CatchUp] (the
+	// latest ones), oldest first.
+	MisfireEach
+)
+
+// Occurrence is one occurrence of a [Schedule]: what [Schedule.Messages]
+// builds messages for, and what a handler finds in [Message.Occurrence].
+type Occurrence struct {
+	Schedule string
+	At       time.Time // its time, in UTC, to the second
+	// Late says it is sent later than [SchedulerOptions.Grace] after its
+	// time: a catch-up after no scheduler ran.
+	Late bool
+	// Missed counts the earlier occurrences, missed, that this one stands
+	// for: they were not sent (see [Misfire]).
+	Missed int64
+	// Item is the message's index among the occurrence's messages, from 0
+	// (on a [Message]; 0 for [Schedule.Messages]).
+	Item int
+}
+
+// ScheduleState is a schedule's state as its record holds it: shared by
+// every scheduler of the schedule.
+type ScheduleState struct {
+	Name  string
+	Queue string // the publisher's target
+	Spec  string // the timetable: "every 2s", "cron 0 3 * * * Europe/Berlin", or "func"
+	// Next is the first occurrence not yet sent; zero once the schedule has
+	// ended.
+	Next time.Time
+	// Last is the last occurrence sent, LastBy the instance that sent it,
+	// LastSent when (by the storage service's clock) and LastLate whether
+	// it was late. Zero before the first.
+	Last     time.Time
+	LastBy   string
+	LastSent time.Time
+	LastLate bool
+	// Sent and Skipped count occurrences sent, and missed and not sent.
+	Sent, Skipped int64
+	// ClaimedBy is the instance sending the next occurrences now, if any.
+	ClaimedBy string
+	// Ended says the schedule's Next said there were no more.
+	Ended bool
+}
+
+// stateOf is what a record's state says, for the API.
+func stateOf(s *timetable.State) ScheduleState {
+	return ScheduleState{Name: s.Name, Queue: s.Queue, Spec: s.Spec, Next: s.Next, Last: s.Last, LastBy: s.LastBy,
+		LastSent: s.LastSent, LastLate: s.LastLate, Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimBy, Ended: s.Done}
+}
+
+// timetableOf checks a schedule and returns its timetable and how it reads.
+func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, error) {
+	bad := func(field, reason string) error {
+		return &ConfigError{Field: "Schedule." + field, Reason: fmt.Sprintf("schedule %q: %s", s.Name, reason)}
+	}
+	switch {
+	case s.Name == "" || len(s.Name) > dueline.MaxSchedule || strings.ContainsAny(s.Name, "\x00\n"):
+		return nil, "", bad("Name", "must be 1 to 64 bytes, without NUL or newline")
+	case s.Messages == nil:
+		return nil, "", bad("Messages", "missing")
+	case (s.Every != 0) == (s.Cron != "") && (s.Every != 0 || s.Next == nil) || s.Next != nil && (s.Every != 0 || s.Cron != ""):
+		return nil, "", bad("Every", "give exactly one of Every, Cron and Next")
+	case s.Every < 0 || s.Every%time.Second != 0:
+		return nil, "", bad("Every", fmt.Sprintf("%v: whole seconds, at least 1s", s.Every))
+	case s.Jitter < 0 || s.CatchUp < 0 || s.Misfire < MisfireOne || s.Misfire > MisfireEach:
+		return nil, "", bad("Jitter", "Jitter, CatchUp and Misfire must be valid")
+	case s.Every > 0 && s.Jitter >= s.Every:
+		return nil, "", bad("Jitter", fmt.Sprintf("%v: less than Every (%v)", s.Jitter, s.Every))
+	}
+	switch {
+	case s.Every > 0:
+		return timetable.Every(s.Every), "every " + s.Every.String(), nil
+	case s.Cron != "":
+		c, err := cron.Parse(s.Cron)
+		if err != nil {
+			return nil, "", bad("Cron", err.Error())
+		}
+		loc := s.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		return func(after time.Time) time.Time { return c.Next(after, loc) }, "cron " + s.Cron + " " + loc.String(), nil
+	}
+	next := s.Next
+	return func(after time.Time) time.Time {
+		// Occurrences are whole seconds, as messages carry them; one that
+		// does not move on is taken a second later.
+		t := next(after)
+		if t.IsZero() {
+			return t
+		}
+		if c := t.Truncate(time.Second); !c.Equal(t) {
+			t = c.Add(time.Second)
+		}
+		if !t.After(after) {
+			t = after.Truncate(time.Second).Add(time.Second)
+		}
+		return t
+	}, "func", nil
 }
