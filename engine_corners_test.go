@@ -314,10 +314,10 @@ func TestPushOnlyListenerOverShardsComesBackAfterAShardsLostReceive(t *testing.T
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
-	waitUntil(t, "the lost receive, and every dequeuer retired", func() bool {
-		s := l.State()
-		return s.ScaleDowns == 1 && s.ActiveDequeuers == 0
-	})
+	// Not "retired and none active": on a loaded machine the comeback may
+	// start at once (the lost receive itself took most of the timeout),
+	// so that state can last too short a while to be seen.
+	waitUntil(t, "the lost receive, and a dequeuer retired", func() bool { return l.State().ScaleDowns >= 1 })
 	waitUntil(t, "handled once it reappeared, with no send or wake-up", func() bool { return l.State().Succeeded == 1 })
 	require.NoError(t, stop())
 	assert.EqualValues(t, 1, calls.Load())
