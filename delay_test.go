@@ -197,8 +197,9 @@ func TestADelayedMessageFailsRetriesAndIsPoisonedByTheUsualRules(t *testing.T) {
 }
 
 // What the feature costs a message sent with no delay, or with a delay
-// the service keeps on its own: nothing. Its text is the codec's, byte
-// for byte, and it is one send.
+// the service keeps on its own: one send. A message sent for now has the
+// codec's text, byte for byte; a delayed one, a line before it that says
+// when it is due, so that its time in queue is counted from then.
 func TestAMessageWithoutALongDelayIsSentAsBefore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -221,6 +222,19 @@ func TestAMessageWithoutALongDelayIsSentAsBefore(t *testing.T) {
 	}
 	assert.Equal(t, []string{`{"a":1}`, `{"b":2}`}, texts)
 	assert.Equal(t, got[0].InsertedAt.Add(azdispatch.MaxVisibility), s.Due)
+	clock := memqueue.NewManualClock(startOfSecond)
+	q = memqueue.New("delay-kept", &memqueue.Options{Clock: clock})
+	pub, err = azdispatch.NewPublisher[map[string]int](q, nil)
+	require.NoError(t, err)
+	_, err = pub.SendAfter(ctx, map[string]int{"d": 4}, time.Minute)
+	require.NoError(t, err)
+	clock.Advance(time.Minute)
+	got, err = q.Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "azdispatch-due/1 {\"after\":60}\n{\"d\":4}", got[0].Text,
+		"a delay the service keeps: one send, and a line that says when it is due, for its time in queue")
+	assert.Equal(t, int64(1), q.Transactions().Send)
 }
 
 // SendAt hides a message by the queue's clock, not the publisher's: over a

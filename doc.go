@@ -113,6 +113,18 @@
 // once, batches and offloaded ones included.
 // With PushOnly and a Wake source, an idle listener makes no request at all.
 //
+// # Latency
+//
+// [Message.TimeInQueue] is how long a message waited before the receive
+// that brought it, from when it first became visible (its insertion, or its
+// due time), on the service's clock: the insertion time and the Date of the
+// receive's answer, whole seconds, no local clock. [State.TimeInQueue]
+// summarizes first deliveries, [State.HandlerTime] handler calls.
+// [OldestAge] peeks the front message of a queue (or of every shard) for
+// its age. With [ListenerOptions.TargetWait] a listener scales to a time in
+// queue instead of to the depth alone ([ScaleToWait], by Little's law), and
+// [EventTargetUnmet] says when MaxDequeuers cannot meet it.
+//
 // # Batches and claim check
 //
 // [Publisher.SendBatch] encodes many items, compresses them into one blob in

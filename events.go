@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/latency"
 )
 
 // EventKind says what an [Event] reports.
@@ -26,6 +28,13 @@ const (
 	// EventRecovered: a request of a kind that had failed fatally succeeded;
 	// [Event.Err] is the error that stood until then.
 	EventRecovered
+	// EventTargetUnmet: with [ListenerOptions.TargetWait], the time in
+	// queue the target allows calls for more dequeuers than
+	// [ListenerOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
+	// calls for, [Event.Depth] the depth read. It comes once each time the
+	// target falls out of reach, not at every scaling decision while it
+	// stays out of reach; [State.Wanted] says how far.
+	EventTargetUnmet
 )
 
 func (k EventKind) String() string {
@@ -42,6 +51,8 @@ func (k EventKind) String() string {
 		return "fatal"
 	case EventRecovered:
 		return "recovered"
+	case EventTargetUnmet:
+		return "target-unmet"
 	}
 	return "unknown"
 }
@@ -51,8 +62,8 @@ func (k EventKind) String() string {
 // [ListenerOptions.OnEvent].
 type Event struct {
 	Kind      EventKind
-	Dequeuers int           // active dequeuers after the change
-	Depth     int           // [EventScaleUp]: the depth that was read
+	Dequeuers int           // active dequeuers after the change; [EventTargetUnmet]: those the target calls for
+	Depth     int           // [EventScaleUp], [EventTargetUnmet]: the depth that was read
 	IdleCount int           // [EventIdle]: empty receives in a row by this dequeuer
 	Delay     time.Duration // [EventIdle]: how long it backs off
 	Err       error         // [EventFatal], [EventRecovered]: the fatal storage error
@@ -77,7 +88,7 @@ type State struct {
 	Received  int64 // messages received
 	Succeeded int64 // handled without error and deleted
 	Failed    int64 // handler errors, panics and timeouts
-	Retried   int64 // released to be tried again later: after a failure, or after a failed move to the poison queue
+	Retried   int64 // released to be tried again later: after a failure, or after a failed move to the poison queue (by cause in RetriedFor)
 	Poisoned  int64 // moved to the poison queue
 	Panics    int64 // of Failed, the handler panics
 	Lost      int64 // not settled: ownership lost (stale pop receipt) or a delete or release failed; the message reappears when its visibility timeout ends
@@ -94,6 +105,22 @@ type State struct {
 	// another message of the same occurrence was delivered (see
 	// [Message.Occurrence]).
 	Duplicates int64
+
+	// RetriedFor breaks Retried down by cause.
+	RetriedFor RetryCounts
+
+	// TimeInQueue is how long messages waited before their first
+	// delivery, on the service's clock (see [Message.TimeInQueue]):
+	// retries are not in it, since a retry waits by design.
+	TimeInQueue Latency
+	// HandlerTime is how long handler calls took, batch items' included.
+	HandlerTime Latency
+	// Wanted is how many dequeuers the last scaling decision asked for
+	// before [ListenerOptions.MaxDequeuers] capped it: more than the
+	// maximum says the queue calls for more than the listener may run
+	// (with [ListenerOptions.TargetWait], that the target cannot be met;
+	// see [EventTargetUnmet]). Zero before the first decision.
+	Wanted int
 
 	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
 	// deleted without running the handler: it had succeeded on an earlier
@@ -143,6 +170,42 @@ type State struct {
 	PayloadBytes int64
 }
 
+// Latency summarizes durations a listener measured: how many in all, and
+// the mean, median, 99th percentile and most of the recent ones (the
+// latest 1,024 within five minutes).
+type Latency struct {
+	Count  int64 // measured since the listener was made
+	Recent int   // of them, those the figures below are over; zero when none is recent
+	Mean   time.Duration
+	P50    time.Duration
+	P99    time.Duration
+	Max    time.Duration
+}
+
+// RetryCounts breaks [State.Retried] down by what caused each retry.
+type RetryCounts struct {
+	Error   int64 // the handler returned an error (or items of a batch did)
+	Panic   int64 // the handler panicked
+	Timeout int64 // the handler ran past [ListenerOptions.HandlerTimeout]
+	// Storage counts the messages a storage request failed for before the
+	// handler ran: reading the payload, or the record that says whether a
+	// delayed message was cancelled or an occurrence delivered.
+	Storage int64
+	Poison  int64 // the move to the poison queue failed
+}
+
+// retryCause is why a message is retried: a field of [RetryCounts].
+type retryCause int
+
+const (
+	causeError retryCause = iota
+	causePanic
+	causeTimeout
+	causeStorage
+	causePoison
+	retryCauses
+)
+
 // stats holds a listener's counters.
 type stats struct {
 	inFlight, active                                       atomic.Int64
@@ -152,6 +215,10 @@ type stats struct {
 	wakes, handledBefore, rehidden, cancelled, duplicates  atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
+
+	retriedFor               [retryCauses]atomic.Int64
+	wanted                   atomic.Int64
+	timeInQueue, handlerTime latency.Window
 
 	depthMu sync.Mutex
 	depth   int
@@ -176,7 +243,14 @@ func (s *stats) started() {
 	}
 }
 
+// retry counts a message released for a retry, for why.
+func (s *stats) retry(why retryCause) {
+	s.retried.Add(1)
+	s.retriedFor[why].Add(1)
+}
+
 func (s *stats) snapshot() State {
+	now := time.Now()
 	s.depthMu.Lock()
 	depth, depthAt := s.depth, s.depthAt
 	s.depthMu.Unlock()
@@ -211,5 +285,13 @@ func (s *stats) snapshot() State {
 		ItemsPoisoned:      s.itemsPoisoned.Load(),
 		ItemsSkipped:       s.itemsSkipped.Load(),
 		Checkpoints:        s.checkpoints.Load(),
+		RetriedFor: RetryCounts{
+			Error: s.retriedFor[causeError].Load(), Panic: s.retriedFor[causePanic].Load(),
+			Timeout: s.retriedFor[causeTimeout].Load(), Storage: s.retriedFor[causeStorage].Load(),
+			Poison: s.retriedFor[causePoison].Load(),
+		},
+		TimeInQueue: Latency(s.timeInQueue.Summary(now)),
+		HandlerTime: Latency(s.handlerTime.Summary(now)),
+		Wanted:      int(s.wanted.Load()),
 	}
 }

@@ -83,6 +83,10 @@ type Listener[T any] struct {
 	// records is where the occurrences of schedules delivered are marked
 	// (see deliverOnce); nil if the source keeps none.
 	records records.Store
+	// clock is the local clock, read for a delivery whose source does not
+	// give the service's time of its receive; time.Now but in tests that
+	// skew it, to show that nothing else depends on it.
+	clock func() time.Time
 }
 
 // session is what one call of Run shares with everything it starts.
@@ -151,6 +155,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		records:   recordsOf(source, o.Payloads),
 		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
 		hop:       MaxVisibility,
+		clock:     time.Now,
 	}
 	for range o.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)

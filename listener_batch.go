@@ -211,6 +211,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 		return
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.BatchID, m.Item = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, b.p.Blob, i
+	m.TimeInQueue = b.t.waited
 	// Its own context, which its timeout cancels without ending the
 	// batch's try (see handlerCall).
 	var cancel context.CancelCauseFunc

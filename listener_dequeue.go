@@ -341,7 +341,14 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 	l.storageSucceeded(OpDepth)
 	l.stats.setDepth(depth, now)
 	active := int(l.stats.active.Load())
-	add := l.scale.target(now, l.opts.Scale(l.State(), depth), active)
+	want := l.opts.Scale(l.State(), depth)
+	l.stats.wanted.Store(int64(want))
+	if l.opts.TargetWait > 0 && l.scale.unmet(want) {
+		l.log.Warn("the latency target calls for more dequeuers than MaxDequeuers", "target", l.opts.TargetWait,
+			"dequeuers", want, "max", l.opts.MaxDequeuers, "depth", depth)
+		l.event(Event{Kind: EventTargetUnmet, Dequeuers: want, Depth: depth})
+	}
+	add := l.scale.target(now, want, active)
 	if add == 0 {
 		return
 	}

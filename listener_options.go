@@ -68,6 +68,18 @@ type ListenerOptions struct {
 	// at most once per ScaleInterval, since each read is a billable request.
 	Scale ScaleFunc
 
+	// TargetWait, if set, is the time in queue (see [State.TimeInQueue])
+	// the listener scales to, instead of to the depth alone: it runs the
+	// dequeuers that the arrival rate, the handler time and the backlog
+	// call for to keep messages under it (see [ScaleToWait]), and the
+	// default Idle backs off to at most half of it (1 s to 30 s), so that a
+	// message sent to a quiet queue does not wait out a long back-off. An
+	// idle listener then polls more often: at a target of 10 s, about 17,000
+	// receives a day instead of 3,200. When the target calls for more
+	// dequeuers than MaxDequeuers, an [EventTargetUnmet] says so. It
+	// cannot be set with Scale.
+	TargetWait time.Duration
+
 	// ScaleInterval is the least time between two depth reads, and how long
 	// after a scale-up no dequeuer may stop, so that the listener does not
 	// oscillate. Defaults to 10 s: a busy listener adds at most 8,640
@@ -253,7 +265,14 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 	setDefault(&cfg.MinDequeuers, 1)
 	setDefault(&cfg.MaxDequeuers, 8)
 	setDefault(&cfg.ScaleInterval, 10*time.Second)
-	if cfg.Scale == nil {
+	switch {
+	case cfg.TargetWait < 0:
+		return cfg, &ConfigError{Field: "ListenerOptions.TargetWait", Reason: fmt.Sprintf("%v is negative", cfg.TargetWait)}
+	case cfg.TargetWait > 0 && cfg.Scale != nil:
+		return cfg, &ConfigError{Field: "ListenerOptions.TargetWait", Reason: "conflicts with Scale: set one"}
+	case cfg.TargetWait > 0:
+		cfg.Scale = ScaleToWait(cfg.TargetWait, cfg.Concurrency, cfg.BatchSize)
+	case cfg.Scale == nil:
 		cfg.Scale = ScaleByDepth(cfg.BatchSize)
 	}
 	setDefault(&cfg.VisibilityTimeout, 30*time.Second)
@@ -266,7 +285,11 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 		cfg.Retry = ExponentialRetry(time.Second, 5*time.Minute)
 	}
 	if cfg.Idle == nil {
-		cfg.Idle = ExponentialIdle(0, 30*time.Second)
+		maxIdle := 30 * time.Second
+		if cfg.TargetWait > 0 {
+			maxIdle = min(max(cfg.TargetWait/2, time.Second), maxIdle)
+		}
+		cfg.Idle = ExponentialIdle(0, maxIdle)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -48,6 +48,7 @@ type action struct {
 	kind           actionKind
 	reason         string        // actPoison: the poison envelope's reason
 	err            error         // actRetry: the failure, for the log
+	why            retryCause    // actRetry: its cause, as State.RetriedFor counts it
 	handledBefore  bool          // actDone: handled on an earlier delivery whose delete failed
 	poisonedBefore bool          // actDone: copied to the poison queue on an earlier delivery whose delete failed
 	after          time.Duration // actHide: how long to hide it
@@ -83,7 +84,18 @@ func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
 		// would cost a release, a receive and the retry delay.
 		return poison(fmt.Sprintf("failed %d times; last error: %v", t.d.DequeueCount, err))
 	}
-	return action{kind: actRetry, err: err}
+	return action{kind: actRetry, err: err, why: causeOf(err)}
+}
+
+// causeOf is the cause of a retry after a handler call failed with err.
+func causeOf(err error) retryCause {
+	switch {
+	case errors.As(err, new(*PanicError)):
+		return causePanic
+	case errors.Is(err, ErrHandlerTimeout):
+		return causeTimeout
+	}
+	return causeError
 }
 
 // interrupted is the action for a try whose context ended from outside the
@@ -95,7 +107,7 @@ func (l *Listener[T]) interrupted(t *try) action {
 	case errors.Is(cause, ErrDrainTimeout):
 		return action{kind: actRelease}
 	default: // a message's handler timed out
-		return action{kind: actRetry, err: cause}
+		return action{kind: actRetry, err: cause, why: causeTimeout}
 	}
 }
 
@@ -112,7 +124,7 @@ func (l *Listener[T]) payloadFailed(t *try, err error) action {
 	case t.ctx.Err() != nil:
 		return l.interrupted(t)
 	}
-	return action{kind: actRetry, err: fmt.Errorf("cannot read the payload: %w", err)}
+	return action{kind: actRetry, err: fmt.Errorf("cannot read the payload: %w", err), why: causeStorage}
 }
 
 // fetch reads the payload blob p names for t, recording how storage answered.
@@ -217,7 +229,16 @@ func (l *Listener[T]) settle(t *try, a action) {
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(d).Info("retrying later", "err", a.err)
-		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.reappearsBy()), &l.stats.retried)
+		l.retry(ctx, t, a.why)
+	}
+}
+
+// retry releases t's message for the retry delay, counting it by why.
+func (l *Listener[T]) retry(ctx context.Context, t *try, why retryCause) {
+	if l.release(ctx, t.d, l.opts.Retry(t.d.DequeueCount), t.reappearsBy()) {
+		l.stats.retry(why)
+	} else {
+		l.stats.lost.Add(1)
 	}
 }
 
@@ -308,7 +329,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		l.storageFailed(err)
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
-		l.count(l.release(ctx, d, l.opts.Retry(d.DequeueCount), t.reappearsBy()), &l.stats.retried)
+		l.retry(ctx, t, causePoison)
 		return
 	}
 	l.storageSucceeded(OpSend)

@@ -64,6 +64,8 @@ type try struct {
 	origin any
 	// meta is the metadata the message carried, nil if none.
 	meta Metadata
+	// waited is the message's time in queue (see Message.TimeInQueue).
+	waited time.Duration
 }
 
 // inHand is everything one message needs on its way, in one allocation:
@@ -136,12 +138,17 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		if a, done := l.whenDue(t, due); done {
 			return a
 		}
+	}
+	l.measureWait(t, due)
+	if due != nil {
 		if due.Occ != nil {
 			if a, dup := l.deliverOnce(t, due.Occ, rest); dup {
 				return a
 			}
-		} else if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
-			return a
+		} else if !due.Kept(l.hop) {
+			if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
+				return a
+			}
 		}
 	}
 	if d.DequeueCount > l.opts.MaxDequeueCount {
@@ -190,7 +197,7 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	if err := l.decode(text, &m.Body); err != nil {
 		return poison(decodeFailed(err))
 	}
-	m.ID, m.DequeueCount, m.InsertedAt, m.Queue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue
+	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.TimeInQueue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, t.waited
 	if due != nil && due.Occ != nil {
 		m.Occurrence = occurrenceOf(due.Occ)
 	}
@@ -230,7 +237,7 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 		// says otherwise would keep a failing message from its poisoning.
 		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", dueline.ErrMalformed, due.Seen, d.DequeueCount)), true
 	}
-	wait := due.Due(d.InsertedAt).Sub(receivedAt(d))
+	wait := due.Due(d.InsertedAt).Sub(l.receivedAt(d))
 	if wait <= 0 {
 		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
 		return action{}, false
@@ -251,6 +258,33 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 	}
 	d.DequeueCount = 1
 	return action{}, false
+}
+
+// measureWait sets t's time in queue, and counts it in State.TimeInQueue
+// if this is the message's first delivery. due is its due line, if any.
+func (l *Listener[T]) measureWait(t *try, due *dueline.Line) {
+	d := t.d
+	if d.InsertedAt.IsZero() {
+		return // a source of one's own that does not say: not known
+	}
+	t.waited = timeInQueue(d, due, l.receivedAt(d))
+	if d.DequeueCount == 1 {
+		l.stats.timeInQueue.Add(time.Now(), t.waited)
+	}
+}
+
+// timeInQueue is how long d waited in its queue before it was received
+// (or peeked) at received: from when it first became visible (its
+// insertion, or its due time if it was sent for later), both by the
+// service's clock.
+func timeInQueue(d *Delivery, due *dueline.Line, received time.Time) time.Duration {
+	from := d.InsertedAt
+	if due != nil {
+		if at := due.Due(d.InsertedAt); at.After(from) {
+			from = at
+		}
+	}
+	return max(received.Sub(from), 0)
 }
 
 // maxHold bounds how long a listener holds a message that is due soon,
@@ -285,7 +319,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	name := cancelRecord(d.Queue, d.ID)
 	// As long as the message could live (a cancel reads it till then), or
 	// deliveredRecordLife for one that never expires.
-	meta := payload.Meta{Kind: payload.KindCancel, State: payload.StateDelivered, Queue: d.Queue, Created: receivedAt(d)}
+	meta := payload.Meta{Kind: payload.KindCancel, State: payload.StateDelivered, Queue: d.Queue, Created: l.receivedAt(d)}
 	meta.Expires = meta.Created.Add(deliveredRecordLife)
 	if d.ExpiresAt.Before(neverExpires) {
 		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
@@ -306,7 +340,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 		if t.ctx.Err() != nil {
 			return l.interrupted(t), true
 		}
-		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether it was cancelled: %w", err)}, true
+		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether it was cancelled: %w", err), why: causeStorage}, true
 	}
 	return action{}, false
 }
@@ -334,9 +368,9 @@ func (l *Listener[T]) ownPayload(text string) *payload.Pointer {
 
 // receivedAt is when d was received by the service's clock, or by the
 // local clock if its source cannot tell.
-func receivedAt(d *Delivery) time.Time {
+func (l *Listener[T]) receivedAt(d *Delivery) time.Time {
 	if d.ReceivedAt.IsZero() {
-		return time.Now()
+		return l.clock()
 	}
 	return d.ReceivedAt
 }
@@ -493,7 +527,10 @@ func (l *Listener[T]) runHandler(t *try, c *handlerCall, m *Message[T], size int
 func (l *Listener[T]) callHandler(t *try, c *handlerCall, m *Message[T], size int) error {
 	t.s.watch.startCall(t, c)
 	defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
+	start := time.Now()
 	err := l.handle(c, t, m, size)
+	end := time.Now()
+	l.stats.handlerTime.Add(end, end.Sub(start))
 	if err != nil && c.timedOut.Load() {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, l.opts.HandlerTimeout, err)
 	}
@@ -545,7 +582,7 @@ func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) 
 			return l.interrupted(t), true
 		}
 		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether occurrence %s of schedule %q was delivered: %w",
-			time.Unix(occ.At, 0).UTC().Format(time.RFC3339), occ.Schedule, err)}, true
+			time.Unix(occ.At, 0).UTC().Format(time.RFC3339), occ.Schedule, err), why: causeStorage}, true
 	}
 	return action{}, false
 }

@@ -48,6 +48,7 @@ type Call struct {
 	Queue        string // the queue the message came from: for a [ShardedQueue], the shard's name
 	DequeueCount int64  // 1 on the first delivery
 	InsertedAt   time.Time
+	TimeInQueue  time.Duration // see [Message.TimeInQueue]
 	// BatchID and Item name the batch item the call is for; BatchID is
 	// empty for a message sent on its own.
 	BatchID string
@@ -257,7 +258,7 @@ func (l *Listener[T]) handle(ctx context.Context, t *try, m *Message[T], size in
 		return l.call(ctx, m)
 	}
 	c := &Call{
-		ID: m.ID, Queue: m.Queue, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt,
+		ID: m.ID, Queue: m.Queue, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, TimeInQueue: m.TimeInQueue,
 		BatchID: m.BatchID, Item: m.Item, Size: size, Body: &m.Body, Metadata: t.meta,
 		chain: l.mw, handler: l.invoke, msg: m,
 	}

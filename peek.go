@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/azdispatch/azdispatch/internal/dueline"
 )
 
 // Peek returns up to max (1 to [MaxBatch]) visible messages from the front of
@@ -19,7 +23,8 @@ import (
 // messages and no error, as [Queue.Depth] returns 0. A peeked message is a
 // [Delivery] with no Receipt and no NextVisibleAt: it cannot be deleted or
 // hidden through it, and its DequeueCount is how often it has been
-// received (a peek does not add to it).
+// received (a peek does not add to it). Its ReceivedAt is the peek
+// answer's Date.
 //
 // A peek is a billable request like any other; it is counted in
 // [Transactions.Other], since it is neither a receive (it hides nothing) nor a
@@ -35,6 +40,7 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 		}
 		return nil, storageError(opPeek, q.name, err)
 	}
+	q.clock.Saw(resp.Date)
 	out := make([]*Delivery, 0, len(resp.Messages))
 	for _, m := range resp.Messages {
 		if m == nil || m.MessageID == nil {
@@ -46,6 +52,7 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 			DequeueCount: deref(m.DequeueCount),
 			InsertedAt:   deref(m.InsertionTime),
 			ExpiresAt:    deref(m.ExpirationTime),
+			ReceivedAt:   deref(resp.Date),
 			Queue:        q.name,
 		})
 	}
@@ -93,4 +100,79 @@ func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 		out = append(out, msgs...)
 	}
 	return out, errors.Join(errs...)
+}
+
+// OldestAge returns how long the message at the front of src has been
+// visible, by the service's clock: from its insertion, or its due time if
+// it was sent for later (as [Message.TimeInQueue] counts), to the Date of
+// the answer, in whole seconds; 0 for an empty queue, or one that does not
+// exist. src is a [*Queue], a [*ShardedQueue] (the oldest front over every
+// shard of the view, asked in parallel), or any source with a Peek method
+// like theirs (a memqueue.Queue).
+//
+// It costs one Peek Messages request of one message per queue. The
+// service keeps no strict order, so the front message is usually the
+// oldest but need not be: this is an approximation, good for alerts and
+// scaling, not an exact maximum. Hidden messages (being handled, waiting
+// for a retry) are not seen, so a queue whose old messages all fail and
+// wait for retries reads younger than it is. A shard that cannot be read
+// fails the whole reading (with every shard's error joined): a maximum that
+// skipped a shard could be falsely low.
+func OldestAge(ctx context.Context, src Source) (time.Duration, error) {
+	if sq, ok := src.(*ShardedQueue); ok {
+		return sq.oldestAge(ctx)
+	}
+	p, ok := src.(peeker)
+	if !ok {
+		return 0, &ConfigError{Field: "source", Reason: fmt.Sprintf("%q cannot peek: OldestAge needs a Peek method", src.Name())}
+	}
+	return frontAge(ctx, p)
+}
+
+// frontAge is the age of the front message of one queue.
+func frontAge(ctx context.Context, p peeker) (time.Duration, error) {
+	front, err := p.Peek(ctx, 1)
+	if err != nil || len(front) == 0 {
+		return 0, err
+	}
+	d := front[0]
+	if d.InsertedAt.IsZero() {
+		return 0, nil
+	}
+	due, _, err := dueline.Parse(d.Text)
+	if err != nil {
+		due = nil // malformed: aged from its insertion
+	}
+	peeked := d.ReceivedAt
+	if peeked.IsZero() { // a source of one's own that does not say
+		peeked = time.Now()
+	}
+	return timeInQueue(d, due, peeked), nil
+}
+
+// oldestAge is [OldestAge] over every shard of the view.
+func (s *ShardedQueue) oldestAge(ctx context.Context) (time.Duration, error) {
+	ages := make([]time.Duration, len(s.members))
+	errs := make([]error, len(s.members))
+	var wg sync.WaitGroup
+	for k, i := range s.members {
+		sh := s.set.shards[i]
+		p, ok := sh.(peeker)
+		if !ok {
+			errs[k] = fmt.Errorf("shard %q: cannot peek", sh.Name())
+			continue
+		}
+		wg.Go(func() {
+			age, err := frontAge(ctx, p)
+			ages[k] = age
+			if err != nil {
+				errs[k] = fmt.Errorf("shard %q: %w", sh.Name(), err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, fmt.Errorf("azdispatch: oldest age of %s: %w", s.Name(), err)
+	}
+	return slices.Max(append(ages, 0)), nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/latency"
 )
 
 // IdleFunc is asked by a dequeuer after each receive that found nothing, with
@@ -74,6 +75,45 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 	}
 }
 
+// ScaleToWait returns a [ScaleFunc] that keeps messages' time in queue
+// under target, for a listener that runs perDequeuer handler calls per
+// dequeuer ([ListenerOptions.Concurrency]) and receives up to batch
+// messages at once ([ListenerOptions.BatchSize]); [ListenerOptions.TargetWait]
+// sets it up. By Little's law, messages arriving at λ a second that take h
+// to handle keep λ·h handler calls busy, and a backlog of b is received
+// within the target at b/target a second more: it asks for the dequeuers
+// those calls need, from the arrival rate (what the listener received
+// between two readings, and how the depth changed), the recent mean
+// handler time ([State.HandlerTime]) and the backlog (the depth less the
+// messages in hand). It never asks for fewer than one dequeuer per batch
+// waiting, and while the recent 99th percentile of time in queue is over
+// the target with messages waiting, it asks for one more than run. Each
+// ScaleFunc it returns keeps the readings it was given: give each
+// listener its own.
+func ScaleToWait(target time.Duration, perDequeuer, batch int) ScaleFunc {
+	shape := latency.Shape{Target: target, PerDequeuer: perDequeuer, Batch: batch}
+	var last struct {
+		at       time.Time
+		received int64
+		depth    int
+		rate     float64
+	}
+	return func(s State, depth int) int {
+		now := time.Now()
+		if !last.at.IsZero() {
+			r := latency.Rate(s.Received-last.received, depth-last.depth, now.Sub(last.at))
+			// Half the new reading, half what came before: one burst
+			// does not set the rate for the next interval alone.
+			last.rate = (last.rate + r) / 2
+		}
+		last.at, last.received, last.depth = now, s.Received, depth
+		return latency.Dequeuers(latency.Load{
+			Rate: last.rate, Handler: s.HandlerTime.Mean, Backlog: max(depth-s.InFlight, 0),
+			Waited: s.TimeInQueue.P99, Active: s.ActiveDequeuers,
+		}, shape)
+	}
+}
+
 // scaler holds the scaling decisions that need memory: when the depth was
 // last read, and when the listener last scaled up. It takes the clock from
 // its caller, so that tests can drive it. It is safe for concurrent use.
@@ -84,6 +124,18 @@ type scaler struct {
 	reading    bool      // a depth read is under way
 	lastRead   time.Time // when the last depth read started
 	lastScaled time.Time // when the listener last scaled up
+	overMax    bool      // the last answer asked for more than max
+}
+
+// unmet reports whether want, a ScaleFunc's answer, asks for more than
+// max when the answer before did not: the moment a target falls out of
+// reach.
+func (s *scaler) unmet(want int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.overMax
+	s.overMax = want > s.max
+	return s.overMax && !was
 }
 
 // claimDepthRead reports whether the caller should read the depth now: at

@@ -240,28 +240,41 @@ type route struct {
 	occ    *dueline.Occurrence // a Scheduler's occurrence the message is sent for: a due line always
 }
 
-// dueLine is the line that records when the message is due, if the
-// service cannot keep it hidden until then alone.
+// dueLine is the line that records when the message is due: for a
+// message the service cannot keep hidden until then alone (see hops), and
+// for one it can, so that a listener counts its time in queue from its due
+// time rather than its insertion (see [dueline.Line.Kept]). A message sent
+// for now has none.
 func (p *Publisher[T]) dueLine(r route) string {
 	switch {
 	case r.occ != nil:
 		return (&dueline.Line{At: r.at, Occ: r.occ}).Encode()
-	case r.delay <= p.hop && !r.line:
+	case !p.hops(r) && r.delay <= 0:
 		return ""
+	case !p.hops(r):
+		return (&dueline.Line{After: int64(r.delay / time.Second)}).Encode()
 	case !r.at.IsZero():
 		return (&dueline.Line{At: r.at}).Encode()
 	}
 	return (&dueline.Line{After: int64(r.delay / time.Second)}).Encode()
 }
 
-// ttlOf is how long a message sent as r says lives: one with a due line
-// lives its TTL past its due time.
+// hops reports whether a message sent as r may be hidden again by
+// listeners until it is due: one due beyond the service's longest hiding,
+// one sent for a time before the target's clock is known, and a
+// scheduler's (which a listener may hold).
+func (p *Publisher[T]) hops(r route) bool {
+	return r.occ != nil || r.delay > p.hop || r.line
+}
+
+// ttlOf is how long a message sent as r says lives: one that may be
+// hidden again lives its TTL past its due time.
 func (p *Publisher[T]) ttlOf(r route) time.Duration {
 	ttl := p.ttl
 	if r.ownTTL {
 		ttl = r.ttl
 	}
-	if ttl < 0 || p.dueLine(r) == "" {
+	if ttl < 0 || !p.hops(r) {
 		return ttl
 	}
 	if ttl == 0 {

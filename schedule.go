@@ -98,7 +98,10 @@ func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() er
 // counted on the service's clock.
 //
 // A delay up to [MaxVisibility] (7 days) is the service's own: the message is
-// sent hidden for it, and its text is what [Publisher.Send] would send. A
+// sent hidden for it, in one send, its text what [Publisher.Send] would
+// send after a short line that says when it is due
+// (`azdispatch-due/1 {"after":60}`), so that a listener counts its time in
+// queue from then ([Message.TimeInQueue]); nothing else reads it. A
 // longer one, of any length, is recorded in the message's text (a line
 // before the body, relative to the service's insertion time), and the
 // message is sent hidden for 7 days; a listener that receives it before it
@@ -107,8 +110,9 @@ func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() er
 // listener makes anyway, and nothing else (no table, no poller). Those hops
 // are not tries: they never count towards [ListenerOptions.MaxDequeueCount],
 // and the handler's [Message.DequeueCount] counts only real deliveries.
-// Listeners must be of this version or later to read such a message (an
-// earlier one poisons it as undecodable): upgrade listeners first.
+// Listeners must be of a version that reads due lines to read a delayed
+// message (an earlier one poisons it as undecodable): upgrade listeners
+// first.
 //
 // A message with a due line lives its TTL past its due time (see
 // [PublisherOptions.TTL]), and so does its payload blob, if offloaded.
@@ -198,7 +202,7 @@ func (p *Publisher[T]) sent(m sentMessage, r route) Sent {
 	if m.Receipt != "" {
 		s.Token = cancelToken{
 			Queue: m.Queue, ID: m.ID, Receipt: m.Receipt, Due: s.Due.Unix(),
-			Hops: p.dueLine(r) != "", Blob: m.Blob, Expires: p.expires(r, s.Due),
+			Hops: p.hops(r), Blob: m.Blob, Expires: p.expires(r, s.Due),
 		}.encode()
 	}
 	return s

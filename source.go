@@ -201,6 +201,18 @@ type Message[T any] struct {
 	InsertedAt   time.Time
 	Queue        string // the queue the message came from
 
+	// TimeInQueue is how long the message waited before this delivery:
+	// from when it first became visible (its insertion, or, sent for
+	// later, its due time) to the receive that brought it. Both ends are
+	// the service's (its insertion time, and the receive answer's Date),
+	// so no clock of a sender or a listener enters, and skew between them
+	// does not matter; the service gives both to the second, so it is
+	// whole seconds, and a wait under a second reads as 0 or 1 s. On a
+	// redelivery it includes the earlier tries and their retry delays;
+	// [State.TimeInQueue] counts first deliveries only. Zero if the source
+	// does not give an insertion time.
+	TimeInQueue time.Duration
+
 	// BatchID names the batch the body is an item of (see
 	// [Publisher.SendBatch]); empty for a message sent on its own, offloaded
 	// or not. Item is the body's index in the batch, from 0. Together with

@@ -2,8 +2,10 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -17,8 +19,9 @@ import (
 type DepthOptions struct {
 	// CacheFor is how long a reading is served before a request reads the
 	// queue again. Every reading costs one billable Get Queue Properties
-	// request per shard, and an autoscaler, its metrics server and a
-	// dashboard may all poll the endpoint (KEDA polls every 30 s by default,
+	// request per shard (and one Peek Messages per shard for the age,
+	// unless [DepthOptions.NoAge]), and an autoscaler, its metrics server
+	// and a dashboard may all poll the endpoint (KEDA polls every 30 s by default,
 	// and the HPA asks for the metric on its own period besides), so a
 	// reading is shared by every request within this time; requests that
 	// come while one is being read wait for it rather than reading again.
@@ -35,15 +38,44 @@ type DepthOptions struct {
 
 	// Logger receives a line for each reading that fails. Defaults to none.
 	Logger *slog.Logger
+
+	// NoAge leaves out the age of the oldest message ("oldest_age_s").
+	// By default each reading also peeks at the front message of every
+	// shard (see [azdispatch.OldestAge]), in parallel with its depth: one
+	// more billable Peek Messages request per shard per reading, so a
+	// reading costs two requests per shard instead of one (with the
+	// default CacheFor, at most 17,280 more a day per shard for each
+	// process serving the endpoint). Set it when nothing scales or alerts
+	// on the age, or when the source cannot peek (a [azdispatch.Source] of
+	// your own without a Peek method, which [NewDepthHandler] refuses
+	// otherwise).
+	NoAge bool
+
+	// TargetWait is the time in queue aimed for. Set with
+	// [DepthOptions.WorkerRate], it adds "desired_workers" to the answer:
+	// how many workers (replicas) it takes to clear the depth within
+	// TargetWait (see [DepthHandler] for the rule, and for KEDA). Both or
+	// neither must be set, and it must not be negative. Defaults to
+	// neither, and no "desired_workers".
+	TargetWait time.Duration
+
+	// WorkerRate is how many messages a second one worker (one replica:
+	// all its listeners' handler calls together) handles, measured under
+	// load, for instance from the Succeeded count of
+	// [azdispatch.Listener.State] over a busy minute. Set with
+	// [DepthOptions.TargetWait]; it must be a finite number, not
+	// negative.
+	WorkerRate float64
 }
 
 // DepthHandler is an [http.Handler] that serves the approximate depth of a
-// queue, or of a whole sharded queue, as JSON for an autoscaler such as
-// KEDA's metrics-api scaler (valueLocation "depth"):
+// queue, or of a whole sharded queue, and the age of its oldest message, as
+// JSON for an autoscaler such as KEDA's metrics-api scaler:
 //
-//	{"queue":"orders","depth":123,"at":"2025-01-02T15:04:05.123Z","shards":[
-//	  {"name":"orders-0","account":"acct1","depth":60},
-//	  {"name":"orders-1","account":"acct2","depth":63}]}
+//	{"queue":"orders","depth":123,"oldest_age_s":42,"desired_workers":3,
+//	 "at":"2025-01-02T15:04:05.123Z","shards":[
+//	  {"name":"orders-0","account":"acct1","depth":60,"oldest_age_s":42},
+//	  {"name":"orders-1","account":"acct2","depth":63,"oldest_age_s":17}]}
 //
 // The depth counts every message in the queue, invisible ones (being
 // handled, or waiting for a retry) included, as the service's approximate
@@ -56,11 +88,68 @@ type DepthOptions struct {
 // mistyped name reads as 0; the listeners' readiness is what reports a
 // missing queue.
 //
-// If any shard cannot be read, the answer is 503 with no "depth" at all, an
-// "error", and each shard's own error in its entry. A partial sum would be
-// a falsely low number, and an autoscaler that believes it scales in while
-// work waits; a failed scrape is an error KEDA reports, and with a fallback
-// in the ScaledObject it holds a set replica count instead.
+// # Age of the oldest message
+//
+// "oldest_age_s" is how long the message at the front of the queue has
+// been waiting, in seconds by the service's clock, as
+// [azdispatch.OldestAge] reads it: one peek of one message per shard,
+// made with the depth requests, and for a sharded queue the greatest of
+// the shards' ages. It is 0 for an empty queue. It is an approximation:
+// the service keeps no strict order, and hidden messages (being handled,
+// or waiting for a retry) are not seen. Depth says how much work waits;
+// age says whether it waits too long, which depth alone cannot tell
+// without knowing how fast the workers go. [DepthOptions.NoAge] turns it
+// off, and saves its request.
+//
+// # Desired workers for a latency target
+//
+// With [DepthOptions.TargetWait] (W) and [DepthOptions.WorkerRate] (r)
+// set, "desired_workers" is how many workers it takes to keep messages'
+// time in queue under W. By Little's law the depth D is the arrival rate
+// times the time in queue, so clearing D within W takes D/W messages a
+// second, and
+//
+//	desired_workers = ceil(D / (r × W))
+//
+// which, when messages wait exactly W, is the arrival rate over r: the
+// workers that keep up. When the oldest message has already waited longer
+// than W, the rule came too late: it assumes the backlog has the whole of
+// W still ahead. The answer is then multiplied by age/W, at most 2: at
+// least one worker more, the more the later, but never more than twice the
+// rule's, since the age is one message's and approximate (a message that
+// keeps failing and coming back is old without the queue being slow).
+// Nothing is remembered between readings: once the backlog is served
+// within W, the factor is gone. It is 0 when the queue is empty, so that
+// KEDA may scale to zero, and at least 1 otherwise. Without the age
+// ([DepthOptions.NoAge]) it is the rule alone. It scales the replicas;
+// within each, [azdispatch.ListenerOptions.TargetWait] scales a
+// listener's dequeuers to a target of the same kind.
+//
+// # KEDA
+//
+// KEDA's metrics-api scaler GETs the URL and reads the number at
+// valueLocation (a GJSON path). With its default AverageValue metric
+// type it asks the HPA for ceil(value / targetValue) replicas, so:
+//
+//   - valueLocation "desired_workers" with targetValue "1" gives
+//     replicas = desired_workers: the rule above, with KEDA's fallback
+//     replicas when a scrape fails;
+//   - valueLocation "oldest_age_s" with targetValue the target in
+//     seconds and metricType "Value" makes the HPA scale the current
+//     replicas by age/target, which needs no WorkerRate but scales out
+//     only once messages are already late (and in whenever they wait less
+//     than the target), and KEDA's fallback does not apply to the Value
+//     type;
+//   - valueLocation "depth" with targetValue the messages per replica
+//     scales on depth alone.
+//
+// If any shard cannot be read (its depth or its age), the answer is 503
+// with no "depth", "oldest_age_s" or "desired_workers" at all, an "error",
+// and each shard's own error in its entry (with what it did read). A
+// partial sum, or a maximum that skipped a shard, would be a falsely low
+// number, and an autoscaler that believes it scales in while work waits; a
+// failed scrape is an error KEDA reports, and with a fallback in the
+// ScaledObject it holds a set replica count instead.
 //
 // Readings are cached (see [DepthOptions.CacheFor]), failures too, so that a
 // failing account is not asked more often than a healthy one. It serves GET
@@ -79,9 +168,13 @@ type DepthHandler struct {
 // depthShard is one queue whose depth is read: a shard, or the source itself.
 type depthShard struct {
 	name, account string
-	src           interface {
-		Depth(ctx context.Context) (int, error)
-	}
+	src           azdispatch.Source
+}
+
+// peeker is a source that can peek, as [azdispatch.OldestAge] needs: a
+// *Queue, or a memqueue.Queue.
+type peeker interface {
+	Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
 }
 
 // depthCall is one reading, shared by the requests that wait for it.
@@ -94,23 +187,33 @@ type depthCall struct {
 
 // depthReport is the JSON body.
 type depthReport struct {
-	Queue  string       `json:"queue"`
-	Depth  *int         `json:"depth,omitempty"` // absent when a shard failed: no partial sum
-	At     time.Time    `json:"at"`
-	Error  string       `json:"error,omitempty"`
-	Shards []shardDepth `json:"shards"`
+	Queue string `json:"queue"`
+	Depth *int   `json:"depth,omitempty"` // absent when a shard failed: no partial sum
+	// OldestAge, in seconds, is absent with NoAge, and when a shard
+	// failed: no maximum that skipped one.
+	OldestAge *float64 `json:"oldest_age_s,omitempty"`
+	// DesiredWorkers is absent unless TargetWait and WorkerRate are
+	// set, and when a shard failed.
+	DesiredWorkers *int         `json:"desired_workers,omitempty"`
+	At             time.Time    `json:"at"`
+	Error          string       `json:"error,omitempty"`
+	Shards         []shardDepth `json:"shards"`
 }
 
 type shardDepth struct {
-	Name    string `json:"name"`
-	Account string `json:"account,omitempty"`
-	Depth   *int   `json:"depth,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Name      string   `json:"name"`
+	Account   string   `json:"account,omitempty"`
+	Depth     *int     `json:"depth,omitempty"`
+	OldestAge *float64 `json:"oldest_age_s,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
-// NewDepthHandler returns a handler serving src's depth: a
-// *[azdispatch.Queue], a *[azdispatch.ShardedQueue] (every shard of it), or
-// any [azdispatch.Source] (its Depth). Nil opts means defaults.
+// NewDepthHandler returns a handler serving src's depth and the age of its
+// oldest message: a *[azdispatch.Queue], a *[azdispatch.ShardedQueue]
+// (every shard of it), or any [azdispatch.Source] (its Depth, and its Peek
+// for the age: one without a Peek method needs [DepthOptions.NoAge]). Nil
+// opts means defaults. It returns an [*azdispatch.ConfigError] for options
+// out of range.
 func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, error) {
 	if src == nil {
 		return nil, &azdispatch.ConfigError{Field: "source", Reason: "is nil"}
@@ -119,8 +222,8 @@ func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, 
 	if opts != nil {
 		h.opts = *opts
 	}
-	if h.opts.Timeout < 0 {
-		return nil, &azdispatch.ConfigError{Field: "DepthOptions.Timeout", Reason: "must not be negative"}
+	if err := checkDepthOptions(&h.opts); err != nil {
+		return nil, err
 	}
 	if h.opts.CacheFor == 0 {
 		h.opts.CacheFor = 5 * time.Second
@@ -138,7 +241,34 @@ func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, 
 	} else {
 		h.shards = []depthShard{{name: src.Name(), account: accountOf(src), src: src}}
 	}
+	if !h.opts.NoAge {
+		// Refused now rather than at every reading: a source that cannot
+		// peek would fail every scrape, and the scaler with it.
+		for _, sh := range h.shards {
+			if _, ok := sh.src.(peeker); !ok {
+				return nil, &azdispatch.ConfigError{Field: "DepthOptions.NoAge",
+					Reason: fmt.Sprintf("is false, and %q cannot peek for the age of its oldest message: set NoAge to serve the depth alone", sh.name)}
+			}
+		}
+	}
 	return h, nil
+}
+
+// checkDepthOptions refuses options out of range.
+func checkDepthOptions(o *DepthOptions) error {
+	switch {
+	case o.Timeout < 0:
+		return &azdispatch.ConfigError{Field: "DepthOptions.Timeout", Reason: "must not be negative"}
+	case o.TargetWait < 0:
+		return &azdispatch.ConfigError{Field: "DepthOptions.TargetWait", Reason: fmt.Sprintf("%v is negative", o.TargetWait)}
+	case o.WorkerRate < 0 || math.IsNaN(o.WorkerRate) || math.IsInf(o.WorkerRate, 0):
+		return &azdispatch.ConfigError{Field: "DepthOptions.WorkerRate", Reason: fmt.Sprintf("%v is not a rate: it must be a finite number of messages a second, above 0", o.WorkerRate)}
+	case o.TargetWait > 0 && o.WorkerRate == 0:
+		return &azdispatch.ConfigError{Field: "DepthOptions.WorkerRate", Reason: "must be set with DepthOptions.TargetWait: desired workers need both"}
+	case o.WorkerRate > 0 && o.TargetWait == 0:
+		return &azdispatch.ConfigError{Field: "DepthOptions.TargetWait", Reason: "must be set with DepthOptions.WorkerRate: desired workers need both"}
+	}
+	return nil
 }
 
 // accountOf names the account a queue of azdispatch lives in; empty for
@@ -192,7 +322,7 @@ func (h *DepthHandler) reading(ctx context.Context) (*depthCall, error) {
 	h.last = c
 	h.mu.Unlock()
 
-	// Closed even if a Source's Depth panics, so that waiters are not
+	// Closed even if a Source's Depth or Peek panics, so that waiters are not
 	// left hanging; they then get a 503.
 	c.code, c.body = http.StatusServiceUnavailable, depthReport{Queue: h.name, Error: "the reading did not finish"}
 	defer close(c.done)
@@ -202,33 +332,51 @@ func (h *DepthHandler) reading(ctx context.Context) (*depthCall, error) {
 	return c, nil
 }
 
-// read asks every shard for its depth in parallel and sums them; any
-// failure fails the whole reading.
+// read asks every shard for its depth, and for the age of its front
+// message, all in parallel, and sums the depths; any failure fails the
+// whole reading.
 func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 	rep := depthReport{Queue: h.name, Shards: make([]shardDepth, len(h.shards))}
-	errs := make([]error, len(h.shards))
+	depthErrs := make([]error, len(h.shards))
+	ageErrs := make([]error, len(h.shards))
+	ages := make([]time.Duration, len(h.shards))
 	var wg sync.WaitGroup
 	for i, sh := range h.shards {
 		rep.Shards[i] = shardDepth{Name: sh.name, Account: sh.account}
 		wg.Go(func() {
 			n, err := sh.src.Depth(ctx)
 			if err != nil {
-				errs[i] = err
+				depthErrs[i] = err
 				return
 			}
 			rep.Shards[i].Depth = &n
+		})
+		if h.opts.NoAge {
+			continue
+		}
+		// Beside the depth rather than after it: the age adds a request,
+		// not a round trip, to a reading.
+		wg.Go(func() {
+			ages[i], ageErrs[i] = azdispatch.OldestAge(ctx, sh.src)
 		})
 	}
 	wg.Wait()
 	rep.At = time.Now().UTC()
 	total, failed := 0, 0
-	for i, err := range errs {
-		if err != nil {
+	var oldest time.Duration
+	for i := range h.shards {
+		if ageErrs[i] == nil && !h.opts.NoAge {
+			rep.Shards[i].OldestAge = seconds(ages[i])
+		} else if ageErrs[i] != nil {
+			ageErrs[i] = fmt.Errorf("oldest age: %w", ageErrs[i])
+		}
+		if err := errors.Join(depthErrs[i], ageErrs[i]); err != nil {
 			failed++
 			rep.Shards[i].Error = redactedError(err)
 			continue
 		}
 		total += *rep.Shards[i].Depth
+		oldest = max(oldest, ages[i])
 	}
 	if failed > 0 {
 		rep.Error = fmt.Sprintf("%d of %d shards could not be read; no partial sum is reported", failed, len(h.shards))
@@ -236,5 +384,53 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 		return http.StatusServiceUnavailable, rep
 	}
 	rep.Depth = &total
+	if !h.opts.NoAge {
+		rep.OldestAge = seconds(oldest)
+	}
+	if h.opts.TargetWait > 0 {
+		n := desiredWorkers(total, oldest, h.opts.TargetWait, h.opts.WorkerRate)
+		rep.DesiredWorkers = &n
+	}
 	return http.StatusOK, rep
+}
+
+// seconds is d in seconds, for the JSON.
+func seconds(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}
+
+// maxDesired bounds desired_workers: a tiny WorkerRate would otherwise
+// ask for more than an int holds, and no autoscaler runs more replicas.
+const maxDesired = math.MaxInt32
+
+// desiredWorkers is how many workers, each handling rate messages a
+// second, clear depth messages within target: ceil(depth / (rate ×
+// target)), by Little's law (see [DepthHandler]). 0 for an empty queue,
+// and at least 1 otherwise.
+//
+// When the front message has already waited longer than target (age; 0
+// when not read), that answer came too late for it: the rule assumes the
+// backlog has the whole target still ahead, and a late one has less, or
+// none. So it is multiplied by age/target, which asks for at least one
+// worker more (every factor over 1 raises the ceiling) and more the later
+// the backlog is. The factor stops at 2, because the age is one message's,
+// and approximate: a message that keeps failing and coming back after its
+// retry delays is old without the queue being slow, and should not drive
+// the fleet to its maximum alone. It keeps no memory between readings,
+// so it cannot wind up: once the backlog is served within the target, the
+// factor is gone.
+func desiredWorkers(depth int, age, target time.Duration, rate float64) int {
+	if depth <= 0 {
+		return 0
+	}
+	n := float64(depth) / (rate * target.Seconds())
+	if age > target {
+		n *= min(age.Seconds()/target.Seconds(), 2)
+	}
+	// Less a hair before rounding up: float arithmetic can make an exact
+	// quotient (10 / (0.1 × 100)) a shade over a whole number, which
+	// would ask for one worker too many.
+	n = math.Ceil(n - 1e-9)
+	return int(min(max(n, 1), maxDesired))
 }

@@ -4,8 +4,10 @@
 //   - [Health]: Kubernetes readiness and liveness probes for every
 //     [azdispatch.Listener] of the process (and checks of its own);
 //   - [DepthHandler]: a queue's approximate depth, or the sum over every
-//     shard of an [azdispatch.ShardedQueue] in every account, as JSON for
-//     KEDA's metrics-api scaler;
+//     shard of an [azdispatch.ShardedQueue] in every account, the age of
+//     its oldest message, and optionally the workers a latency target
+//     calls for ([DepthOptions.TargetWait]), as JSON for KEDA's
+//     metrics-api scaler;
 //   - [WakeHandler] and [Notifier]: wake-ups from publishers in other
 //     processes, so that an idle listener receives new work at once instead
 //     of at its next poll.

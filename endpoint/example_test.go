@@ -81,3 +81,45 @@ func ExampleHealth() {
 	// live: 200 live
 	// run: <nil>
 }
+
+// The depth endpoint with a latency target: the age of the oldest message
+// beside the depth, and the workers it takes to clear the depth within
+// TargetWait when each handles WorkerRate messages a second. KEDA's
+// metrics-api scaler reads "desired_workers" with targetValue "1" as the
+// replica count. The queue here runs on a manual clock, so that the wait
+// is exact.
+func ExampleDepthHandler() {
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	queue := memqueue.New("orders", &memqueue.Options{Clock: clock})
+	for range 30 {
+		_, _ = queue.Send(context.Background(), `{"ID":"o-1"}`, nil)
+	}
+	depth, err := endpoint.NewDepthHandler(queue, &endpoint.DepthOptions{
+		CacheFor:   -1,               // read at every request, for the example
+		TargetWait: 20 * time.Second, // time in queue aimed for
+		WorkerRate: 0.5,              // messages a second one replica handles
+	})
+	if err != nil {
+		panic(err)
+	}
+	get := func() map[string]any {
+		rec := httptest.NewRecorder()
+		depth.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics/depth", nil))
+		var body map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &body)
+		return body
+	}
+
+	// 30 messages, 0.5 a second per worker, within 20 s: ceil(30 / 10).
+	body := get()
+	fmt.Println("fresh:", body["depth"], body["oldest_age_s"], body["desired_workers"])
+
+	// The oldest has waited 40 s, twice the target: the backlog is late,
+	// and the answer is doubled (at most).
+	clock.Advance(40 * time.Second)
+	body = get()
+	fmt.Println("late:", body["depth"], body["oldest_age_s"], body["desired_workers"])
+	// Output:
+	// fresh: 30 0 3
+	// late: 30 40 6
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,6 +314,47 @@ func (q *Queue) SetVisibility(ctx context.Context, d *azdispatch.Delivery, after
 	return nil
 }
 
+// Peek returns up to max visible messages from the front of the queue
+// without receiving them, as [azdispatch.Queue.Peek] does: they keep their
+// visibility and dequeue count, and have no Receipt. ReceivedAt is the
+// clock's time, to the second, as a peek answer's Date. It is counted in
+// Transactions' Other.
+func (q *Queue) Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error) {
+	if max < 1 || max > azdispatch.MaxBatch {
+		return nil, q.storageError(opPeek, http.StatusBadRequest, "OutOfRangeQueryParameterValue",
+			fmt.Errorf("memqueue: peek of %d messages: must be 1 to %d", max, azdispatch.MaxBatch))
+	}
+	if err := q.before(ctx, opPeek); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.clock.Now()
+	front := slices.Clone(q.messages)
+	slices.SortFunc(front, func(a, b *message) int {
+		if messageHeap([]*message{a, b}).Less(0, 1) {
+			return -1
+		}
+		return 1
+	})
+	out := []*azdispatch.Delivery{}
+	for _, m := range front {
+		if len(out) == max || m.visibleAt.After(now) {
+			break
+		}
+		if q.expired(m, now) {
+			continue
+		}
+		d := q.delivery(m, nil, reported(now))
+		d.Receipt, d.NextVisibleAt = nil, time.Time{}
+		out = append(out, &d)
+	}
+	if q.lost(opPeek) {
+		return nil, q.lostError(opPeek)
+	}
+	return out, nil
+}
+
 // Depth is the number of messages in the queue, invisible ones included
 // (and expired ones not yet removed, as the service's approximate count).
 func (q *Queue) Depth(ctx context.Context) (int, error) {
@@ -348,6 +390,7 @@ func (q *Queue) Transactions() azdispatch.Transactions {
 		Delete:       q.calls[opIndex(azdispatch.OpDelete)].Load(),
 		Update:       q.calls[opIndex(azdispatch.OpUpdate)].Load(),
 		Depth:        q.calls[opIndex(azdispatch.OpDepth)].Load(),
+		Other:        q.calls[opIndex(opPeek)].Load(),
 	}
 }
 
@@ -445,7 +488,11 @@ func wholeSeconds(d time.Duration) time.Duration {
 }
 
 // numOps is the number of kinds of call counted.
-const numOps = 5
+const numOps = 6
+
+// opPeek is a peek's kind, which the service bills as "other" (there is
+// no exported Op for it: a listener never peeks).
+const opPeek azdispatch.Op = "peek"
 
 func opIndex(op azdispatch.Op) int {
 	switch op {
@@ -457,6 +504,8 @@ func opIndex(op azdispatch.Op) int {
 		return 2
 	case azdispatch.OpUpdate:
 		return 3
+	case opPeek:
+		return 5
 	}
 	return 4
 }

@@ -15,8 +15,9 @@
 //	listener, err := azdispatch.NewListener(queue, handle, &azdispatch.ListenerOptions{
 //		Middleware: []azdispatch.Middleware{inst},
 //	})
-//	reg, err := inst.ObserveAccounts(account)       // billable transactions
-//	reg, err = inst.ObserveListener("orders", listener) // dequeuers, in flight, poisoned
+//	reg, err := inst.ObserveAccounts(account)           // billable transactions
+//	reg, err = inst.ObserveListener("orders", listener) // dequeuers, in flight, retries, …
+//	reg, err = inst.ObserveAge(queue, nil)              // in one instance only: it peeks
 //
 // # Spans
 //
@@ -66,19 +67,63 @@
 //
 // # Metrics
 //
+// The metrics of this package's own (azdispatch.*) but
+// azdispatch.storage.* have messaging.system and
+// messaging.destination.name, and the attributes named below.
+//
 //   - messaging.client.sent.messages, messaging.client.consumed.messages
 //     (counted per receive), messaging.client.operation.duration (send,
 //     receive and settle requests), messaging.process.duration (handler
-//     calls), by the conventions;
+//     calls), by the conventions, with messaging.operation.name and .type,
+//     and error.type on failures;
+//   - azdispatch.message.time_in_queue (s, histogram): how long a message
+//     waited before its first delivery ([azdispatch.Call.TimeInQueue]),
+//     recorded per handler call (each item of a batch counts) on first
+//     deliveries only: a retry waits by design, for its retry delay, and
+//     counting it would make a queue that keeps up look behind whenever
+//     handlers fail. Both ends are the service's times (the insertion or
+//     due time, and the receive's Date), so clock skew does not enter, but
+//     they are whole seconds: the buckets are 0, 1, 2, 5, 10, 30 s, 1, 2,
+//     5, 10, 30 min, 1, 2, 6 and 24 h, none under a second;
+//   - azdispatch.message.end_to_end (s, histogram, same buckets): from a
+//     message's insertion ([azdispatch.Call.InsertedAt], the service's
+//     clock) to the end of a handler call for it (the listener's clock), on
+//     every call, with error.type when the call failed: a successful call's
+//     value is how long the message took from its send to done, retries and
+//     (for a message sent for later) its delay included. It crosses two
+//     clocks, so skew between the listener's and the service's enters it
+//     (a value below zero, from a listener's clock behind, is recorded as
+//     0), unlike time_in_queue; the insertion time is whole seconds;
 //   - azdispatch.storage.transactions: the billable storage requests made
 //     through the accounts given to [Instrumentation.ObserveAccounts], by kind
 //     (azdispatch.transaction.kind), account (azdispatch.account) and, for
 //     queue requests, queue; azdispatch.storage.empty_receives, the receives
 //     that found nothing, which is what idle polling costs;
-//   - azdispatch.listener.dequeuers (by azdispatch.dequeuer.state, busy or
-//     idle), azdispatch.listener.in_flight, azdispatch.listener.poisoned and
-//     azdispatch.listener.payload_memory for the listeners given to
-//     [Instrumentation.ObserveListener].
+//   - for the listeners given to [Instrumentation.ObserveListener]:
+//     azdispatch.listener.dequeuers (by azdispatch.dequeuer.state, busy or
+//     idle), azdispatch.listener.in_flight, azdispatch.listener.poisoned,
+//     azdispatch.listener.payload_memory (By);
+//     azdispatch.listener.retries (counter, by azdispatch.retry.reason:
+//     error, panic, timeout, storage or poison, from
+//     [azdispatch.State.RetriedFor]); azdispatch.listener.rehidden (counter:
+//     delayed messages received early and hidden again,
+//     [azdispatch.State.Rehidden]); azdispatch.listener.wanted_dequeuers
+//     (gauge: what the last scaling decision asked for before the maximum
+//     capped it, [azdispatch.State.Wanted]; above the maximum, the queue
+//     calls for more than the listener may run); and
+//     azdispatch.listener.time_in_queue.p99 (s, gauge: the listener's own
+//     99th percentile of its recent first deliveries' time in queue,
+//     [azdispatch.State.TimeInQueue], observed only while some are recent;
+//     the histogram above is the one to aggregate across listeners);
+//   - azdispatch.queue.oldest_age (s, gauge) for the sources given to
+//     [Instrumentation.ObserveAge]: the age of the message at the front of
+//     the queue ([azdispatch.OldestAge]), read at most once per
+//     [AgeOptions.Every] at one billable peek per queue or shard; and
+//     azdispatch.queue.oldest_age_failures, the readings that failed and
+//     observed nothing;
+//   - azdispatch.poison.requeued: the messages moved back from a poison
+//     queue, counted by [Instrumentation.CountRequeue] in the process that
+//     requeues (an operator's tool), by the queue they went back to.
 //
 // # With the Azure SDK's own tracing
 //

@@ -20,10 +20,16 @@ type observers struct {
 	inFlight     metric.Int64ObservableUpDownCounter
 	poisoned     metric.Int64ObservableCounter
 	payload      metric.Int64ObservableUpDownCounter
+	retries      metric.Int64ObservableCounter
+	rehidden     metric.Int64ObservableCounter
+	wanted       metric.Int64ObservableGauge
+	waitedP99    metric.Float64ObservableGauge
+	oldestAge    metric.Float64ObservableGauge
+	ageFailures  metric.Int64ObservableCounter
 }
 
 func (o *observers) init(m metric.Meter) error {
-	var errs [6]error
+	var errs [12]error
 	o.transactions, errs[0] = m.Int64ObservableCounter("azdispatch.storage.transactions", metric.WithUnit("{request}"),
 		metric.WithDescription("Billable storage requests, retries included, by kind, account and queue."))
 	o.empty, errs[1] = m.Int64ObservableCounter("azdispatch.storage.empty_receives", metric.WithUnit("{request}"),
@@ -36,6 +42,18 @@ func (o *observers) init(m metric.Meter) error {
 		metric.WithDescription("Messages moved to the poison queue."))
 	o.payload, errs[5] = m.Int64ObservableUpDownCounter("azdispatch.listener.payload_memory", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of offloaded payloads held in memory."))
+	o.retries, errs[6] = m.Int64ObservableCounter("azdispatch.listener.retries", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages released to be tried again later, by reason."))
+	o.rehidden, errs[7] = m.Int64ObservableCounter("azdispatch.listener.rehidden", metric.WithUnit("{message}"),
+		metric.WithDescription("Delayed messages received before they were due and hidden again."))
+	o.wanted, errs[8] = m.Int64ObservableGauge("azdispatch.listener.wanted_dequeuers", metric.WithUnit("{dequeuer}"),
+		metric.WithDescription("Dequeuers the last scaling decision asked for, before the listener's maximum capped it."))
+	o.waitedP99, errs[9] = m.Float64ObservableGauge("azdispatch.listener.time_in_queue.p99", metric.WithUnit("s"),
+		metric.WithDescription("99th percentile of the recent first deliveries' time in queue, on the service's clock."))
+	o.oldestAge, errs[10] = m.Float64ObservableGauge("azdispatch.queue.oldest_age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the message at the front of the queue, on the service's clock: an approximation of the oldest."))
+	o.ageFailures, errs[11] = m.Int64ObservableCounter("azdispatch.queue.oldest_age_failures", metric.WithUnit("{reading}"),
+		metric.WithDescription("Readings of azdispatch.queue.oldest_age that failed and observed nothing."))
 	return errors.Join(errs[:]...)
 }
 
@@ -81,10 +99,15 @@ type StateReader interface {
 	State() azdispatch.State
 }
 
-// ObserveListener reports a listener's dequeuers (busy and idle), messages
-// in flight, messages poisoned and payload memory held, read at each
-// collection, with messaging.destination.name set to queue. Unregister the
-// result to stop.
+// ObserveListener reports a listener's state, read at each collection, with
+// messaging.destination.name set to queue: its dequeuers (busy and idle),
+// messages in flight, messages poisoned, payload memory held, retries by
+// reason ([azdispatch.State.RetriedFor]), delayed messages hidden again
+// ([azdispatch.State.Rehidden]), the dequeuers its scaling wanted
+// ([azdispatch.State.Wanted], 0 before its first decision) and the 99th
+// percentile of its recent first deliveries' time in queue
+// ([azdispatch.State.TimeInQueue], observed only while some are recent). See
+// the package documentation's Metrics. Unregister the result to stop.
 func (i *Instrumentation) ObserveListener(queue string, l StateReader) (metric.Registration, error) {
 	o := &i.observers
 	dest := semconv.MessagingDestinationName(queue)
@@ -92,6 +115,10 @@ func (i *Instrumentation) ObserveListener(queue string, l StateReader) (metric.R
 	busy := metric.WithAttributes(system, dest, DequeuerStateKey.String("busy"))
 	idle := metric.WithAttributes(system, dest, DequeuerStateKey.String("idle"))
 	plain := metric.WithAttributes(system, dest)
+	var because [len(retryReasons)]metric.ObserveOption
+	for k, r := range retryReasons {
+		because[k] = metric.WithAttributes(system, dest, RetryReasonKey.String(r))
+	}
 	reg, err := i.meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		s := l.State()
 		obs.ObserveInt64(o.dequeuers, int64(s.ActiveDequeuers-s.IdleDequeuers), busy)
@@ -99,12 +126,29 @@ func (i *Instrumentation) ObserveListener(queue string, l StateReader) (metric.R
 		obs.ObserveInt64(o.inFlight, int64(s.InFlight), plain)
 		obs.ObserveInt64(o.poisoned, s.Poisoned, plain)
 		obs.ObserveInt64(o.payload, s.PayloadBytes, plain)
+		for k, n := range retryCounts(s.RetriedFor) {
+			obs.ObserveInt64(o.retries, n, because[k])
+		}
+		obs.ObserveInt64(o.rehidden, s.Rehidden, plain)
+		obs.ObserveInt64(o.wanted, int64(s.Wanted), plain)
+		if s.TimeInQueue.Recent > 0 {
+			obs.ObserveFloat64(o.waitedP99, s.TimeInQueue.P99.Seconds(), plain)
+		}
 		return nil
-	}, o.dequeuers, o.inFlight, o.poisoned, o.payload)
+	}, o.dequeuers, o.inFlight, o.poisoned, o.payload, o.retries, o.rehidden, o.wanted, o.waitedP99)
 	if err != nil {
 		return nil, fmt.Errorf("otelazdispatch: %w", err)
 	}
 	return reg, nil
+}
+
+// retryReasons are the values of [RetryReasonKey], in the order of
+// retryCounts.
+var retryReasons = [...]string{"error", "panic", "timeout", "storage", "poison"}
+
+// retryCounts are the fields of c in the order of retryReasons.
+func retryCounts(c azdispatch.RetryCounts) [len(retryReasons)]int64 {
+	return [...]int64{c.Error, c.Panic, c.Timeout, c.Storage, c.Poison}
 }
 
 // kindCount is one kind of transaction and its count.

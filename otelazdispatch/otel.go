@@ -36,6 +36,9 @@ const (
 	TransactionKindKey = attribute.Key("azdispatch.transaction.kind")
 	AccountKey         = attribute.Key("azdispatch.account")
 	DequeuerStateKey   = attribute.Key("azdispatch.dequeuer.state")
+	// RetryReasonKey is why messages were retried: error, panic, timeout,
+	// storage or poison (see [azdispatch.RetryCounts]).
+	RetryReasonKey = attribute.Key("azdispatch.retry.reason")
 )
 
 // Options configures an [Instrumentation]. Nil, or a zero field, means the
@@ -79,6 +82,9 @@ type Instrumentation struct {
 	consumed  metric.Int64Counter
 	opTime    metric.Float64Histogram
 	procTime  metric.Float64Histogram
+	waited    metric.Float64Histogram // azdispatch.message.time_in_queue
+	endToEnd  metric.Float64Histogram // azdispatch.message.end_to_end
+	requeued  metric.Int64Counter     // azdispatch.poison.requeued
 	observers observers
 	// ops caches the attributes of each operation on each queue: building
 	// an attribute set per message would cost more than the rest of the
@@ -96,6 +102,14 @@ type opAttrs struct {
 	attrs []attribute.KeyValue
 	start []trace.SpanStartOption // the span's kind and attrs
 	ok    metric.MeasurementOption
+	// okRecord is ok as the options Record takes (see recordOpts).
+	okRecord []metric.RecordOption
+	// queueAttrs are messaging.system and messaging.destination.name
+	// alone, for the metrics of a message rather than of an operation;
+	// queue is their set, as the options Record takes: passed as
+	// queue..., they cost no allocation per call.
+	queueAttrs []attribute.KeyValue
+	queue      []metric.RecordOption
 }
 
 // New returns an [Instrumentation]. It fails only if an instrument cannot be
@@ -137,6 +151,9 @@ func New(opts *Options) (*Instrumentation, error) {
 	i.procTime, errs[3] = i.meter.Float64Histogram("messaging.process.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of processing operation."), buckets)
 	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("otelazdispatch: %w", err)
+	}
+	if err := errors.Join(i.initMessageMetrics(), i.initRequeued()); err != nil {
 		return nil, fmt.Errorf("otelazdispatch: %w", err)
 	}
 	if err := i.observers.init(i.meter); err != nil {
@@ -194,8 +211,12 @@ func (i *Instrumentation) common(opName string, opType attribute.KeyValue, kind 
 		// children, one trace for the listener's whole life.
 		start = append(start, trace.WithNewRoot())
 	}
+	ok := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	queueAttrs := []attribute.KeyValue{attrs[0], attrs[3]}
 	a, _ := i.ops.LoadOrStore(k, &opAttrs{span: opName + " " + queue, attrs: attrs, start: start,
-		ok: metric.WithAttributeSet(attribute.NewSet(attrs...))})
+		ok: ok, okRecord: []metric.RecordOption{ok},
+		queueAttrs: queueAttrs,
+		queue:      []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(queueAttrs...))}})
 	return a.(*opAttrs)
 }
 
@@ -217,6 +238,17 @@ func end(span trace.Span, err error, a *opAttrs) metric.MeasurementOption {
 	span.SetAttributes(semconv.ErrorTypeKey.String(kind))
 	span.End()
 	return metric.WithAttributes(a.with(semconv.ErrorTypeKey.String(kind))...)
+}
+
+// recordOpts is set, which end returned for err, as the options a
+// histogram's Record takes. A successful operation's are made once: a
+// variadic argument built at the call would cost an allocation per call,
+// as a histogram is an interface.
+func (a *opAttrs) recordOpts(err error, set metric.MeasurementOption) []metric.RecordOption {
+	if err == nil {
+		return a.okRecord
+	}
+	return []metric.RecordOption{set}
 }
 
 // errorType is a low-cardinality name for err, for error.type: the storage

@@ -70,7 +70,7 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 		}
 	}
 	err := op.Next(spanCtx)
-	i.opTime.Record(ctx, seconds(start), end(span, err, a))
+	i.opTime.Record(ctx, seconds(start), a.recordOpts(err, end(span, err, a))...)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/azdispatch/azdispatch"
 )
@@ -21,9 +22,13 @@ type depthRow struct {
 	// visible ones, unless it is Full (32, a peek's most). Depth less
 	// Visible is then the hidden ones: delayed, or being handled; the
 	// service cannot tell those two apart.
-	Visible *int   `json:"visible,omitempty"`
-	Full    bool   `json:"visible_full,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Visible *int `json:"visible,omitempty"`
+	Full    bool `json:"visible_full,omitempty"`
+	// OldestAge is how long the message at the front of the queue has
+	// waited, in seconds by the service's clock (azdispatch.OldestAge);
+	// absent when the queue could not be read.
+	OldestAge *float64 `json:"oldest_age_s,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // depthDoc is the depth command's result.
@@ -32,6 +37,9 @@ type depthDoc struct {
 	Queues      []depthRow `json:"queues"`
 	Total       int        `json:"total"`
 	PoisonTotal int        `json:"poison_total"`
+	// OldestAge is the greatest of the queues' ages; absent when one of
+	// them could not be read, since it might have been the oldest.
+	OldestAge *float64 `json:"oldest_age_s,omitempty"`
 }
 
 func runDepth(ctx context.Context, c *cli, args []string) error {
@@ -40,15 +48,19 @@ func runDepth(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N) [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
 their total, with the same for their poison queues. Invisible messages (being handled,
-or delayed) are included. One request per queue and per poison queue, and one more
+or delayed) are included. OLDEST is how long the message at the front of each queue
+has waited, by the service's clock, to the second: an approximation, since the service
+keeps no strict order and a peek sees no hidden message. Three requests per queue: its
+depth, its poison queue's depth, and a peek of one message for the age; and one more
 for a queue that reads empty, to tell it from one that does not exist: a queue (or every
 shard of a set) that does not exist fails the command, as a mistyped name.
 
-With -visible, one peek more per queue counts its visible messages, ready to be
-received, up to 32 (a peek's most): the rest of the depth is hidden, delayed or being
-handled. The service tells those two apart nowhere, and counts no further than 32.`)
+With -visible, the peek is of 32 messages instead of one, at no further request: it
+counts the visible messages, ready to be received, up to 32 (a peek's most), and its
+first gives the age. The rest of the depth is hidden, delayed or being handled. The
+service tells those two apart nowhere, and counts no further than 32.`)
 	o.register(fs)
-	fs.BoolVar(&visible, "visible", false, "also count the visible messages of each queue (one peek each; up to 32)")
+	fs.BoolVar(&visible, "visible", false, "also count the visible messages of each queue (up to 32, with the peek that reads the age)")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -79,11 +91,14 @@ handled. The service tells those two apart nowhere, and counts no further than 3
 			if u.poison != nil {
 				r.PoisonDepth, e2 = u.poison.Depth(ctx)
 			}
-			if p, ok := u.queue.(peekable); ok && visible && e1 == nil && !missing[i] {
-				var seen []*azdispatch.Delivery
-				seen, e1 = p.Peek(ctx, azdispatch.MaxBatch)
-				n := len(seen)
-				r.Visible, r.Full = &n, n == azdispatch.MaxBatch
+			switch {
+			case e1 != nil:
+			case missing[i]:
+				// Nothing waits in a queue that does not exist: no
+				// request to say so.
+				r.OldestAge = new(0.0)
+			default:
+				e1 = readFront(ctx, u.queue, visible, r)
 			}
 			if err := errors.Join(e1, e2); err != nil {
 				r.Error = c.red.redact(err.Error())
@@ -101,29 +116,38 @@ handled. The service tells those two apart nowhere, and counts no further than 3
 			errs[i] = fmt.Errorf("%s: %w", r.Queue, errNoSuchQueue)
 		}
 	}
+	oldest, aged := 0.0, true
 	for _, r := range doc.Queues {
 		doc.Total += r.Depth
 		doc.PoisonTotal += r.PoisonDepth
+		if r.OldestAge == nil || r.Error != "" {
+			aged = false
+			continue
+		}
+		oldest = max(oldest, *r.OldestAge)
+	}
+	if aged {
+		doc.OldestAge = &oldest
 	}
 	if err := c.emit(o.json, doc, func(tw *tabwriter.Writer) {
-		head := []any{"QUEUE", "ACCOUNT", "DEPTH", "POISON"}
+		head := []any{"QUEUE", "ACCOUNT", "DEPTH", "POISON", "OLDEST"}
 		if visible {
 			head = append(head, "VISIBLE", "HIDDEN")
 		}
 		row(tw, head...)
 		for _, r := range doc.Queues {
 			if r.Error != "" {
-				row(tw, r.Queue, r.Account, "error", "error")
+				row(tw, r.Queue, r.Account, "error", "error", "error")
 				continue
 			}
-			cells := []any{r.Queue, r.Account, r.Depth, r.PoisonDepth}
+			cells := []any{r.Queue, r.Account, r.Depth, r.PoisonDepth, ageCell(r.OldestAge)}
 			if r.Visible != nil {
 				cells = append(cells, visibleCells(r)...)
 			}
 			row(tw, cells...)
 		}
 		if len(doc.Queues) > 1 {
-			row(tw, "TOTAL", "", doc.Total, doc.PoisonTotal)
+			row(tw, "TOTAL", "", doc.Total, doc.PoisonTotal, ageCell(doc.OldestAge))
 		}
 	}); err != nil {
 		return err
@@ -139,4 +163,53 @@ func visibleCells(r depthRow) []any {
 		return []any{fmt.Sprintf("%d+", *r.Visible), fmt.Sprintf("at most %d", hidden)}
 	}
 	return []any{*r.Visible, hidden}
+}
+
+// readFront reads the age of the message at the front of q into r with
+// one peek: of 32 messages with visible, which also counts the visible
+// ones (the front is the first of them), of one otherwise.
+func readFront(ctx context.Context, q azdispatch.Shard, visible bool, r *depthRow) error {
+	var src azdispatch.Source = q
+	if visible {
+		p, ok := q.(peekable)
+		if !ok {
+			return fmt.Errorf("%s cannot peek", q.Name())
+		}
+		seen, err := p.Peek(ctx, azdispatch.MaxBatch)
+		if err != nil {
+			return err
+		}
+		n := len(seen)
+		r.Visible, r.Full = &n, n == azdispatch.MaxBatch
+		src = peeked{Source: q, front: seen}
+	}
+	age, err := azdispatch.OldestAge(ctx, src)
+	if err != nil {
+		return err
+	}
+	r.OldestAge = new(age.Seconds())
+	return nil
+}
+
+// peeked is a queue whose front was peeked already: azdispatch.OldestAge
+// reads the age from that answer instead of peeking again, so that the
+// rule for a message's age (its due time, for one sent for later) stays
+// the library's alone.
+type peeked struct {
+	azdispatch.Source
+	front []*azdispatch.Delivery
+}
+
+// Peek returns the front message already peeked, as a peek of one would.
+func (p peeked) Peek(context.Context, int) ([]*azdispatch.Delivery, error) {
+	return p.front[:min(len(p.front), 1)], nil
+}
+
+// ageCell is a table cell for an age in seconds: a duration, "-" when
+// unknown.
+func ageCell(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return (time.Duration(*s) * time.Second).String()
 }

@@ -39,6 +39,37 @@ func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
 	for _, kind := range []string{"send", "receive", "delete", "blob_write", "blob_read", "blob_delete"} {
 		assert.Positive(t, s.Transactions[kind], "transactions of kind %s", kind)
 	}
+	assert.Positive(t, s.Transactions["other"], "the oldest age's peek")
+}
+
+// The -json record's message times and oldest age: time in queue counts
+// every handler call on a first delivery (here all of them), end-to-end
+// every call, and the oldest age was read.
+func TestObserveRecordsMessageTimesAndAge(t *testing.T) {
+	azurite.SkipIfShort(t)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out, 2, true))
+	var s summary
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), "output: %s", out.String())
+	for _, name := range []string{"azdispatch.message.time_in_queue", "azdispatch.message.end_to_end",
+		"azdispatch.queue.oldest_age", "azdispatch.listener.retries", "azdispatch.listener.wanted_dequeuers"} {
+		assert.Contains(t, s.Metrics, name)
+	}
+	assert.Equal(t, s.HandlerCalls, s.FirstDeliveryCalls, "no handler fails here")
+	for name, h := range map[string]*histogram{"time_in_queue": s.TimeInQueue, "end_to_end": s.EndToEnd} {
+		require.NotNil(t, h, name)
+		assert.GreaterOrEqual(t, h.Sum, 0.0, name)
+		assert.Len(t, h.Counts, len(h.Bounds)+1, name)
+		var n uint64
+		for _, c := range h.Counts {
+			n += c
+		}
+		assert.Equal(t, h.Count, n, "%s: the buckets hold every value", name)
+	}
+	assert.EqualValues(t, s.FirstDeliveryCalls, s.TimeInQueue.Count)
+	assert.EqualValues(t, s.HandlerCalls, s.EndToEnd.Count)
+	require.NotNil(t, s.OldestAge, "read before the listener ran")
+	assert.GreaterOrEqual(t, *s.OldestAge, 0.0)
 }
 
 // The trees print without error.
@@ -48,4 +79,6 @@ func TestObservePrintsTrees(t *testing.T) {
 	require.NoError(t, run(context.Background(), &out, 1, false))
 	assert.Contains(t, out.String(), "└─ ")
 	assert.Contains(t, out.String(), "azdispatch.storage.transactions")
+	assert.Contains(t, out.String(), "azdispatch.message.time_in_queue")
+	assert.Contains(t, out.String(), "azdispatch.queue.oldest_age")
 }

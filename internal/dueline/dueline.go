@@ -89,6 +89,15 @@ func (l *Line) Due(inserted time.Time) time.Time {
 	return inserted.Add(time.Duration(l.After) * time.Second)
 }
 
+// Kept reports whether the line's message was kept hidden until it was
+// due by the service alone: a delay of at most hop (the service's longest
+// hiding), never hidden again. The line then only records when it is due,
+// for its time in queue: no listener hides it again, nor looks for a
+// cancel record (a cancel of it is a delete).
+func (l *Line) Kept(hop time.Duration) bool {
+	return l.At.IsZero() && l.Occ == nil && l.Hops == 0 && time.Duration(l.After)*time.Second <= hop
+}
+
 // Encode returns the line, newline included, to put before a message's
 // text, with the fields it was parsed with that this version does not
 // know. Its At must be within 1970 to 9999 (a time JSON can carry, and

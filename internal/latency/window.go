@@ -1,0 +1,92 @@
+// Package latency keeps recent durations (times in queue, handler times)
+// and summarizes them cheaply, and says how much concurrency a queue needs
+// to keep its wait under a target.
+package latency
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Size is how many of the latest samples a Window keeps.
+const Size = 1024
+
+// Span is how far back a Window's summary looks.
+const Span = 5 * time.Minute
+
+// Summary describes the samples of a Window.
+type Summary struct {
+	Count  int64 // samples added since the Window was made
+	Recent int   // of them, those the figures below are over
+	Mean   time.Duration
+	P50    time.Duration
+	P99    time.Duration
+	Max    time.Duration
+}
+
+// Window keeps the latest [Size] durations and when each was added. Adding
+// is a lock and two stores; a summary sorts at most Size values, and is
+// kept until a sample is added or a second passes, so that frequent
+// readers (an idle hook, a metrics scrape) cost little. The zero value is
+// ready to use; it is safe for concurrent use.
+type Window struct {
+	mu    sync.Mutex
+	vals  [Size]time.Duration
+	at    [Size]int64 // Unix nanoseconds
+	count int64
+
+	cached   Summary
+	cachedAt int64 // Unix nanoseconds; 0: none
+	scratch  []time.Duration
+}
+
+// Add records d, measured at now.
+func (w *Window) Add(now time.Time, d time.Duration) {
+	w.mu.Lock()
+	i := w.count % Size
+	w.vals[i], w.at[i] = max(d, 0), now.UnixNano()
+	w.count++
+	w.cachedAt = 0
+	w.mu.Unlock()
+}
+
+// Summary summarizes the samples added within [Span] of now.
+func (w *Window) Summary(now time.Time) Summary {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at := now.UnixNano()
+	if w.cachedAt != 0 && at >= w.cachedAt && at-w.cachedAt < int64(time.Second) {
+		return w.cached
+	}
+	since := at - int64(Span)
+	kept := w.scratch[:0]
+	for i := range int(min(w.count, Size)) {
+		if w.at[i] >= since {
+			kept = append(kept, w.vals[i])
+		}
+	}
+	w.scratch = kept
+	s := Summary{Count: w.count, Recent: len(kept)}
+	if len(kept) > 0 {
+		slices.Sort(kept)
+		var sum time.Duration
+		for _, v := range kept {
+			sum += v
+		}
+		s.Mean = sum / time.Duration(len(kept))
+		s.P50 = kept[rank(len(kept), 0.50)]
+		s.P99 = kept[rank(len(kept), 0.99)]
+		s.Max = kept[len(kept)-1]
+	}
+	w.cached, w.cachedAt = s, at
+	return s
+}
+
+// rank is the index of the q-quantile of n sorted values: the smallest
+// value at or above which a share q of them lie (nearest rank).
+func rank(n int, q float64) int {
+	r := int(math.Ceil(q*float64(n))) - 1
+	return min(max(r, 0), n-1)
+}
