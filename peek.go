@@ -77,6 +77,21 @@ func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 		return nil, err
 	}
 	got := make([][]*Delivery, len(s.members))
+	err := s.eachPeeker(func(k int, p peeker) (err error) {
+		got[k], err = p.Peek(ctx, max)
+		return err
+	})
+	var out []*Delivery
+	for _, msgs := range got {
+		out = append(out, msgs...)
+	}
+	return out, err
+}
+
+// eachPeeker calls f, in parallel, with each shard of the view that can
+// peek and its place in the view, and returns the failures joined, each
+// naming its shard (a shard that cannot peek is one).
+func (s *ShardedQueue) eachPeeker(f func(k int, p peeker) error) error {
 	errs := make([]error, len(s.members))
 	var wg sync.WaitGroup
 	for k, i := range s.members {
@@ -87,19 +102,13 @@ func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 			continue
 		}
 		wg.Go(func() {
-			msgs, err := p.Peek(ctx, max)
-			got[k] = msgs
-			if err != nil {
+			if err := f(k, p); err != nil {
 				errs[k] = fmt.Errorf("shard %q: %w", sh.Name(), err)
 			}
 		})
 	}
 	wg.Wait()
-	var out []*Delivery
-	for _, msgs := range got {
-		out = append(out, msgs...)
-	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // OldestAge returns how long the message at the front of src has been
@@ -153,25 +162,11 @@ func frontAge(ctx context.Context, p peeker) (time.Duration, error) {
 // oldestAge is [OldestAge] over every shard of the view.
 func (s *ShardedQueue) oldestAge(ctx context.Context) (time.Duration, error) {
 	ages := make([]time.Duration, len(s.members))
-	errs := make([]error, len(s.members))
-	var wg sync.WaitGroup
-	for k, i := range s.members {
-		sh := s.set.shards[i]
-		p, ok := sh.(peeker)
-		if !ok {
-			errs[k] = fmt.Errorf("shard %q: cannot peek", sh.Name())
-			continue
-		}
-		wg.Go(func() {
-			age, err := frontAge(ctx, p)
-			ages[k] = age
-			if err != nil {
-				errs[k] = fmt.Errorf("shard %q: %w", sh.Name(), err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := s.eachPeeker(func(k int, p peeker) (err error) {
+		ages[k], err = frontAge(ctx, p)
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("azdispatch: oldest age of %s: %w", s.Name(), err)
 	}
 	return slices.Max(append(ages, 0)), nil
