@@ -32,8 +32,9 @@ const (
 	// queue the target allows calls for more dequeuers than
 	// [ListenerOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
 	// calls for, [Event.Depth] the depth read. It comes once each time the
-	// target falls out of reach, not at every scaling decision while it
-	// stays out of reach; [State.Wanted] says how far.
+	// target falls out of reach (again only after a receive has found the
+	// queue empty), not at every scaling decision while it stays out of
+	// reach; [State.Wanted] says how far.
 	EventTargetUnmet
 )
 
@@ -111,7 +112,10 @@ type State struct {
 
 	// TimeInQueue is how long messages waited before their first
 	// delivery, on the service's clock (see [Message.TimeInQueue]):
-	// retries are not in it, since a retry waits by design.
+	// retries are not in it, since a retry waits by design. First is by
+	// the service's dequeue count: a message whose first receive reached
+	// no handler here (its answer lost, its process gone) is counted at no
+	// delivery; its wait shows in [Message.TimeInQueue] and [OldestAge].
 	TimeInQueue Latency
 	// HandlerTime is how long handler calls took, batch items' included.
 	HandlerTime Latency
@@ -119,7 +123,8 @@ type State struct {
 	// before [ListenerOptions.MaxDequeuers] capped it: more than the
 	// maximum says the queue calls for more than the listener may run
 	// (with [ListenerOptions.TargetWait], that the target cannot be met;
-	// see [EventTargetUnmet]). Zero before the first decision.
+	// see [EventTargetUnmet]). Zero before the first decision, and
+	// again once a receive finds the queue empty.
 	Wanted int
 
 	// HandledBefore counts, of Succeeded and Poisoned, the deliveries
@@ -172,7 +177,8 @@ type State struct {
 
 // Latency summarizes durations a listener measured: how many in all, and
 // the mean, median, 99th percentile and most of the recent ones (the
-// latest 1,024 within five minutes).
+// latest 1,024 within five minutes, by the listener's clock: recent is
+// about when they were measured, not what they measure).
 type Latency struct {
 	Count  int64 // measured since the listener was made
 	Recent int   // of them, those the figures below are over; zero when none is recent

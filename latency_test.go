@@ -213,11 +213,42 @@ func TestTargetWaitScalesByLittlesLawAndSaysWhenUnmet(t *testing.T) {
 	assert.LessOrEqual(t, s.MaxActiveDequeuers, 3)
 	close(release)
 	waitUntil(t, "all handled", func() bool { return l.State().Succeeded == 40 })
-	require.NoError(t, stop())
+	waitUntil(t, "drained: nothing wanted", func() bool { return l.State().Wanted == 0 })
 	mu.Lock()
-	defer mu.Unlock()
 	assert.Len(t, unmet, 1, "once while it stays out of reach")
 	assert.Equal(t, "target-unmet", unmet[0].Kind.String())
+	mu.Unlock()
+
+	// Out of reach again after a drain: said again.
+	for i := range 40 {
+		_, err := q.Send(ctx, "1", nil)
+		require.NoError(t, err, i)
+	}
+	waitUntil(t, "the target out of reach again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(unmet) == 2
+	})
+	waitUntil(t, "all handled", func() bool { return l.State().Succeeded == 80 })
+	require.NoError(t, stop())
+}
+
+// A delayed message lives its TTL past its due time: a delay longer than
+// the TTL is no mistake.
+func TestADelayedMessageLivesItsTTLPastItsDueTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(startOfSecond)
+	q := memqueue.New("latency-ttl", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{TTL: 24 * time.Hour})
+	require.NoError(t, err)
+	sent, err := pub.SendAfter(ctx, "in two days", 48*time.Hour)
+	require.NoError(t, err)
+	clock.Advance(48*time.Hour + 23*time.Hour)
+	got, err := q.Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "still there, 23 hours after it was due")
+	assert.Equal(t, sent.Due.Add(24*time.Hour), got[0].ExpiresAt)
 }
 
 func TestTargetWaitOptionsAreChecked(t *testing.T) {

@@ -201,6 +201,12 @@ func (l *Listener[T]) dequeue(s *session) {
 		}
 		idle++
 		l.stats.emptyReceives.Add(1)
+		if idle == 1 {
+			// Drained: whatever the last depth reading called for is
+			// met, and a target out of reach then is within it now.
+			l.scale.drained()
+			l.stats.wanted.Store(0)
+		}
 		delay, stop := l.opts.Idle(l.State(), idle)
 		if stop && l.retire(woken) {
 			retired = true

@@ -111,20 +111,23 @@ func (s *ShardedQueue) eachPeeker(f func(k int, p peeker) error) error {
 	return errors.Join(errs...)
 }
 
-// OldestAge returns how long the message at the front of src has been
-// visible, by the service's clock: from its insertion, or its due time if
-// it was sent for later (as [Message.TimeInQueue] counts), to the Date of
-// the answer, in whole seconds; 0 for an empty queue, or one that does not
-// exist. src is a [*Queue], a [*ShardedQueue] (the oldest front over every
-// shard of the view, asked in parallel), or any source with a Peek method
-// like theirs (a memqueue.Queue).
+// OldestAge returns how long the oldest of the messages at the front of
+// src has been visible, by the service's clock: from its insertion, or its
+// due time if it was sent for later (as [Message.TimeInQueue] counts), to
+// the Date of the answer, in whole seconds; 0 for an empty queue, or one
+// that does not exist. src is a [*Queue], a [*ShardedQueue] (the oldest
+// over every shard of the view, asked in parallel), or any source with a
+// Peek method like theirs (a memqueue.Queue).
 //
-// It costs one Peek Messages request of one message per queue. The
-// service keeps no strict order, so the front message is usually the
-// oldest but need not be: this is an approximation, good for alerts and
-// scaling, not an exact maximum. Hidden messages (being handled, waiting
-// for a retry) are not seen, so a queue whose old messages all fail and
-// wait for retries reads younger than it is. A shard that cannot be read
+// It costs one Peek Messages request per queue, of up to 32 messages (the
+// most a peek returns, and no more billable than one: only the answer is
+// larger). The service keeps no strict order, so the oldest message is
+// usually among the front ones but need not be: this is an approximation,
+// good for alerts and scaling, not an exact maximum. Hidden messages (being
+// handled, waiting for a retry) are not seen, so a queue whose old messages
+// all fail and wait for retries reads younger than it is; a delayed
+// message received early and hidden again may sit at the front until it
+// is hidden, aged 0, which is why more than one message is looked at. A shard that cannot be read
 // fails the whole reading (with every shard's error joined): a maximum that
 // skipped a shard could be falsely low.
 func OldestAge(ctx context.Context, src Source) (time.Duration, error) {
@@ -138,25 +141,28 @@ func OldestAge(ctx context.Context, src Source) (time.Duration, error) {
 	return frontAge(ctx, p)
 }
 
-// frontAge is the age of the front message of one queue.
+// frontAge is the age of the oldest of the front messages of one queue.
 func frontAge(ctx context.Context, p peeker) (time.Duration, error) {
-	front, err := p.Peek(ctx, 1)
-	if err != nil || len(front) == 0 {
+	front, err := p.Peek(ctx, MaxBatch)
+	if err != nil {
 		return 0, err
 	}
-	d := front[0]
-	if d.InsertedAt.IsZero() {
-		return 0, nil
+	var oldest time.Duration
+	for _, d := range front {
+		if d.InsertedAt.IsZero() {
+			continue
+		}
+		due, _, err := dueline.Parse(d.Text)
+		if err != nil {
+			due = nil // malformed: aged from its insertion
+		}
+		peeked := d.ReceivedAt
+		if peeked.IsZero() { // a source of one's own that does not say
+			peeked = time.Now()
+		}
+		oldest = max(oldest, timeInQueue(d, due, peeked))
 	}
-	due, _, err := dueline.Parse(d.Text)
-	if err != nil {
-		due = nil // malformed: aged from its insertion
-	}
-	peeked := d.ReceivedAt
-	if peeked.IsZero() { // a source of one's own that does not say
-		peeked = time.Now()
-	}
-	return timeInQueue(d, due, peeked), nil
+	return oldest, nil
 }
 
 // oldestAge is [OldestAge] over every shard of the view.

@@ -127,9 +127,17 @@ type scaler struct {
 	overMax    bool      // the last answer asked for more than max
 }
 
+// drained records that a receive found the queue empty: a target out of
+// reach at the last reading is within it now.
+func (s *scaler) drained() {
+	s.mu.Lock()
+	s.overMax = false
+	s.mu.Unlock()
+}
+
 // unmet reports whether want, a ScaleFunc's answer, asks for more than
-// max when the answer before did not: the moment a target falls out of
-// reach.
+// max when the answer before did not (or a receive found the queue empty
+// since): the moment a target falls out of reach.
 func (s *scaler) unmet(want int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

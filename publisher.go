@@ -16,8 +16,9 @@ import (
 type PublisherOptions struct {
 	// Codec encodes bodies. Defaults to [JSON](); listeners must use the same.
 	Codec Codec
-	// TTL is how long each message lives. Defaults to the service's 7 days;
-	// negative means messages never expire.
+	// TTL is how long each message lives: a delayed one, from its due
+	// time. Defaults to the service's 7 days; negative means messages
+	// never expire.
 	TTL time.Duration
 	// OnSent, if set, is called after every successful send of a message
 	// visible at once (each [Publisher.Send], [Publisher.SendKeyed] and
@@ -267,14 +268,15 @@ func (p *Publisher[T]) hops(r route) bool {
 	return r.occ != nil || r.delay > p.hop || r.line
 }
 
-// ttlOf is how long a message sent as r says lives: one that may be
-// hidden again lives its TTL past its due time.
+// ttlOf is how long a message sent as r says lives: a delayed one lives
+// its TTL past its due time (the service would refuse a delay longer than
+// the TTL, and a message that expired unseen would be lost).
 func (p *Publisher[T]) ttlOf(r route) time.Duration {
 	ttl := p.ttl
 	if r.ownTTL {
 		ttl = r.ttl
 	}
-	if ttl < 0 || !p.hops(r) {
+	if ttl < 0 || !p.hops(r) && r.delay <= 0 {
 		return ttl
 	}
 	if ttl == 0 {

@@ -114,7 +114,7 @@ func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() er
 // message (an earlier one poisons it as undecodable): upgrade listeners
 // first.
 //
-// A message with a due line lives its TTL past its due time (see
+// A delayed message lives its TTL past its due time (see
 // [PublisherOptions.TTL]), and so does its payload blob, if offloaded.
 func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (Sent, error) {
 	return p.SendWith(ctx, body, &SendOptions{Delay: delay})

@@ -40,7 +40,7 @@ type DepthOptions struct {
 	Logger *slog.Logger
 
 	// NoAge leaves out the age of the oldest message ("oldest_age_s").
-	// By default each reading also peeks at the front message of every
+	// By default each reading also peeks at the front messages of every
 	// shard (see [azdispatch.OldestAge]), in parallel with its depth: one
 	// more billable Peek Messages request per shard per reading, so a
 	// reading costs two requests per shard instead of one (with the
@@ -90,9 +90,9 @@ type DepthOptions struct {
 //
 // # Age of the oldest message
 //
-// "oldest_age_s" is how long the message at the front of the queue has
+// "oldest_age_s" is how long the oldest of the front messages has
 // been waiting, in seconds by the service's clock, as
-// [azdispatch.OldestAge] reads it: one peek of one message per shard,
+// [azdispatch.OldestAge] reads it: one peek (of up to 32) per shard,
 // made with the depth requests, and for a sharded queue the greatest of
 // the shards' ages. It is 0 for an empty queue. It is an approximation:
 // the service keeps no strict order, and hidden messages (being handled,

@@ -48,16 +48,15 @@ func runDepth(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N) [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
 their total, with the same for their poison queues. Invisible messages (being handled,
-or delayed) are included. OLDEST is how long the message at the front of each queue
-has waited, by the service's clock, to the second: an approximation, since the service
-keeps no strict order and a peek sees no hidden message. Three requests per queue: its
-depth, its poison queue's depth, and a peek of one message for the age; and one more
+or delayed) are included. OLDEST is how long the oldest of the messages at the front of
+each queue has waited, by the service's clock, to the second: an approximation, since the
+service keeps no strict order and a peek sees no hidden message. Three requests per queue:
+its depth, its poison queue's depth, and a peek of up to 32 messages for the age; and one more
 for a queue that reads empty, to tell it from one that does not exist: a queue (or every
 shard of a set) that does not exist fails the command, as a mistyped name.
 
-With -visible, the peek is of 32 messages instead of one, at no further request: it
-counts the visible messages, ready to be received, up to 32 (a peek's most), and its
-first gives the age. The rest of the depth is hidden, delayed or being handled. The
+With -visible, that peek also counts the visible messages, ready to be received, up to
+32 (a peek's most), at no further request. The rest of the depth is hidden, delayed or being handled. The
 service tells those two apart nowhere, and counts no further than 32.`)
 	o.register(fs)
 	fs.BoolVar(&visible, "visible", false, "also count the visible messages of each queue (up to 32, with the peek that reads the age)")
@@ -165,9 +164,8 @@ func visibleCells(r depthRow) []any {
 	return []any{*r.Visible, hidden}
 }
 
-// readFront reads the age of the message at the front of q into r with
-// one peek: of 32 messages with visible, which also counts the visible
-// ones (the front is the first of them), of one otherwise.
+// readFront reads the age of the messages at the front of q into r with
+// one peek of up to 32, which with visible also counts the visible ones.
 func readFront(ctx context.Context, q azdispatch.Shard, visible bool, r *depthRow) error {
 	var src azdispatch.Source = q
 	if visible {
@@ -200,9 +198,9 @@ type peeked struct {
 	front []*azdispatch.Delivery
 }
 
-// Peek returns the front message already peeked, as a peek of one would.
-func (p peeked) Peek(context.Context, int) ([]*azdispatch.Delivery, error) {
-	return p.front[:min(len(p.front), 1)], nil
+// Peek returns the front messages already peeked, up to max.
+func (p peeked) Peek(_ context.Context, max int) ([]*azdispatch.Delivery, error) {
+	return p.front[:min(len(p.front), max)], nil
 }
 
 // ageCell is a table cell for an age in seconds: a duration, "-" when

@@ -71,11 +71,12 @@ func (w *Window) Summary(now time.Time) Summary {
 	s := Summary{Count: w.count, Recent: len(kept)}
 	if len(kept) > 0 {
 		slices.Sort(kept)
-		var sum time.Duration
+		// In float: 1,024 waits of a few months each overflow a Duration.
+		var sum float64
 		for _, v := range kept {
-			sum += v
+			sum += float64(v)
 		}
-		s.Mean = sum / time.Duration(len(kept))
+		s.Mean = time.Duration(sum / float64(len(kept)))
 		s.P50 = kept[rank(len(kept), 0.50)]
 		s.P99 = kept[rank(len(kept), 0.99)]
 		s.Max = kept[len(kept)-1]

@@ -42,6 +42,17 @@ func TestSummaryLooksOnlyAtTheLatestWithinTheSpan(t *testing.T) {
 	assert.Equal(t, int64(2*Size), s.Count, "the count is of every sample")
 }
 
+// Waits of months add up past what a Duration holds: the mean does not
+// overflow.
+func TestMeanOfLongWaits(t *testing.T) {
+	var w Window
+	now := time.Unix(1_700_000_000, 0)
+	for range Size {
+		w.Add(now, 150*24*time.Hour)
+	}
+	assert.Equal(t, 150*24*time.Hour, w.Summary(now).Mean)
+}
+
 func TestEmptyWindow(t *testing.T) {
 	var w Window
 	assert.Equal(t, Summary{}, w.Summary(time.Now()))
