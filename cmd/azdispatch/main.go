@@ -58,6 +58,7 @@ func commands() []command {
 		{"poison", "list, show, requeue or purge poisoned messages", runPoison},
 		{"sweep", "find (dry run) or delete (-apply) orphaned payload blobs", runSweep},
 		{"schedules", "list the schedules of schedulers: next and last occurrence, sent by whom, counts", runSchedules},
+		{"dashboard", "serve the web dashboard (read-only unless -write) on 127.0.0.1:8080", runDashboard},
 	}
 }
 

@@ -1,0 +1,69 @@
+// Package dashboard is an operator's web view of azdispatch queues: an
+// [http.Handler] a service mounts under a prefix of its own, which the
+// azdispatch command also serves on its own (azdispatch dashboard).
+//
+//	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{orders}})
+//	if err != nil {
+//		return err
+//	}
+//	defer h.Close()
+//	h.Register("orders", listener) // a *azdispatch.Listener[T]: its live state
+//	mux.Handle("/ops/azdispatch/", http.StripPrefix("/ops/azdispatch", requireOperator(h)))
+//
+// # Pages
+//
+// Every page is rendered on the server with [html/template], with a small
+// script and stylesheet of its own from an embedded file system: no build
+// step, and every page works without JavaScript (the script only refreshes
+// the page in place, and pauses while the tab is hidden). The pages are one
+// level deep and every URL in them is relative, so the handler works under
+// any prefix with [http.StripPrefix]:
+//
+//   - overview (prefix/): each queue, sharded set, shard and account with its
+//     depth, poison depth and the age of its oldest message
+//     ([azdispatch.OldestAge]), a shard's health as its
+//     [azdispatch.ShardedQueue] sees it, and a sparkline of each over the
+//     last hour;
+//   - poison (prefix/poison): the envelopes at the front of each poison
+//     queue, decoded, grouped and filtered by reason, source and age, bodies
+//     hidden until revealed;
+//   - payloads (prefix/payloads): what a [azdispatch.Sweep] would remove;
+//   - schedules (prefix/schedules): [azdispatch.PayloadStore.Schedules];
+//   - latency (prefix/latency): time in queue of registered listeners and
+//     the oldest age against [Options.TargetAge];
+//   - listeners (prefix/listeners): the live [azdispatch.State] of each
+//     listener registered with [Handler.Register];
+//   - cost (prefix/cost): billable transactions per hour by kind, the
+//     dashboard's own included, priced at [Options.PricePer10K].
+//
+// Data the dashboard cannot read shows as absent ("—" with the reason),
+// never as zero.
+//
+// # Cost of leaving it open
+//
+// Reads go through cached readings shared by every viewer: one reading of
+// the queues per [Options.CacheFor], however many people look. A reading of
+// the overview costs three requests per queue or shard (its depth, its poison
+// queue's depth, and a peek of the front messages for the oldest age); the poison
+// page one peek per poison queue; the payloads page one blob listing per
+// 5,000 blobs. The dashboard counts its own requests and shows them on the
+// cost page.
+//
+// # Actions and safety
+//
+// The dashboard is read-only unless [Options.Write] is set; a service with
+// its own authorization narrows that per request with [Options.ReadOnly].
+// In write mode it can requeue or purge one poison message, or every one
+// matching a filter (a background job with progress, stopped by
+// [Handler.Close]), send a test message, and run a sweep. Every destructive
+// action goes through a confirmation page, and no GET changes anything.
+//
+// Every response carries a strict Content-Security-Policy (no inline script
+// or style), X-Content-Type-Options, Referrer-Policy and Cache-Control
+// headers; every non-GET request passes [http.CrossOriginProtection]; form
+// bodies are bounded, and so is every value read from a request. No page
+// shows a connection string, an account key, a SAS or a blob URL.
+//
+// The dashboard has no opinion on authentication: wrap the handler in your
+// own (see the package's Example).
+package dashboard

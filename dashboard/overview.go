@@ -1,0 +1,127 @@
+package dashboard
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// ovRow is one row of the overview: a queue, a sharded set, a shard or an
+// account.
+type ovRow struct {
+	Name, Kind                        string
+	Set                               string // a shard's set
+	Depth, Poison, Age                val
+	DepthSpark, PoisonSpark, AgeSpark template.HTML
+	Health, HealthClass               string // a shard's health, in words
+	AgeOver                           bool   // older than Options.TargetAge
+}
+
+type overviewBody struct {
+	Sets, Shards, Accounts []ovRow
+	SetCols, ShardCols     []column
+	AccountCols            []column
+	HealthNote             string
+	Sources                []string // for the test send form
+	Target                 time.Duration
+}
+
+var ovKeys = []string{"name", "", "depth", "poison", "age", "", "", ""}
+
+func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
+	rd, at, err := h.overview.get(r.Context())
+	if err != nil {
+		return // the viewer left
+	}
+	now := h.opts.Now()
+	from := now.Add(-window)
+	spark := func(key, label string, f func(float64) string) template.HTML {
+		return sparkline(h.hist.since(key, from), now, label, f)
+	}
+	num := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	ageFmt := func(v float64) string { return fmtDuration(time.Duration(v)) }
+	row := func(prefix, name, kind string, ur unitReading) ovRow {
+		return ovRow{
+			Name: name, Kind: kind, Depth: ur.Depth, Poison: ur.Poison, Age: ur.Age,
+			DepthSpark:  spark(prefix+"depth:"+name, "depth of "+name, num),
+			PoisonSpark: spark(prefix+"poison:"+name, "poison depth of "+name, num),
+			AgeSpark:    spark(prefix+"age:"+name, "oldest age in "+name, ageFmt),
+			AgeOver:     h.opts.TargetAge > 0 && ur.Age.OK && time.Duration(ur.Age.N) > h.opts.TargetAge,
+		}
+	}
+	sortKey := readSort(r, ovKeys, sortSpec{key: "name"})
+	b := overviewBody{Target: h.opts.TargetAge,
+		HealthNote: "Health is the sharded queue's own view of each shard (its breaker): a shard backed off after failures is passed over by sends and receives until it is tried again."}
+	for _, s := range h.topo.sets {
+		kind := "queue"
+		if s.isSharded() {
+			kind = fmt.Sprintf("sharded set (%d shards)", len(s.units))
+		}
+		b.Sets = append(b.Sets, row("set-", s.name, kind, aggregate(rd, s.units)))
+		b.Sources = append(b.Sources, s.name)
+		if !s.isSharded() {
+			continue
+		}
+		health := map[string]string{}
+		classes := map[string]string{}
+		if s.sharded != nil {
+			for _, sh := range s.sharded.Health() {
+				switch {
+				case sh.Healthy:
+					health[sh.Shard], classes[sh.Shard] = "healthy", "ok"
+				default:
+					msg := fmt.Sprintf("backed off after %d failures, tried again at %s", sh.Failures, stamp(sh.RetryAt))
+					if sh.LastError != nil {
+						msg += ": " + cleanError(sh.LastError)
+					}
+					health[sh.Shard], classes[sh.Shard] = msg, "bad"
+				}
+			}
+		}
+		for _, u := range s.units {
+			rr := row("", u.name, "shard", rd.Units[u.name])
+			rr.Set = s.name
+			rr.Health, rr.HealthClass = health[u.name], classes[u.name]
+			if rr.Health == "" {
+				rr.Health, rr.HealthClass = "not known: this sharded source does not report its shards' health", "absent"
+			}
+			b.Shards = append(b.Shards, rr)
+		}
+	}
+	for _, a := range h.topo.accounts {
+		var us []*unit
+		for _, u := range h.topo.units {
+			if u.account == a {
+				us = append(us, u)
+			}
+		}
+		b.Accounts = append(b.Accounts, row("account-", a.Name(), fmt.Sprintf("account (%d queues)", len(us)), aggregate(rd, us)))
+	}
+	sortRows := func(rows []ovRow) {
+		slices.SortStableFunc(rows, func(x, y ovRow) int {
+			switch sortKey.key {
+			case "depth":
+				return byVal(x.Depth, y.Depth, sortKey.desc)
+			case "poison":
+				return byVal(x.Poison, y.Poison, sortKey.desc)
+			case "age":
+				return byVal(x.Age, y.Age, sortKey.desc)
+			}
+			return byString(x.Name, y.Name, sortKey.desc)
+		})
+	}
+	sortRows(b.Sets)
+	sortRows(b.Shards)
+	sortRows(b.Accounts)
+	labels := []string{"Name", "Kind", "Depth", "Poison", "Oldest age", "Depth, last hour", "Poison, last hour", "Oldest age, last hour"}
+	nums := []bool{false, false, true, true, true, false, false, false}
+	b.SetCols = columns(r, "./", ovKeys, labels, nums, sortKey)
+	b.ShardCols = columns(r, "./", ovKeys, labels, nums, sortKey)
+	b.AccountCols = columns(r, "./", ovKeys, labels, nums, sortKey)
+	h.render(w, r, http.StatusOK, "overview", pageData{
+		Title: "Overview", Nav: "overview", Write: h.writable(r), ReadAgo: fmtDuration(h.since(at)),
+		Notice: notice(r), Body: b,
+	})
+}
