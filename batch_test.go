@@ -336,14 +336,14 @@ func TestBatchBlobLeftBehindIsSweptAfterItsMessageExpires(t *testing.T) {
 	time.Sleep(ttl + 1100*time.Millisecond) // metadata times have whole seconds
 	res, err = Sweep(ctx, cstore, &SweepOptions{Grace: time.Millisecond})
 	require.NoError(t, err)
-	assert.Equal(t, SweepResult{Scanned: 2, Deleted: 1, Live: 1}, res)
+	assert.Equal(t, SweepResult{Scanned: 2, Deleted: 1, Live: 1}, sweepCounts(res))
 	assert.True(t, blobGone(t, cstore, sent.BatchID))
 	assert.False(t, blobGone(t, cstore, kept.BatchID))
 
 	// The default grace keeps even an expired payload for an hour.
 	res, err = Sweep(ctx, cstore, nil)
 	require.NoError(t, err)
-	assert.Equal(t, SweepResult{Scanned: 1, Live: 1}, res)
+	assert.Equal(t, SweepResult{Scanned: 1, Live: 1}, sweepCounts(res))
 }
 
 // A batch whose item handlers are slow still fits in a listener's memory:

@@ -323,6 +323,23 @@ type SweepResult struct {
 	Live     int // payloads a live message may point at: kept
 	Poisoned int // payloads a poison envelope points at: kept
 	Foreign  int // blobs this package did not write (no payload metadata): never touched
+
+	// Of Deleted, Live and Poisoned: their bytes (as listed), and how many
+	// were batches and records (of cancels, unique keys, schedules and
+	// occurrences); the rest are claim-checked messages.
+	DeletedBytes, LiveBytes, PoisonedBytes int64
+	Batches, Records                       int
+}
+
+// count adds a payload blob of kind and size to res's kinds.
+func (res *SweepResult) count(kind string, size int64, bytes *int64) {
+	*bytes += size
+	switch {
+	case kind == payload.KindBatch:
+		res.Batches++
+	case payload.IsRecord(kind):
+		res.Records++
+	}
 }
 
 // Sweep removes the payload blobs that no message can point at any more:
@@ -388,14 +405,23 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 				continue
 			case o.Queue != "" && meta.Queue != o.Queue:
 				continue
+			}
+			var size int64
+			if item.Properties != nil && item.Properties.ContentLength != nil {
+				size = *item.Properties.ContentLength
+			}
+			switch {
 			case !meta.Poisoned.IsZero():
 				res.Poisoned++
+				res.count(meta.Kind, size, &res.PoisonedBytes)
 				continue
 			case !sweepDue(meta, item.Properties, page.Date, o.Grace):
 				res.Live++
+				res.count(meta.Kind, size, &res.LiveBytes)
 				continue
 			case o.DryRun:
 				res.Deleted++
+				res.count(meta.Kind, size, &res.DeletedBytes)
 				continue
 			}
 			var cond *blob.AccessConditions
@@ -406,10 +432,12 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 			switch {
 			case err == nil:
 				res.Deleted++
+				res.count(meta.Kind, size, &res.DeletedBytes)
 			case bloberror.HasCode(err, bloberror.BlobNotFound):
 				// Deleted meanwhile: by its listener, or another sweeper.
 			case bloberror.HasCode(err, bloberror.ConditionNotMet):
 				res.Live++ // changed since the listing (marked poisoned, or checkpointed): look again next time
+				res.count(meta.Kind, size, &res.LiveBytes)
 			default:
 				return res, store.err(opBlobDelete, *item.Name, err)
 			}

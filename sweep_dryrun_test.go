@@ -19,21 +19,26 @@ func TestSweepDryRunDeletesNothing(t *testing.T) {
 	store, err := testAccount(t, nil).PayloadStore(uniqueName(t))
 	require.NoError(t, err)
 	queue := uniqueName(t)
-	put := func(ttl time.Duration) string {
+	put := func(ttl time.Duration, kind ...string) string {
 		t.Helper()
 		now := time.Now()
 		meta := payload.Meta{Kind: payload.KindSingle, Queue: queue, Created: now, Expires: now.Add(ttl), Items: 1}
+		if len(kind) > 0 {
+			meta.Kind = kind[0]
+		}
 		p, err := store.put(ctx, meta, []byte("payload"))
 		require.NoError(t, err)
 		return p.Blob
 	}
 	orphan := put(time.Second)
 	live := put(time.Hour)
+	put(time.Hour, payload.KindBatch)
 
 	time.Sleep(2100 * time.Millisecond) // the service's times have whole seconds
 	dry, err := Sweep(ctx, store, &SweepOptions{Grace: time.Millisecond, DryRun: true})
 	require.NoError(t, err)
-	assert.Equal(t, SweepResult{Scanned: 2, Deleted: 1, Live: 1}, dry)
+	assert.Equal(t, SweepResult{Scanned: 3, Deleted: 1, Live: 2, DeletedBytes: 7, LiveBytes: 14, Batches: 1}, dry,
+		"counts, bytes (\"payload\" each) and kinds")
 	assert.False(t, blobGone(t, store, orphan), "a dry run deletes nothing")
 
 	res, err := Sweep(ctx, store, &SweepOptions{Grace: time.Millisecond})

@@ -70,7 +70,13 @@ func TestSweepIgnoresThePublishersClockSkew(t *testing.T) {
 	time.Sleep(2100 * time.Millisecond) // the service's times have whole seconds
 	res, err := Sweep(ctx, store, &SweepOptions{Grace: time.Millisecond})
 	require.NoError(t, err)
-	assert.Equal(t, SweepResult{Scanned: 2, Deleted: 1, Live: 1}, res)
+	assert.Equal(t, SweepResult{Scanned: 2, Deleted: 1, Live: 1}, sweepCounts(res))
 	assert.False(t, blobGone(t, store, slow), "its message lives for another hour by the service's clock")
 	assert.True(t, blobGone(t, store, fast), "its message expired a second after it was written, by the service's clock")
+}
+
+// sweepCounts is r with its counts only: without bytes and kinds.
+func sweepCounts(r SweepResult) SweepResult {
+	r.DeletedBytes, r.LiveBytes, r.PoisonedBytes, r.Batches, r.Records = 0, 0, 0, 0, 0
+	return r
 }
