@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // actionTimeout bounds an action that runs within its request.
@@ -202,6 +203,10 @@ func (h *Handler) serveAct(w http.ResponseWriter, r *http.Request) {
 			return
 		case text == "" || len(text) > maxTestText:
 			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("A test message needs a text of 1 to %d bytes.", maxTestText))
+			return
+		case xmltext.Check(text) != nil:
+			// Refused here, before storage would refuse it.
+			h.fail(w, r, http.StatusBadRequest, "A test message's text must be valid UTF-8 without control characters such as NUL (tab and line breaks are fine): a queue message cannot carry them.")
 			return
 		}
 		id, err := src.Send(ctx, text, nil)

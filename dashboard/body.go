@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -74,6 +75,17 @@ func decodeBody(text, view string, codec azdispatch.Codec) bodyView {
 		return bodyView{Text: cut(rest), Note: note}
 	case "base64":
 		return bodyView{Text: cut(base64.StdEncoding.EncodeToString([]byte(rest))), Note: note}
+	}
+	// Decoded into JSON text as it is, where the codec allows (JSON, and
+	// Base64 of JSON): indented, every number exactly as written. A value
+	// decoded into any would pass its numbers through float64, and show
+	// 12345678901234567891 as 12345678901234567000.
+	var raw json.RawMessage
+	if err := codec.Decode(rest, &raw); err == nil && json.Valid(raw) {
+		var out bytes.Buffer
+		if err := json.Indent(&out, raw, "", "  "); err == nil {
+			return bodyView{Text: cut(out.String()), Note: note}
+		}
 	}
 	var v any
 	if err := codec.Decode(rest, &v); err != nil {

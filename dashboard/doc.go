@@ -42,7 +42,10 @@
 // # Cost of leaving it open
 //
 // Reads go through cached readings shared by every viewer: one reading of
-// the queues per [Options.CacheFor], however many people look. A reading of
+// the queues per [Options.CacheFor], however many people look. A reading
+// belongs to no viewer: one who leaves stops waiting for it, but it goes on
+// for the others (bounded by a timeout of its own, and ended by
+// [Handler.Close]). A reading of
 // the overview costs three requests per queue or shard (its depth, its poison
 // queue's depth, and a peek of the front messages for the oldest age); the poison
 // page one peek per poison queue; the payloads page one blob listing per
@@ -61,8 +64,13 @@
 // Every response carries a strict Content-Security-Policy (no inline script
 // or style), X-Content-Type-Options, Referrer-Policy and Cache-Control
 // headers; every non-GET request passes [http.CrossOriginProtection]; form
-// bodies are bounded, and so is every value read from a request. No page
-// shows a connection string, an account key, a SAS or a blob URL.
+// bodies are bounded, and so is every value read from a request. Paths are
+// matched exactly: no redirect but the bare prefix's, none that leaves the
+// prefix, and only the embedded assets by name under prefix/static/. No page
+// shows a connection string, an account key, a SAS or a blob URL, nor where
+// storage is: an error says what failed (the request, its queue, the
+// service's status and code, or "connection refused", "timed out", …),
+// never a host, an address or a URL.
 //
 // The dashboard has no opinion on authentication: wrap the handler in your
 // own (see the package's Example).

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,10 +21,11 @@ import (
 var files embed.FS
 
 // Handler serves the dashboard. Make one with [New], mount it under a
-// prefix with [http.StripPrefix] (the prefix without its trailing slash),
-// and [Handler.Close] it when the service stops: Close ends the
-// background jobs it runs (a requeue of every matching message, a sweep)
-// and waits for them.
+// prefix with [http.StripPrefix] (the prefix without its trailing slash, so
+// that the bare prefix redirects to "prefix/"; stripped with it, "prefix/"
+// serves the overview just the same), and [Handler.Close] it when the
+// service stops: Close ends the background jobs it runs (a requeue of every
+// matching message, a sweep) and any reading under way, and waits for them.
 //
 // It is safe for concurrent use.
 type Handler struct {
@@ -40,10 +45,47 @@ type Handler struct {
 	listeners registry
 	jobs      *jobs
 
-	ctx    context.Context // ends on Close: background jobs run under it
+	life *lifetime // ends on Close: background jobs and readings run under it
+}
+
+// lifetime is the handler's life: every goroutine the handler starts (a
+// job, a shared reading) is started through it, under its context, and
+// Close ends that context and waits for them. Starting and closing take
+// the same lock, so that no goroutine starts once Close has begun waiting.
+type lifetime struct {
+	ctx    context.Context
 	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
 	wg     sync.WaitGroup
-	closed sync.Once
+}
+
+func newLifetime() *lifetime {
+	l := &lifetime{}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l
+}
+
+// start runs fn in a goroutine Close waits for, and reports whether it
+// did: once Close has begun it starts nothing.
+func (l *lifetime) start(fn func(ctx context.Context)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Go(func() { fn(l.ctx) })
+	return true
+}
+
+// close ends the context and waits for every goroutine started.
+func (l *lifetime) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
 }
 
 // New returns a dashboard over opts.Sources. It makes no request: the
@@ -57,13 +99,12 @@ func New(opts *Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
 	}
-	h := &Handler{opts: o, topo: newTopology(&o), pages: p, hist: newHistory(o.CacheFor)}
-	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.jobs = newJobs(h.ctx, &h.wg, o.Now, o.Logger)
-	h.overview = newCache(o.CacheFor, o.Now, h.readOverview)
-	h.poison = newCache(o.CacheFor, o.Now, h.readPoison)
-	h.payloads = newCache(o.CacheFor, o.Now, h.readPayloads)
-	h.schedules = newCache(o.CacheFor, o.Now, h.readSchedules)
+	h := &Handler{opts: o, topo: newTopology(&o), pages: p, hist: newHistory(o.CacheFor), life: newLifetime()}
+	h.jobs = newJobs(h.life, o.Now, o.Logger)
+	h.overview = newCache(h.life, o.CacheFor, o.Now, h.readOverview)
+	h.poison = newCache(h.life, o.CacheFor, o.Now, h.readPoison)
+	h.payloads = newCache(h.life, o.CacheFor, o.Now, h.readPayloads)
+	h.schedules = newCache(h.life, o.CacheFor, o.Now, h.readSchedules)
 	h.root = h.routes()
 	return h, nil
 }
@@ -73,15 +114,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.root.ServeHTTP(w, r)
 }
 
-// Close stops the background jobs the dashboard runs and waits for them
-// to end. A job stopped so reports how far it got; what it had not moved
-// stays where it was. Pages served after Close still read, but start no
-// job.
+// Close stops the background jobs the dashboard runs, and any reading
+// under way, and waits for them to end. A job stopped so reports how far it
+// got; what it had not moved stays where it was. Pages served after Close
+// still read (each within its own request), but start no job. Close may be
+// called more than once, and concurrently with requests.
 func (h *Handler) Close() error {
-	h.closed.Do(func() {
-		h.cancel()
-		h.wg.Wait()
-	})
+	h.life.close()
 	return nil
 }
 
@@ -98,22 +137,55 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // maxBody bounds a form's body: the largest is a test message's text.
 const maxBody = 128 << 10
 
+// route is what one path serves: a handler per method (GET also answers
+// HEAD).
+type route map[string]http.HandlerFunc
+
+// routes matches the path itself, exactly: no http.ServeMux, whose cleaning
+// and trailing-slash redirects are absolute (they would leave the prefix the
+// handler is mounted under, which it cannot see). Whatever it does not know
+// is a 404; it never redirects, but for the bare prefix (see bare).
 func (h *Handler) routes() http.Handler {
-	mux := http.NewServeMux()
-	static, _ := fs.Sub(files, "static") // cannot fail: the directory is embedded
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /{$}", h.serveOverview)
-	mux.HandleFunc("GET /poison", h.servePoison)
-	mux.HandleFunc("GET /payloads", h.servePayloads)
-	mux.HandleFunc("GET /schedules", h.serveSchedules)
-	mux.HandleFunc("GET /latency", h.serveLatency)
-	mux.HandleFunc("GET /listeners", h.serveListeners)
-	mux.HandleFunc("GET /cost", h.serveCost)
-	mux.HandleFunc("GET /confirm", h.serveConfirm)
-	mux.HandleFunc("GET /jobs", h.serveJobs)
-	mux.HandleFunc("POST /act", h.serveAct)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, r, http.StatusNotFound, "No such page.")
+	table := map[string]route{
+		"/":          {http.MethodGet: h.serveOverview},
+		"/poison":    {http.MethodGet: h.servePoison},
+		"/payloads":  {http.MethodGet: h.servePayloads},
+		"/schedules": {http.MethodGet: h.serveSchedules},
+		"/latency":   {http.MethodGet: h.serveLatency},
+		"/listeners": {http.MethodGet: h.serveListeners},
+		"/cost":      {http.MethodGet: h.serveCost},
+		"/confirm":   {http.MethodGet: h.serveConfirm},
+		"/jobs":      {http.MethodGet: h.serveJobs},
+		"/act":       {http.MethodPost: h.serveAct},
+	}
+	for name, a := range assets {
+		table["/static/"+name] = route{http.MethodGet: serveAsset(a)}
+	}
+	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := table[r.URL.Path]
+		if !ok {
+			h.fail(w, r, http.StatusNotFound, "No such page.")
+			return
+		}
+		m := r.Method
+		if m == http.MethodHead {
+			m = http.MethodGet
+		}
+		fn, ok := rt[m]
+		if !ok {
+			var allow []string
+			for method := range rt {
+				allow = append(allow, method)
+				if method == http.MethodGet {
+					allow = append(allow, http.MethodHead)
+				}
+			}
+			slices.Sort(allow)
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			h.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed.")
+			return
+		}
+		fn(w, r)
 	})
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -128,10 +200,21 @@ func (h *Handler) routes() http.Handler {
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("X-Frame-Options", "DENY")
 		if r.URL.Path == "" {
-			// Mounted at "/prefix" and asked for "/prefix": every link is
-			// relative to "/prefix/", so go there.
-			http.Redirect(w, r, redirectToSlash(r), http.StatusMovedPermanently)
-			return
+			switch loc, slash := bare(r); {
+			case slash:
+				// Mounted with http.StripPrefix(prefix+"/") and asked for
+				// "prefix/": the root page, whose relative URLs resolve
+				// under "prefix/".
+			case loc != "":
+				// Mounted at "/prefix" and asked for "/prefix": every link
+				// is relative to "/prefix/", so go there.
+				hd.Set("Location", loc)
+				w.WriteHeader(http.StatusMovedPermanently)
+				return
+			default:
+				h.fail(w, r, http.StatusNotFound, "No such page: ask for this address with a slash at its end.")
+				return
+			}
 		}
 		if !strings.HasPrefix(r.URL.Path, "/") {
 			// Stripped with its trailing slash: put the slash back.
@@ -149,17 +232,83 @@ func (h *Handler) routes() http.Handler {
 	})
 }
 
-// redirectToSlash is the request's own path, as the client sent it, with a
-// slash after it.
-func redirectToSlash(r *http.Request) string {
+// bare looks at the path the client asked for when the handler sees an
+// empty one (its whole path was the prefix StripPrefix took). slash says
+// the client's path ends with a slash: the root page is asked for. Else
+// loc is where to redirect: that path with a slash after it, a path
+// (never a scheme or a host, so that it stays where the client is), or ""
+// when there is none to be had.
+func bare(r *http.Request) (loc string, slash bool) {
 	p := r.RequestURI
 	if i := strings.IndexAny(p, "?#"); i >= 0 {
 		p = p[:i]
 	}
-	if p == "" || strings.Contains(p, "://") || strings.HasPrefix(p, "//") {
-		return "./"
+	if !strings.HasPrefix(p, "/") {
+		// An absolute-form request ("GET http://host/prefix"): its path.
+		u, err := url.ParseRequestURI(r.RequestURI)
+		if err != nil || u.Host == "" {
+			return "", false
+		}
+		p = u.EscapedPath()
 	}
-	return p + "/"
+	switch {
+	case strings.HasSuffix(p, "/"):
+		return "", p != ""
+	case !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\x00"):
+		// Not a plain path: a Location made of it could name another host.
+		return "", false
+	}
+	return p + "/", false
+}
+
+// asset is one of the embedded static files, read once.
+type asset struct {
+	body        []byte
+	contentType string
+}
+
+// assets are the static files by name: the only ones served, so that no
+// directory is listed and no other file of the embedded tree is reachable.
+var assets = func() map[string]asset {
+	out := map[string]asset{}
+	entries, _ := fs.ReadDir(files, "static") // cannot fail: the directory is embedded
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := fs.ReadFile(files, "static/"+e.Name())
+		if err != nil {
+			continue
+		}
+		ct, ok := assetTypes[path.Ext(e.Name())]
+		if !ok {
+			ct = "application/octet-stream"
+		}
+		out[e.Name()] = asset{body: b, contentType: ct}
+	}
+	return out
+}()
+
+// assetTypes are the static files' types, fixed here rather than taken
+// from the system's MIME table, which may differ from one host to another.
+var assetTypes = map[string]string{
+	".css": "text/css; charset=utf-8",
+	".js":  "text/javascript; charset=utf-8",
+	".svg": "image/svg+xml",
+}
+
+// serveAsset writes a static file with the security headers the wrapper
+// set (no range requests, no conditional ones: the files are small, and an
+// error answered by http.ServeContent would drop Cache-Control).
+func serveAsset(a asset) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", a.contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(a.body)
+		}
+	}
 }
 
 // writable says whether r may take actions.

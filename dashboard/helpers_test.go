@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,4 +100,40 @@ func depth(t *testing.T, q azdispatch.Source) int {
 	d, err := q.Depth(context.Background())
 	require.NoError(t, err)
 	return d
+}
+
+// envelope writes a poison envelope into q's poison queue by hand, poisoned
+// two hours ago, and returns its ID there.
+func envelope(t *testing.T, q *memqueue.Queue, e azdispatch.PoisonEnvelope, body string) string {
+	t.Helper()
+	if e.PoisonedAt.IsZero() {
+		e.PoisonedAt = time.Now().Add(-2 * time.Hour)
+		e.InsertedAt = e.PoisonedAt.Add(-time.Minute)
+	}
+	hdr, err := json.Marshal(e)
+	require.NoError(t, err)
+	id, err := q.PoisonQueue().Send(context.Background(), "azdispatch-poison/1 "+string(hdr)+"\n"+body, nil)
+	require.NoError(t, err)
+	return id
+}
+
+// rawServer mounts h under prefix with http.StripPrefix alone, with no
+// ServeMux of the test's own in front: so that only the dashboard's own
+// path handling (and its redirects) is seen.
+func rawServer(t *testing.T, h *dashboard.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.StripPrefix(prefix, h))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// waitJob waits until the jobs page shows no running job, and returns it.
+func waitJob(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	var body string
+	require.Eventually(t, func() bool {
+		_, _, body = get(t, srv, "jobs")
+		return !strings.Contains(body, `data-state="running"`)
+	}, 30*time.Second, 10*time.Millisecond)
+	return body
 }

@@ -30,10 +30,9 @@ type job struct {
 // jobs runs background jobs one at a time, under the handler's context,
 // and keeps the latest few for their pages.
 type jobs struct {
-	ctx context.Context
-	wg  *sync.WaitGroup
-	now func() time.Time
-	log *slog.Logger
+	life *lifetime
+	now  func() time.Time
+	log  *slog.Logger
 
 	mu   sync.Mutex
 	list []*job
@@ -45,8 +44,10 @@ const keptJobs = 20
 
 var errBusy = errors.New("another job is running")
 
-func newJobs(ctx context.Context, wg *sync.WaitGroup, now func() time.Time, log *slog.Logger) *jobs {
-	return &jobs{ctx: ctx, wg: wg, now: now, log: log}
+var errClosing = errors.New("the dashboard is closing")
+
+func newJobs(life *lifetime, now func() time.Time, log *slog.Logger) *jobs {
+	return &jobs{life: life, now: now, log: log}
 }
 
 // progress is how a job reports: done so far, and the total when known.
@@ -59,22 +60,16 @@ type progress func(done, total int)
 func (j *jobs) start(what string, total int, fn func(ctx context.Context, p progress) (string, error)) (int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.ctx.Err() != nil {
-		return 0, errors.New("the dashboard is closing")
-	}
 	for _, x := range j.list {
 		if x.Running {
 			return x.ID, errBusy
 		}
 	}
-	j.next++
-	x := &job{ID: j.next, What: what, Started: j.now(), Total: total, Running: true}
-	j.list = append(j.list, x)
-	if len(j.list) > keptJobs {
-		j.list = slices.Delete(j.list, 0, len(j.list)-keptJobs)
-	}
-	j.wg.Go(func() {
-		res, err := fn(j.ctx, func(done, total int) {
+	x := &job{ID: j.next + 1, What: what, Started: j.now(), Total: total, Running: true}
+	// Started and counted by the lifetime in one step under its lock, so
+	// that Close either waits for it or it never starts.
+	ok := j.life.start(func(ctx context.Context) {
+		res, err := fn(ctx, func(done, total int) {
 			j.mu.Lock()
 			x.Done = done
 			if total > 0 {
@@ -87,10 +82,19 @@ func (j *jobs) start(what string, total int, fn func(ctx context.Context, p prog
 		x.Running, x.Ended, x.Result = false, j.now(), res
 		if err != nil {
 			x.Err = cleanError(err)
-			x.Stopped = j.ctx.Err() != nil
+			x.Stopped = ctx.Err() != nil
 		}
 		j.log.Info("dashboard: job ended", "job", x.What, "done", x.Done, "result", res, "err", err)
 	})
+	if !ok {
+		return 0, errClosing
+	}
+	// Under j.mu still: the job cannot record its end before it is listed.
+	j.next++
+	j.list = append(j.list, x)
+	if len(j.list) > keptJobs {
+		j.list = slices.Delete(j.list, 0, len(j.list)-keptJobs)
+	}
 	return x.ID, nil
 }
 

@@ -95,7 +95,7 @@ var olderChoices = []struct {
 }
 
 func readFilter(get func(string) string) poisonFilter {
-	f := poisonFilter{Reason: bounded(strings.TrimSpace(get("reason")), 200), Source: bounded(get("source"), 100)}
+	f := poisonFilter{Reason: bounded(strings.TrimSpace(get("reason")), 200), Source: bounded(get("source"), 200)}
 	for _, c := range olderChoices {
 		if c.Key == get("older") {
 			f.Older = c.Key
@@ -124,13 +124,21 @@ func (f poisonFilter) match(env *azdispatch.PoisonEnvelope, now time.Time) bool 
 	if f.Source != "" && env.Queue != f.Source {
 		return false
 	}
-	if f.Reason != "" && !strings.Contains(strings.ToLower(env.Reason), strings.ToLower(f.Reason)) {
+	if f.Reason != "" && !strings.Contains(foldReason(env.Reason), foldReason(f.Reason)) {
 		return false
 	}
 	if d := f.olderThan(); d > 0 && now.Sub(env.PoisonedAt) < d {
 		return false
 	}
 	return true
+}
+
+// foldReason is a reason as the filter compares it: in lower case, with
+// any byte that is not UTF-8 replaced and runs of white space made one
+// space, so that a filter typed, or cut from a long reason for a group's
+// link, matches what it was taken from.
+func foldReason(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(strings.ToValidUTF8(s, "\uFFFD"))), " ")
 }
 
 // describe says in words what the filter picks.

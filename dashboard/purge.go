@@ -15,9 +15,10 @@ const purgeVisibility = 30 * time.Second
 
 // purge deletes from poison the envelopes match picks, at most max (0: all),
 // calling each for every one deleted. Like azdispatch.Requeue it remembers
-// the IDs it has seen and stops at the first batch with nothing new; what
-// it keeps (not picked, not envelopes) is made visible again at its end, so
-// their dequeue counts grow by one. The library has no purge of its own:
+// the IDs it has seen and stops at the first batch with nothing new; every
+// message it received and did not delete (not picked, not an envelope, or
+// not reached because a delete failed or the context ended) is made visible
+// again at its end, however it ends, so their dequeue counts grow by one. The library has no purge of its own:
 // this is the operator CLI's, over the exported Source.
 func purge(ctx context.Context, poison azdispatch.Source, match func(*azdispatch.PoisonEnvelope) bool, max int, each func()) (deleted int, err error) {
 	seen := make(map[string]bool)
@@ -47,7 +48,7 @@ func purge(ctx context.Context, poison azdispatch.Source, match func(*azdispatch
 			return deleted, err
 		}
 		fresh := 0
-		for _, d := range batch {
+		for i, d := range batch {
 			if seen[d.ID] {
 				kept[d.ID] = d // its latest receipt
 				continue
@@ -60,7 +61,11 @@ func purge(ctx context.Context, poison azdispatch.Source, match func(*azdispatch
 				continue
 			}
 			if err := poison.Delete(ctx, d); err != nil {
-				kept[d.ID] = d
+				// Stopped here: this one and the rest of the batch, received
+				// and hidden, are made visible again with what it kept.
+				for _, rest := range batch[i:] {
+					kept[rest.ID] = rest
+				}
 				return deleted, err
 			}
 			deleted++

@@ -3,12 +3,10 @@ package dashboard
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/redact"
 )
 
 // readTimeout bounds one reading, so that a storage account that does not
@@ -29,20 +27,6 @@ type val struct {
 func got(n int64) val { return val{N: n, OK: true} }
 
 func failed(err error) val { return val{Err: cleanError(err)} }
-
-// cleanError is an error's text as a page may show it: the library's
-// errors carry no secret, but a transport's may carry a URL with a SAS.
-// URLs go altogether: a page names queues and containers, never where
-// they live.
-func cleanError(err error) string {
-	if err == nil {
-		return ""
-	}
-	s := redact.Secrets(redact.URLs(redact.URLError(err).Error()))
-	return urlPattern.ReplaceAllString(s, "(URL)")
-}
-
-var urlPattern = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"']+`)
 
 // unitReading is what one reading found for a queue or shard.
 type unitReading struct {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // column is one sortable table header: sorting is done on the server,
@@ -74,13 +76,12 @@ func keep(q url.Values) url.Values {
 	return out
 }
 
-// bounded cuts a value read from a request to n bytes: nothing a client
-// sends is held or echoed at any length.
+// bounded cuts a value read from a request (or a reason written into a
+// link) to at most n bytes, at a character boundary: nothing a client sends
+// is held or echoed at any length, and what is cut is still a prefix of the
+// same characters, so that a filter made of it matches.
 func bounded(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
+	return xmltext.TruncateUTF8(s, n)
 }
 
 // byVal compares absent values after present ones, whatever the direction.
