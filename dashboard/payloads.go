@@ -29,10 +29,11 @@ func (h *Handler) readPayloads(ctx context.Context) payloadReading {
 }
 
 type payloadsBody struct {
-	Store     string // the container's name; "" when there is none
-	R         payloadReading
-	Payloads  val // blobs the package wrote: claim checks, batches and records
-	BytesNote string
+	Store    string // the container's name; "" when there is none
+	R        payloadReading
+	Payloads val   // blobs the package wrote: claim checks, batches and records
+	Bytes    int64 // of those: their bytes, as listed
+	Singles  int   // of those: claim-checked messages
 }
 
 func (h *Handler) servePayloads(w http.ResponseWriter, r *http.Request) {
@@ -40,12 +41,14 @@ func (h *Handler) servePayloads(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	b := payloadsBody{R: rd,
-		BytesNote: "Bytes, and counts by kind (claim check, batch, record), are not shown: the library exports no listing of its payloads' sizes or kinds, only what a sweep counts."}
+	b := payloadsBody{R: rd}
 	if h.topo.store != nil {
 		b.Store = h.topo.store.Container()
 		if rd.Err == "" {
-			b.Payloads = got(int64(rd.Res.Scanned - rd.Res.Foreign))
+			res := rd.Res
+			b.Payloads = got(int64(res.Deleted + res.Live + res.Poisoned))
+			b.Bytes = res.DeletedBytes + res.LiveBytes + res.PoisonedBytes
+			b.Singles = res.Deleted + res.Live + res.Poisoned - res.Batches - res.Records
 		} else {
 			b.Payloads = val{Err: rd.Err}
 		}
