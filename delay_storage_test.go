@@ -163,3 +163,39 @@ func TestSendAtBeforeTheQueueHasAnsweredWritesItsTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, line.Kept(MaxVisibility), "its line only says when it is due")
 }
+
+// A send middleware that sets its own delay on a SendAt made before the
+// queue has answered turns it into a delay the service keeps: the token
+// and the line agree that no listener hides it again, so a cancel after a
+// listener has received it says it was delivered, as it was. (The token
+// once said it might hop while the line said it would not: the listener
+// then delivered it without a record, and the cancel claimed it.)
+func TestASendMiddlewaresDelayOnAnEarlySendAtNeedsNoHop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := testQueue(t)
+	p, err := NewPublisher[job](q, &PublisherOptions{Middleware: []SendMiddleware{delayTo(2 * time.Second)}})
+	require.NoError(t, err)
+	sent, err := p.SendAt(ctx, job{N: 1}, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	c, err := parseCancelToken(sent.Token)
+	require.NoError(t, err)
+	assert.False(t, c.Hops, "the token: the service keeps it hidden")
+	var got []*Delivery
+	waitFor(t, "due", func() bool {
+		got, err = q.Receive(ctx, 1, time.Minute)
+		return err == nil && len(got) == 1
+	})
+	line, _, err := dueline.Parse(got[0].Text)
+	require.NoError(t, err)
+	assert.True(t, line.Kept(MaxVisibility), "the line: the service keeps it hidden")
+	require.ErrorIs(t, p.Cancel(ctx, sent.Token), ErrAlreadyDelivered)
+}
+
+// delayTo is a send middleware that sets every send's delay to d.
+type delayTo time.Duration
+
+func (d delayTo) HandleSend(ctx context.Context, s *Outgoing) error {
+	s.Delay = time.Duration(d)
+	return s.Next(ctx)
+}

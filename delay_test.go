@@ -481,3 +481,28 @@ func TestASendMiddlewareThatChangesTheDelayIsTakenAtItsWord(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.True(t, strings.HasPrefix(got[0].Text, "azdispatch-due/1 "), "a due line: %q", got[0].Text)
 }
+
+// PlainDelays keeps a delayed message's text the codec's, byte for byte,
+// for queues shared with other readers; and a text that fits only without
+// its line goes without it, rather than to a blob.
+func TestADelayedMessageWithoutItsLine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(startOfSecond)
+	q := memqueue.New("delay-plain", &memqueue.Options{Clock: clock})
+	plain, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{PlainDelays: true})
+	require.NoError(t, err)
+	_, err = plain.SendAfter(ctx, "plain", time.Minute)
+	require.NoError(t, err)
+	pub, err := azdispatch.NewPublisher[string](q, nil) // memqueue has no payload store
+	require.NoError(t, err)
+	near := strings.Repeat("x", azdispatch.MaxMessageSize-10) // with its quotes, 8 bytes to spare
+	_, err = pub.SendAfter(ctx, near, time.Minute)
+	require.NoError(t, err, "sent without its line, not offloaded")
+	clock.Advance(time.Minute)
+	got, err := q.Receive(ctx, 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, `"plain"`, got[0].Text)
+	assert.Equal(t, `"`+near+`"`, got[1].Text)
+}

@@ -120,8 +120,8 @@
 // due time), on the service's clock: the insertion time and the Date of the
 // receive's answer, whole seconds, no local clock. [State.TimeInQueue]
 // summarizes first deliveries, [State.HandlerTime] handler calls.
-// [OldestAge] peeks the front message of a queue (or of every shard) for
-// its age. With [ListenerOptions.TargetWait] a listener scales to a time in
+// [OldestAge] peeks the front messages of a queue (or of every shard) for
+// the oldest one's age. With [ListenerOptions.TargetWait] a listener scales to a time in
 // queue instead of to the depth alone ([ScaleToWait], by Little's law), and
 // [EventTargetUnmet] says when MaxDequeuers cannot meet it.
 //
@@ -222,7 +222,8 @@
 // attach [Metadata], string pairs that travel in
 // the message's text (queue messages have no headers) and reach the
 // listener's middleware in [Call].Metadata; a message sent without any is
-// byte for byte what the codec wrote. The otelazdispatch package is built
+// byte for byte what the codec wrote (a delayed one, with
+// [PublisherOptions].PlainDelays). The otelazdispatch package is built
 // on these seams: OpenTelemetry spans across the queue, the trace context
 // in Metadata, and metrics, the billable transactions among them.
 //

@@ -31,10 +31,10 @@ const (
 	// EventTargetUnmet: with [ListenerOptions.TargetWait], the time in
 	// queue the target allows calls for more dequeuers than
 	// [ListenerOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
-	// calls for, [Event.Depth] the depth read. It comes once each time the
-	// target falls out of reach (again only after a receive has found the
-	// queue empty), not at every scaling decision while it stays out of
-	// reach; [State.Wanted] says how far.
+	// calls for, [Event.Depth] the depth read. It comes when a decision
+	// calls for more than the maximum after one that did not (or after a
+	// receive found the queue empty), not at every decision while the
+	// target stays out of reach; [State.Wanted] says how far.
 	EventTargetUnmet
 )
 

@@ -138,9 +138,6 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		if a, done := l.whenDue(t, due); done {
 			return a
 		}
-	}
-	l.measureWait(t, due)
-	if due != nil {
 		if due.Occ != nil {
 			if a, dup := l.deliverOnce(t, due.Occ, rest); dup {
 				return a
@@ -151,6 +148,9 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 			}
 		}
 	}
+	// Measured once it is a delivery: not a hop, a cancelled message or a
+	// duplicate of an occurrence.
+	l.measureWait(t, due)
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
 		// poison it without trying again.

@@ -233,7 +233,9 @@ func (s *Outgoing) takeRoute() error {
 		return &ConfigError{Field: "Outgoing.Delay", Reason: fmt.Sprintf("%v: a send middleware set it outside 0 to a century", s.Delay)}
 	}
 	if d := upToSecond(s.Delay); d != s.route.delay {
-		s.route.delay, s.route.at = d, time.Time{} // a delay of its own, not SendAt's time
+		// A delay of its own, not SendAt's time: one the service counts
+		// from its insertion, so no line is needed for lack of its clock.
+		s.route.delay, s.route.at, s.route.line = d, time.Time{}, false
 	}
 	s.route.key = s.Key
 	return nil
@@ -340,7 +342,8 @@ func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
 // message has no headers, so metadata travels in the message text, as a
 // first line "azdispatch-meta/1 {JSON object}" before the text the codec
 // made. Only messages sent with metadata have the line: a message without
-// any is byte for byte what the codec wrote, so that a queue shared with
+// any is byte for byte what the codec wrote (a delayed one, if sent with
+// [PublisherOptions.PlainDelays]), so that a queue shared with
 // the Azure Functions queue trigger (which would not understand the line)
 // stays readable by it. The line counts against [MaxMessageSize]. Listeners
 // of this package accept messages with and without it, and give the

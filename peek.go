@@ -138,7 +138,11 @@ func OldestAge(ctx context.Context, src Source) (time.Duration, error) {
 	if !ok {
 		return 0, &ConfigError{Field: "source", Reason: fmt.Sprintf("%q cannot peek: OldestAge needs a Peek method", src.Name())}
 	}
-	return frontAge(ctx, p)
+	age, err := frontAge(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("azdispatch: oldest age of %s: %w", src.Name(), err)
+	}
+	return age, nil
 }
 
 // frontAge is the age of the oldest of the front messages of one queue.

@@ -90,6 +90,12 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 // the target with messages waiting, it asks for one more than run. Each
 // ScaleFunc it returns keeps the readings it was given: give each
 // listener its own.
+//
+// The depth counts hidden messages too (delayed ones, and those waiting
+// for a retry), which it takes for a backlog: a queue that holds much
+// delayed work reads as behind, and asks for more dequeuers than it needs.
+// For batches, the handler time is an item's and the rate is of messages:
+// it then asks for fewer than it needs.
 func ScaleToWait(target time.Duration, perDequeuer, batch int) ScaleFunc {
 	shape := latency.Shape{Target: target, PerDequeuer: perDequeuer, Batch: batch}
 	var last struct {

@@ -43,6 +43,16 @@ type PublisherOptions struct {
 	// Middleware wraps every send, outermost first (see [SendMiddleware]).
 	// Defaults to none.
 	Middleware []SendMiddleware
+	// PlainDelays sends a message delayed by up to 7 days with the codec's
+	// text alone, byte for byte, as a queue shared with readers other
+	// than this package's listeners needs (the Azure Functions queue
+	// trigger). By default such a message carries a line before its text
+	// that says when it is due, so that a listener counts its time in
+	// queue ([Message.TimeInQueue]) from then; with PlainDelays it counts
+	// from the send, delay included. A message due beyond 7 days, one sent
+	// with [Publisher.SendAt] before the queue has answered, and a
+	// [Scheduler]'s carry their line whatever this says.
+	PlainDelays bool
 }
 
 // Publisher sends typed messages to a [Target]. It is safe for concurrent use.
@@ -58,6 +68,7 @@ type Publisher[T any] struct {
 	keyed  KeyedTarget // target, if it can send with a key
 	codec  Codec
 	ttl    time.Duration
+	plain  bool // PlainDelays
 	onSent func(ctx context.Context, id string)
 	store  *PayloadStore // nil: nothing can be offloaded
 	limits payload.Limits
@@ -99,7 +110,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	}
 	keyed, _ := target.(KeyedTarget)
 	p := &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
-		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility}
+		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility, plain: o.PlainDelays}
 	if len(o.Middleware) > 0 {
 		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
 	}
@@ -250,7 +261,7 @@ func (p *Publisher[T]) dueLine(r route) string {
 	switch {
 	case r.occ != nil:
 		return (&dueline.Line{At: r.at, Occ: r.occ}).Encode()
-	case !p.hops(r) && r.delay <= 0:
+	case !p.hops(r) && (r.delay <= 0 || p.plain):
 		return ""
 	case !p.hops(r):
 		return (&dueline.Line{After: int64(r.delay / time.Second)}).Encode()
@@ -329,6 +340,11 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 		return m, "", err
 	}
 	head := p.dueLine(r) + line
+	if !p.hops(r) && len(head)+len(text) > MaxMessageSize && len(line)+len(text) <= MaxMessageSize {
+		// A line the service's own delay needs only for the time in
+		// queue is not worth a blob: without it the text fits.
+		head = line
+	}
 	// The target checks the text itself; the publisher's limit is tighter.
 	// A body that looks like a pointer or a line of ours is offloaded
 	// too, so that a listener never mistakes it for one.

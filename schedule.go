@@ -216,7 +216,7 @@ type cancelToken struct {
 	ID      string `json:"i"`
 	Receipt string `json:"r"`
 	Due     int64  `json:"d"`           // Unix seconds, the service's clock
-	Hops    bool   `json:"h,omitempty"` // it has a due line: listeners may hide it again
+	Hops    bool   `json:"h,omitempty"` // listeners may hide it again (see Publisher.hops)
 	Blob    string `json:"b,omitempty"` // its payload blob, if offloaded
 	Expires int64  `json:"x,omitempty"` // Unix seconds; 0: never
 }
@@ -263,26 +263,27 @@ func parseCancelToken(s string) (cancelToken, error) {
 // A cancel first writes the message's cancel record to the payload store
 // (If-None-Match: *), whose state a second cancel reads, then deletes the
 // message with its send's pop receipt, and its payload blob, if any. A
-// message with a due line (due beyond 7 days) that a listener has hidden
-// again since cannot be deleted so: the record stays, and the listener that
-// receives the message when it is due finds it and deletes the message, its
-// blob and the record without running the handler (so that listener must
-// read the same payload store). A message without a due line whose receipt
-// has changed has been delivered: its record then says so. A cancel costs
-// two requests (the record and the delete), and a third, the record's final
-// state, for a message without a due line. The record lives as long as the
+// message listeners may hide again (due beyond 7 days, or sent with SendAt
+// before the queue had answered) that a listener has hidden again since
+// cannot be deleted so: the record stays, and the listener that receives
+// the message when it is due finds it and deletes the message, its blob
+// and the record without running the handler (so that listener must read
+// the same payload store). Any other message whose receipt has changed has
+// been delivered: its record then says so. A cancel costs two requests
+// (the record and the delete), and a third, the record's final state, for
+// a message no listener hides again. The record lives as long as the
 // message could; [Sweep] removes it after, and a cancel then cannot tell what
 // became of the message. A unique send's key stays held until its window
 // ends: cancelling does not free it.
 //
-// A message never cancelled pays nothing for this, unless it has a due
-// line: the listener that receives it when due then writes a delivered
-// record (one conditional write), so that a cancel and a delivery at the
-// same moment cannot both win.
+// A message never cancelled pays nothing for this, unless listeners may
+// hide it again: the listener that receives it when due then writes a
+// delivered record (one conditional write), so that a cancel and a
+// delivery at the same moment cannot both win.
 //
 // A cancel that fails (its context ended, storage failed) may be tried
-// again: for a message with a due line it is done once its record is
-// written; otherwise it gives its record back, and a record a cancel that
+// again: for a message listeners may hide again it is done once its record
+// is written; otherwise it gives its record back, and a record a cancel that
 // stopped midway left pending is taken over after 10 s. If only the answer
 // of its delete was lost, a cancel tried again finds the message gone and
 // says [ErrAlreadyDelivered].
@@ -394,7 +395,7 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, na
 		p.store.removeRecord(after, name, etag)
 		return err
 	}
-	// Without a due line, a receive was its delivery.
+	// No listener hides it again: a receive was its delivery.
 	settle(payload.StateDelivered)
 	return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
 }

@@ -89,9 +89,10 @@ type SendOptions struct {
 	// At, if not zero, is when the message is due instead of Delay (see
 	// [Publisher.SendAt]). A Publisher's only.
 	At time.Time
-	// TTL is how long the message lives. Zero means the service default of
-	// 7 days (a Publisher's own [PublisherOptions.TTL]); a negative value
-	// means it never expires.
+	// TTL is how long the message lives: for a [Publisher], a delayed one
+	// from its due time. Zero means the service default of 7 days (a
+	// Publisher's own [PublisherOptions.TTL]); a negative value means it
+	// never expires.
 	TTL time.Duration
 	// UniqueKey, if set, makes the send fail with [ErrDuplicate] if a
 	// send with the same key was made through the same target within

@@ -322,8 +322,9 @@ func (h *DepthHandler) reading(ctx context.Context) (*depthCall, error) {
 	h.last = c
 	h.mu.Unlock()
 
-	// Closed even if a Source's Depth or Peek panics, so that waiters are not
-	// left hanging; they then get a 503.
+	// Closed on every way out of the reading (a panic in a Source's
+	// Depth or Peek, which run on goroutines of their own, ends the
+	// process instead), so that waiters are not left hanging.
 	c.code, c.body = http.StatusServiceUnavailable, depthReport{Queue: h.name, Error: "the reading did not finish"}
 	defer close(c.done)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.Timeout)
@@ -412,9 +413,8 @@ const maxDesired = math.MaxInt32
 // When the front message has already waited longer than target (age; 0
 // when not read), that answer came too late for it: the rule assumes the
 // backlog has the whole target still ahead, and a late one has less, or
-// none. So it is multiplied by age/target, which asks for at least one
-// worker more (every factor over 1 raises the ceiling) and more the later
-// the backlog is. The factor stops at 2, because the age is one message's,
+// none. So it is multiplied by age/target, and asks for at least one
+// worker more than the rule, and more the later the backlog is. The factor stops at 2, because the age is one message's,
 // and approximate: a message that keeps failing and coming back after its
 // retry delays is old without the queue being slow, and should not drive
 // the fleet to its maximum alone. It keeps no memory between readings,
@@ -424,13 +424,14 @@ func desiredWorkers(depth int, age, target time.Duration, rate float64) int {
 	if depth <= 0 {
 		return 0
 	}
-	n := float64(depth) / (rate * target.Seconds())
-	if age > target {
-		n *= min(age.Seconds()/target.Seconds(), 2)
-	}
 	// Less a hair before rounding up: float arithmetic can make an exact
 	// quotient (10 / (0.1 × 100)) a shade over a whole number, which
 	// would ask for one worker too many.
-	n = math.Ceil(n - 1e-9)
+	up := func(x float64) float64 { return math.Ceil(x - 1e-9) }
+	rule := float64(depth) / (rate * target.Seconds())
+	n := up(rule)
+	if age > target {
+		n = max(up(rule*min(age.Seconds()/target.Seconds(), 2)), n+1)
+	}
 	return int(min(max(n, 1), maxDesired))
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -330,17 +329,24 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, erro
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.clock.Now()
-	front := slices.Clone(q.messages)
-	slices.SortFunc(front, func(a, b *message) int {
-		if messageHeap([]*message{a, b}).Less(0, 1) {
-			return -1
-		}
-		return 1
-	})
 	out := []*azdispatch.Delivery{}
-	for _, m := range front {
-		if len(out) == max || m.visibleAt.After(now) {
+	// The heap's elements in order, from its root: each taken one's
+	// children become candidates. It looks at no more than it returns
+	// (and the expired ones it passes), not at the whole queue.
+	next := &indexHeap{h: q.messages}
+	if len(q.messages) > 0 {
+		heap.Push(next, 0)
+	}
+	for next.Len() > 0 && len(out) < max {
+		i := heap.Pop(next).(int)
+		m := q.messages[i]
+		if m.visibleAt.After(now) {
 			break
+		}
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < len(q.messages) {
+				heap.Push(next, c)
+			}
 		}
 		if q.expired(m, now) {
 			continue
@@ -508,6 +514,23 @@ func opIndex(op azdispatch.Op) int {
 		return 5
 	}
 	return 4
+}
+
+// indexHeap is a heap of places in h, in h's order: a walk of h in
+// order without taking from it.
+type indexHeap struct {
+	h   messageHeap
+	idx []int
+}
+
+func (x *indexHeap) Len() int           { return len(x.idx) }
+func (x *indexHeap) Less(i, j int) bool { return x.h.Less(x.idx[i], x.idx[j]) }
+func (x *indexHeap) Swap(i, j int)      { x.idx[i], x.idx[j] = x.idx[j], x.idx[i] }
+func (x *indexHeap) Push(v any)         { x.idx = append(x.idx, v.(int)) }
+func (x *indexHeap) Pop() any {
+	v := x.idx[len(x.idx)-1]
+	x.idx = x.idx[:len(x.idx)-1]
+	return v
 }
 
 // messageHeap orders messages by when they are next visible, then by when

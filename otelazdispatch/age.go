@@ -41,7 +41,7 @@ type peeker interface {
 	Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
 }
 
-// ObserveAge reports the age of the message at the front of src, read with
+// ObserveAge reports the age of the oldest of the front messages of src, read with
 // [azdispatch.OldestAge], as azdispatch.queue.oldest_age (seconds, on the
 // service's clock), with messaging.destination.name set to src's name. It
 // is an approximation of the oldest message's age (see OldestAge): it

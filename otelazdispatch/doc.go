@@ -58,7 +58,8 @@
 // line of the message text; listeners read it whether or not they
 // propagate. It is off by default because that line would change the
 // message text, which a queue shared with the Azure Functions queue trigger
-// must not see; without it the text is byte for byte what the codec wrote.
+// must not see; without it the text is byte for byte what the codec wrote
+// (a delayed message's, with azdispatch.PublisherOptions.PlainDelays).
 // Listeners of azdispatch versions before Metadata poison a message with
 // the line: turn Propagate on once every listener of the queue is upgraded.
 // See azdispatch.Metadata for how it survives claim checks, batches, poison
@@ -116,8 +117,8 @@
 //     [azdispatch.State.TimeInQueue], observed only while some are recent;
 //     the histogram above is the one to aggregate across listeners);
 //   - azdispatch.queue.oldest_age (s, gauge) for the sources given to
-//     [Instrumentation.ObserveAge]: the age of the message at the front of
-//     the queue ([azdispatch.OldestAge]), read at most once per
+//     [Instrumentation.ObserveAge]: the age of the oldest of the front
+//     messages of the queue ([azdispatch.OldestAge]), read at most once per
 //     [AgeOptions.Every] at one billable peek per queue or shard; and
 //     azdispatch.queue.oldest_age_failures, the readings that failed and
 //     observed nothing;

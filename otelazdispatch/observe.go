@@ -51,7 +51,7 @@ func (o *observers) init(m metric.Meter) error {
 	o.waitedP99, errs[9] = m.Float64ObservableGauge("azdispatch.listener.time_in_queue.p99", metric.WithUnit("s"),
 		metric.WithDescription("99th percentile of the recent first deliveries' time in queue, on the service's clock."))
 	o.oldestAge, errs[10] = m.Float64ObservableGauge("azdispatch.queue.oldest_age", metric.WithUnit("s"),
-		metric.WithDescription("Age of the message at the front of the queue, on the service's clock: an approximation of the oldest."))
+		metric.WithDescription("Age of the oldest of the messages at the front of the queue, on the service's clock: an approximation of the oldest of all."))
 	o.ageFailures, errs[11] = m.Int64ObservableCounter("azdispatch.queue.oldest_age_failures", metric.WithUnit("{reading}"),
 		metric.WithDescription("Readings of azdispatch.queue.oldest_age that failed and observed nothing."))
 	return errors.Join(errs[:]...)

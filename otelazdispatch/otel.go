@@ -54,7 +54,8 @@ type Options struct {
 	Propagator propagation.TextMapPropagator
 	// Propagate carries the trace context in the text of every message
 	// sent (see [azdispatch.Metadata]). Defaults to false: message texts stay
-	// byte for byte what the codec writes, for queues shared with readers
+	// byte for byte what the codec writes (delayed ones too, with
+	// [azdispatch.PublisherOptions].PlainDelays), for queues shared with readers
 	// that do not know the metadata line, such as the Azure Functions queue
 	// trigger. Listeners read a carried context either way.
 	Propagate bool

@@ -24,8 +24,8 @@ type depthRow struct {
 	// service cannot tell those two apart.
 	Visible *int `json:"visible,omitempty"`
 	Full    bool `json:"visible_full,omitempty"`
-	// OldestAge is how long the message at the front of the queue has
-	// waited, in seconds by the service's clock (azdispatch.OldestAge);
+	// OldestAge is how long the oldest of the front messages of the queue
+	// has waited, in seconds by the service's clock (azdispatch.OldestAge);
 	// absent when the queue could not be read.
 	OldestAge *float64 `json:"oldest_age_s,omitempty"`
 	Error     string   `json:"error,omitempty"`

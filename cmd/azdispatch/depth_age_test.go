@@ -11,9 +11,9 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
-// depth shows how long the front message of each queue has waited, by
-// the service's clock, with a peek of one or, with -visible, from the
-// peek of 32 it makes anyway: the same age either way. A message sent for
+// depth shows how long the front messages of each queue have waited, by
+// the service's clock, with one peek of up to 32, which -visible also
+// counts: the same age either way. A message sent for
 // later is hidden, and not seen.
 func TestDepthShowsTheOldestAge(t *testing.T) {
 	t.Parallel()
@@ -38,7 +38,7 @@ func TestDepthShowsTheOldestAge(t *testing.T) {
 	assert.GreaterOrEqual(t, *r.OldestAge, 1.0)
 	require.NotNil(t, depth.OldestAge)
 	assert.Equal(t, *r.OldestAge, *depth.OldestAge, "one queue: its age is the oldest")
-	assert.Nil(t, r.Visible, "a peek of one counts nothing")
+	assert.Nil(t, r.Visible, "without -visible nothing is counted")
 
 	var visible depthDoc
 	runJSON(t, env, exitOK, &visible, "depth", "-visible", "-queue", q.Name())

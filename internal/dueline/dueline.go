@@ -5,7 +5,9 @@
 // A queue message can be hidden for at most 7 days. A message due later is
 // sent hidden for 7 days with this line first; a listener that receives it
 // before it is due hides it again (one Update Message, which rewrites the
-// line with the hop counted) instead of handling it. Every decision is
+// line with the hop counted) instead of handling it. A message due within
+// 7 days is hidden by the service alone, and its line (see [Line.Kept])
+// only says when it is due, for its time in queue. Every decision is
 // taken on the service's clock: a due time is either an absolute time the
 // sender gave (At) or seconds after the message's insertion time, which
 // the service stamps (After).

@@ -39,7 +39,6 @@ type Window struct {
 
 	cached   Summary
 	cachedAt int64 // Unix nanoseconds; 0: none
-	scratch  []time.Duration
 }
 
 // Add records d, measured at now.
@@ -52,36 +51,48 @@ func (w *Window) Add(now time.Time, d time.Duration) {
 	w.mu.Unlock()
 }
 
-// Summary summarizes the samples added within [Span] of now.
+// Summary summarizes the samples added within [Span] of now. The values
+// are copied under the lock and sorted outside it, so that adds (one per
+// message) never wait for a sort.
 func (w *Window) Summary(now time.Time) Summary {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	at := now.UnixNano()
+	w.mu.Lock()
 	if w.cachedAt != 0 && at >= w.cachedAt && at-w.cachedAt < int64(time.Second) {
-		return w.cached
+		s := w.cached
+		w.mu.Unlock()
+		return s
 	}
 	since := at - int64(Span)
-	kept := w.scratch[:0]
+	var kept [Size]time.Duration
+	n := 0
 	for i := range int(min(w.count, Size)) {
 		if w.at[i] >= since {
-			kept = append(kept, w.vals[i])
+			kept[n] = w.vals[i]
+			n++
 		}
 	}
-	w.scratch = kept
-	s := Summary{Count: w.count, Recent: len(kept)}
-	if len(kept) > 0 {
-		slices.Sort(kept)
+	count := w.count
+	w.mu.Unlock()
+
+	s := Summary{Count: count, Recent: n}
+	if n > 0 {
+		recent := kept[:n]
+		slices.Sort(recent)
 		// In float: 1,024 waits of a few months each overflow a Duration.
 		var sum float64
-		for _, v := range kept {
+		for _, v := range recent {
 			sum += float64(v)
 		}
-		s.Mean = time.Duration(sum / float64(len(kept)))
-		s.P50 = kept[rank(len(kept), 0.50)]
-		s.P99 = kept[rank(len(kept), 0.99)]
-		s.Max = kept[len(kept)-1]
+		s.Mean = time.Duration(sum / float64(n))
+		s.P50 = recent[rank(n, 0.50)]
+		s.P99 = recent[rank(n, 0.99)]
+		s.Max = recent[n-1]
 	}
-	w.cached, w.cachedAt = s, at
+	w.mu.Lock()
+	if w.count == count { // nothing added meanwhile: still the summary
+		w.cached, w.cachedAt = s, at
+	}
+	w.mu.Unlock()
 	return s
 }
 
