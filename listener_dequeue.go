@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -185,6 +186,13 @@ func (l *Listener[T]) dequeue(s *session) {
 			}
 			l.due.Add(until)
 		}
+		if l.surplus() && l.retire(woken) {
+			// The queue is drained, and the handlers have been busy
+			// with fewer than the dequeuers left would hold: the
+			// target needs no more than those.
+			retired = true
+			return
+		}
 		if len(batch) > 0 {
 			// The queue had no more just now, so an immediate receive
 			// would most likely come back empty. Wait as after a first
@@ -362,6 +370,21 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 	l.ask(active + add)
 	l.log.Debug("scaling up", "depth", depth, "dequeuers", active+add)
 	l.event(Event{Kind: EventScaleUp, Dequeuers: active + add, Depth: depth})
+}
+
+// surplus reports whether, scaling to a target wait, more dequeuers run
+// than the work needs: asked after a receive that drained the queue, so
+// that no backlog remains and the handlers' recent load, with a quarter
+// more for headroom, is what the dequeuers must hold (Little's law: the
+// calls under way at once are the arrival rate times the handler time).
+// Without a target, dequeuers stop only as the Idle hook says.
+func (l *Listener[T]) surplus() bool {
+	if l.opts.TargetWait <= 0 {
+		return false
+	}
+	busy := l.stats.handlerTime.Busy(time.Now()) * 1.25
+	need := max(int(math.Ceil(busy/float64(l.opts.Concurrency))), 1)
+	return int(l.stats.active.Load()) > need
 }
 
 // retire takes an idle dequeuer out of the count if the floor and the

@@ -73,8 +73,9 @@ type ListenerOptions struct {
 	// dequeuers that the arrival rate, the handler time and the backlog
 	// call for to keep messages under it (see [ScaleToWait]), and the
 	// default Idle backs off to at most half of it (1 s to 30 s), so that a
-	// message sent to a quiet queue does not wait out a long back-off. An
-	// idle listener then polls more often: at a target of 10 s, about 17,000
+	// message sent to a quiet queue does not wait out a long back-off; a
+	// dequeuer whose receive drains the queue stops while more run than
+	// the handlers' recent load needs. An idle listener polls more often: at a target of 10 s, about 17,000
 	// receives a day instead of 3,200. When the target calls for more
 	// dequeuers than MaxDequeuers, an [EventTargetUnmet] says so. It
 	// cannot be set with Scale.

@@ -87,7 +87,10 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 // handler time ([State.HandlerTime]) and the backlog (the depth less the
 // messages in hand). It never asks for fewer than one dequeuer per batch
 // waiting, and while the recent 99th percentile of time in queue is over
-// the target with messages waiting, it asks for one more than run. Each
+// the target with more messages waiting than the running dequeuers hold,
+// it asks for one more than run. With [ListenerOptions.TargetWait], a
+// dequeuer whose receive drains the queue also stops while more run than
+// the handlers' recent load needs, with a quarter more for headroom. Each
 // ScaleFunc it returns keeps the readings it was given: give each
 // listener its own.
 //

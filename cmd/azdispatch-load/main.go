@@ -9,6 +9,7 @@
 //	go run ./cmd/azdispatch-load -json                # one JSON object per line
 //	go run ./cmd/azdispatch-load -scenario chaos -duration 10m -seed 42
 //	go run ./cmd/azdispatch-load -scenario schedule -duration 3m -json
+//	go run ./cmd/azdispatch-load -scenario latency -json
 package main
 
 import (
@@ -40,6 +41,7 @@ type options struct {
 	seed     int64
 	chaos    *chaosConfig    // nil: the chaos scenario's defaults for duration
 	schedule *scheduleConfig // nil: the schedule scenario's defaults for duration
+	wait     *latencyConfig  // nil: the latency scenario's defaults
 }
 
 // record is one line of -json output.
@@ -93,6 +95,7 @@ var scenarios = map[string]scenario{
 	"overhead":     runOverhead,
 	"chaos":        runChaos,
 	"schedule":     runSchedule,
+	"latency":      runLatency,
 }
 
 // soaks judge rather than measure, and run only when named.
@@ -105,13 +108,14 @@ func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but the soaks, "+strings.Join(soaks, " and ")+"), "+strings.Join(names(), ", "))
 	flag.BoolVar(&o.json, "json", false, "print one JSON object per line instead of a table")
-	flag.DurationVar(&o.latency, "latency", 0, "add this to every request, a stand-in for the round trip to a real account")
+	flag.DurationVar(&o.latency, "latency", 0, "add this to every request, a stand-in for the round trip to a real account (latency scenario: 20ms if not given)")
 	flag.IntVar(&o.messages, "messages", 1000, "messages per run (Azurite slows past about 1,000 held)")
 	flag.IntVar(&o.rounds, "rounds", 5, "runs per variant; the median is reported")
 	flag.DurationVar(&o.limit, "limit", 15*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
-	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m)")
-	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule (default random, printed)")
+	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m); latency: each variant's measured window (default 1m)")
+	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule; latency: of the arrivals (default random, printed)")
+	o.wait = latencyFlags(flag.CommandLine)
 	flag.Parse()
 
 	// All is every benchmark, not the soaks.

@@ -30,7 +30,10 @@ type Shape struct {
 // fewer dequeuers than one per Batch of the backlog (a dequeuer receives
 // at most one batch a round trip, whatever its handlers take), and one
 // more than are running while the observed wait is over the target and
-// messages wait: the estimate then falls short of what the queue shows.
+// more messages wait than the running dequeuers hold: the estimate then
+// falls short of what the queue shows. (Not while fewer wait: the wait is
+// a recent percentile, and one late spell would otherwise add a dequeuer
+// at every reading for minutes.)
 func Dequeuers(l Load, s Shape) int {
 	if s.Target <= 0 || s.PerDequeuer < 1 || s.Batch < 1 {
 		return 0
@@ -39,7 +42,7 @@ func Dequeuers(l Load, s Shape) int {
 	busy := rate * max(l.Handler, 0).Seconds()
 	n := int(math.Ceil(busy / float64(s.PerDequeuer)))
 	n = max(n, (max(l.Backlog, 0)+s.Batch-1)/s.Batch)
-	if l.Waited > s.Target && l.Backlog > 0 {
+	if l.Waited > s.Target && l.Backlog > l.Active*s.PerDequeuer {
 		n = max(n, l.Active+1)
 	}
 	return n

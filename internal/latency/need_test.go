@@ -15,8 +15,10 @@ func TestDequeuersByLittlesLaw(t *testing.T) {
 	assert.Equal(t, 10, Dequeuers(Load{Rate: 10, Handler: 2 * time.Second, Backlog: 50}, shape))
 	// Fast handlers: the receives bound it, one dequeuer per batch waiting.
 	assert.Equal(t, 4, Dequeuers(Load{Rate: 100, Handler: time.Millisecond, Backlog: 100}, shape))
-	// Over the target with messages waiting: one more than run.
-	assert.Equal(t, 7, Dequeuers(Load{Rate: 1, Handler: time.Second, Backlog: 1, Waited: 6 * time.Second, Active: 6}, shape))
+	// Over the target with more waiting than the running hold: one more.
+	assert.Equal(t, 7, Dequeuers(Load{Rate: 1, Handler: time.Second, Backlog: 25, Waited: 6 * time.Second, Active: 6}, shape))
+	// Over the target with fewer: the wait is of a spell gone by.
+	assert.Equal(t, 1, Dequeuers(Load{Rate: 1, Handler: time.Second, Backlog: 1, Waited: 6 * time.Second, Active: 6}, shape))
 	// Over the target with nothing waiting: nothing to add.
 	assert.Equal(t, 0, Dequeuers(Load{Waited: time.Minute, Active: 6}, shape))
 	assert.Equal(t, 0, Dequeuers(Load{Rate: 10, Handler: time.Second}, Shape{}), "no target")

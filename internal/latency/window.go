@@ -96,6 +96,26 @@ func (w *Window) Summary(now time.Time) Summary {
 	return s
 }
 
+// Busy is how many calls were under way at once, on average, over the
+// span the window's samples cover (from the earliest within [Span] of now
+// to now, at least a second): the sum of their durations over that span,
+// Little's L for the calls measured. Zero without samples.
+func (w *Window) Busy(now time.Time) float64 {
+	at := now.UnixNano()
+	since := at - int64(Span)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var sum float64
+	earliest := at
+	for i := range int(min(w.count, Size)) {
+		if w.at[i] >= since {
+			sum += float64(w.vals[i])
+			earliest = min(earliest, w.at[i]-int64(w.vals[i]))
+		}
+	}
+	return sum / float64(max(at-earliest, int64(time.Second)))
+}
+
 // rank is the index of the q-quantile of n sorted values: the smallest
 // value at or above which a share q of them lie (nearest rank).
 func rank(n int, q float64) int {

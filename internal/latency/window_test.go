@@ -117,3 +117,16 @@ func TestConcurrentAddsAndSummaries(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(4000), w.Summary(time.Now()).Count)
 }
+
+// Busy is the calls under way at once on average: ten calls of 2 s each
+// over the 10 s since the first began keep two busy.
+func TestBusyIsLittlesL(t *testing.T) {
+	var w Window
+	start := time.Unix(1_700_000_000, 0)
+	for i := range 10 {
+		end := start.Add(time.Duration(i+2) * time.Second) // began at start+i
+		w.Add(end, 2*time.Second)
+	}
+	assert.InDelta(t, 20.0/11.0, w.Busy(start.Add(11*time.Second)), 1e-9, "20 s of calls over the 11 s from the first's start")
+	assert.Zero(t, (&Window{}).Busy(start))
+}
