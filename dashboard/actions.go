@@ -314,14 +314,7 @@ func (h *Handler) actAll(w http.ResponseWriter, r *http.Request, do string, f po
 		}
 		return fmt.Sprintf("%d %s", done.Load(), verb), errors.Join(errs...)
 	})
-	switch {
-	case errors.Is(err, errBusy):
-		seeOther(w, "jobs?done=job-busy&id="+strconv.Itoa(id))
-	case err != nil:
-		h.fail(w, r, http.StatusServiceUnavailable, "The job could not start: "+err.Error())
-	default:
-		seeOther(w, "jobs?done=job-started&id="+strconv.Itoa(id))
-	}
+	h.jobStarted(w, r, id, err)
 }
 
 // actSweep starts a sweep of the payload store as a job.
@@ -339,6 +332,12 @@ func (h *Handler) actSweep(w http.ResponseWriter, r *http.Request) {
 		p(res.Deleted, 0)
 		return fmt.Sprintf("%d scanned, %d deleted, %d live, %d held by poison envelopes, %d not ours", res.Scanned, res.Deleted, res.Live, res.Poisoned, res.Foreign), err
 	})
+	h.jobStarted(w, r, id, err)
+}
+
+// jobStarted answers a request that started job id (err: why it did not):
+// to the jobs page, or an error page.
+func (h *Handler) jobStarted(w http.ResponseWriter, r *http.Request, id int, err error) {
 	switch {
 	case errors.Is(err, errBusy):
 		seeOther(w, "jobs?done=job-busy&id="+strconv.Itoa(id))
