@@ -5,33 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/azdispatch/azdispatch/internal/azurite"
 )
-
-// Forty seconds of the schedule soak, end to end: three scheduler
-// processes (this test binary again, see TestMain) killed and paused, one
-// listener. Only the verdict is asserted, and that faults were made, not
-// how late anything was: the bound is seconds wide, and the machine is
-// shared. The seed is logged, so a failure can be replayed with -seed.
-func TestScheduleShortRunHandlesEachOccurrenceOnce(t *testing.T) {
-	azurite.SkipIfShort(t)
-	if !pauseSupported {
-		t.Skip("the schedule scenario pauses processes with SIGSTOP")
-	}
-	t.Parallel()
-	cfg := scheduleQuick(40 * time.Second)
-	rec := runSoak[scheduleRecord](t, runSchedule, options{schedule: &cfg})
-	assert.Equal(t, "schedule", rec.Scenario)
-	assert.Zero(t, rec.Missing, "missing")
-	assert.Zero(t, rec.Duplicated, "duplicated")
-	assert.True(t, rec.OK)
-	assert.Positive(t, rec.Occurrences)
-	assert.Equal(t, rec.Occurrences, rec.Handled+rec.Skipped)
-	assert.Positive(t, rec.Kills, "kills")
-	assert.Positive(t, rec.Pauses, "pauses")
-	assert.Positive(t, rec.RequestsPerOccurrence)
-}
 
 // The checker, on handlings written by hand: a window of 10 s of a 2 s
 // schedule and a 5 s one.

@@ -40,17 +40,14 @@ func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
 		assert.Positive(t, s.Transactions[kind], "transactions of kind %s", kind)
 	}
 	assert.Positive(t, s.Transactions["other"], "the oldest age's peek")
+	assertMessageTimesAndAge(t, s)
 }
 
-// The -json record's message times and oldest age: time in queue counts
-// every handler call on a first delivery (here all of them), end-to-end
-// every call, and the oldest age was read.
-func TestObserveRecordsMessageTimesAndAge(t *testing.T) {
-	azurite.SkipIfShort(t)
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out, 2, true))
-	var s summary
-	require.NoError(t, json.Unmarshal(out.Bytes(), &s), "output: %s", out.String())
+// assertMessageTimesAndAge checks the -json record's message times and
+// oldest age: time in queue counts every handler call on a first delivery
+// (here all of them), end-to-end every call, and the oldest age was read.
+func assertMessageTimesAndAge(t *testing.T, s summary) {
+	t.Helper()
 	for _, name := range []string{"azdispatch.message.time_in_queue", "azdispatch.message.end_to_end",
 		"azdispatch.queue.oldest_age", "azdispatch.listener.retries", "azdispatch.listener.wanted_dequeuers"} {
 		assert.Contains(t, s.Metrics, name)
