@@ -21,6 +21,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/netx"
 	"github.com/azdispatch/azdispatch/internal/redact"
+	"github.com/azdispatch/azdispatch/internal/svcclock"
 )
 
 // Account is one storage account's queue service: a client with its
@@ -32,6 +33,9 @@ type Account struct {
 	blob    *service.Client // nil when the blob service URL is unknown
 	tx      *counter
 	retry   policy.RetryOptions // the clients' retry options, which blob downloads adapt
+	// clock is the service's time, set by every answer of the account's
+	// queue and blob clients (see clockPolicy).
+	clock *svcclock.Clock
 
 	mu     sync.Mutex
 	queues map[string]*Queue
@@ -89,14 +93,14 @@ func NewAccountFromConnectionString(connectionString string, opts *AccountOption
 		connectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + emulatorKey +
 			";BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
 	}
-	co, tx := clientOptions(opts)
+	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientFromConnectionString(connectionString, co)
 	if err != nil {
 		// The SDK's message does not quote the string, but be sure: never
 		// echo it, it holds a key or a signature.
 		return nil, &ConfigError{Field: "connection string", Reason: "it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true"}
 	}
-	a := newAccount(svc, tx, co)
+	a := newAccount(svc, tx, clock, co)
 	if opts != nil && opts.BlobServiceURL != "" {
 		// An explicit URL wins; the string's key or signature still applies.
 		a.blob = blobClientFromConnectionString(replaceBlobEndpoint(connectionString, opts.BlobServiceURL), co)
@@ -133,12 +137,12 @@ func NewAccount(serviceURL string, cred azcore.TokenCredential, opts *AccountOpt
 	if cred == nil {
 		return nil, &ConfigError{Field: "credential", Reason: "nil"}
 	}
-	co, tx := clientOptions(opts)
+	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClient(serviceURL, cred, co)
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
 	}
-	a := newAccount(svc, tx, co)
+	a := newAccount(svc, tx, clock, co)
 	if u := blobServiceURL(serviceURL, opts); u != "" {
 		if a.blob, err = service.NewClient(u, cred, blobOptions(co)); err != nil {
 			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
@@ -158,12 +162,12 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 	if err != nil {
 		return nil, errBadAccountKey
 	}
-	co, tx := clientOptions(opts)
+	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithSharedKeyCredential(serviceURL, cred, co)
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
 	}
-	a := newAccount(svc, tx, co)
+	a := newAccount(svc, tx, clock, co)
 	if u := blobServiceURL(serviceURL, opts); u != "" {
 		bcred, err := service.NewSharedKeyCredential(accountName, accountKey)
 		if err != nil {
@@ -186,12 +190,12 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 // section lists each permission and what fails without it. For a SAS scoped to
 // one queue, use [NewQueueWithSAS].
 func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account, error) {
-	co, tx := clientOptions(opts)
+	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new account client: %w", redact.URLError(err))
 	}
-	a := newAccount(svc, tx, co)
+	a := newAccount(svc, tx, clock, co)
 	if u := blobServiceURL(serviceURLWithSAS, opts); u != "" {
 		if a.blob, err = service.NewClientWithNoCredential(u, blobOptions(co)); err != nil {
 			return nil, fmt.Errorf("azdispatch: new blob client: %w", redact.URLError(err))
@@ -200,8 +204,8 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	return a, nil
 }
 
-func newAccount(svc *azqueue.ServiceClient, tx *counter, co *azqueue.ClientOptions) *Account {
-	return &Account{name: accountName(svc.URL()), service: svc, tx: tx, retry: co.Retry, queues: make(map[string]*Queue)}
+func newAccount(svc *azqueue.ServiceClient, tx *counter, clock *svcclock.Clock, co *azqueue.ClientOptions) *Account {
+	return &Account{name: accountName(svc.URL()), service: svc, tx: tx, clock: clock, retry: co.Retry, queues: make(map[string]*Queue)}
 }
 
 // Name is the account's name as its URL shows it (for logs; never a credential).
@@ -244,7 +248,7 @@ func (a *Account) queue(name string, reserve int) (*Queue, error) {
 	if q, ok := a.queues[name]; ok {
 		return q, nil
 	}
-	q := &Queue{name: name, account: a, client: a.service.NewQueueClient(name), tx: new(counter)}
+	q := &Queue{name: name, account: a, client: a.service.NewQueueClient(name), tx: new(counter), clock: a.clock}
 	a.queues[name] = q
 	return q, nil
 }
@@ -266,18 +270,19 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 	}
 	// With no account, the pipeline's account-wide counter goes unused: the
 	// queue's own counter sees every request.
-	co, _ := clientOptions(opts)
+	co, _, clock := clientOptions(opts)
 	client, err := azqueue.NewQueueClientWithNoCredential(queueURLWithSAS, co)
 	if err != nil {
 		return nil, fmt.Errorf("azdispatch: new queue client: %w", redact.URLError(err))
 	}
-	return &Queue{name: name, client: client, tx: new(counter)}, nil
+	return &Queue{name: name, client: client, tx: new(counter), clock: clock}, nil
 }
 
 // clientOptions copies the caller's SDK options, fills our defaults and adds
-// the pacing and counting policies. The caller's struct and slices are not
-// modified: the SDK appends its own policies to the slices it is given.
-func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter) {
+// the pacing, counting and clock policies: it returns the counter and the
+// clock those set. The caller's struct and slices are not modified: the
+// SDK appends its own policies to the slices it is given.
+func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter, *svcclock.Clock) {
 	var co azqueue.ClientOptions
 	if opts != nil && opts.Client != nil {
 		co = *opts.Client
@@ -300,8 +305,9 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter) {
 		co.PerCallPolicies = append(co.PerCallPolicies, limitPolicy{limiter: opts.Limiter})
 		co.PerRetryPolicies = append(co.PerRetryPolicies, limitRetryPolicy{limiter: opts.Limiter})
 	}
-	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx})
-	return &co, tx
+	clock := new(svcclock.Clock)
+	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx}, clockPolicy{clock: clock})
+	return &co, tx, clock
 }
 
 // errNoTurnBeforeDeadline is the error of a request whose turn under

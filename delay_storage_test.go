@@ -142,26 +142,26 @@ func TestADeliveryCarriesTheServicesTime(t *testing.T) {
 }
 
 // Before its queue has answered, a publisher does not know the service's
-// time: a SendAt then writes its time in a due line, for listeners to
-// decide on the service's clock; after an answer, a time within 7 days is
-// the service's own hidden period.
-func TestSendAtBeforeTheQueueHasAnsweredWritesItsTime(t *testing.T) {
+// time: a SendAt then asks first (one Get Queue Properties), and a time
+// within 7 days is the service's own hidden period; the next one asks
+// nothing more.
+func TestSendAtBeforeTheQueueHasAnsweredLearnsItsTimeFirst(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
 	p, err := NewPublisher[job](q, nil)
 	require.NoError(t, err)
 	at := time.Now().Add(time.Hour)
-	_, r, err := p.routeFor(&SendOptions{At: at})
+	ctx, cost := CountTransactions(context.Background())
+	_, r, err := p.routeFor(ctx, &SendOptions{At: at})
 	require.NoError(t, err)
-	assert.True(t, p.hops(r), "its time in a line, for listeners to hide it again if it comes early")
-	_, err = q.Depth(context.Background())
-	require.NoError(t, err)
-	_, r, err = p.routeFor(&SendOptions{At: at})
-	require.NoError(t, err)
+	assert.Equal(t, Transactions{Depth: 1}, cost(), "one request to learn the service's time")
 	assert.False(t, p.hops(r), "the service's own hidden period")
 	line, _, err := dueline.Parse(p.dueLine(r))
 	require.NoError(t, err)
 	assert.True(t, line.Kept(MaxVisibility), "its line only says when it is due")
+	_, _, err = p.routeFor(ctx, &SendOptions{At: at})
+	require.NoError(t, err)
+	assert.Equal(t, Transactions{Depth: 1}, cost(), "known from then on")
 }
 
 // A send middleware that sets its own delay on a SendAt made before the
@@ -198,4 +198,19 @@ type delayTo time.Duration
 func (d delayTo) HandleSend(ctx context.Context, s *Outgoing) error {
 	s.Delay = time.Duration(d)
 	return s.Next(ctx)
+}
+
+// A message sent for the year 9999 is hidden, and can be cancelled.
+func TestCancelOfAMessageCenturiesAhead(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	ctx := context.Background()
+	s, err := r.pub.SendAt(ctx, job{N: 1}, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	c, err := parseCancelToken(s.Token)
+	require.NoError(t, err)
+	assert.Zero(t, c.Expires, "never expires")
+	assert.True(t, c.Hops)
+	require.NoError(t, r.pub.Cancel(ctx, s.Token))
+	assert.Zero(t, depth(t, r.q))
 }

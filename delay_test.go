@@ -506,3 +506,45 @@ func TestADelayedMessageWithoutItsLine(t *testing.T) {
 	assert.Equal(t, `"plain"`, got[0].Text)
 	assert.Equal(t, `"`+near+`"`, got[1].Text)
 }
+
+// A SendAt centuries ahead, up to the last second of 9999, is taken: the
+// message carries its time, is hidden a week at a time, and never expires
+// (TestCancelOfAMessageCenturiesAhead cancels one). (Years 2400 and 9999 were refused as a SendOptions.Delay
+// beyond 7 days: a time.Duration cannot hold the wait, and a rounding step
+// overflowed.) A time past 9999 is refused with the real limit.
+func TestSendAtCenturiesAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-centuries", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	for _, at := range []time.Time{
+		time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 58, 500_000_000, time.UTC), // rounded up, still 9999
+	} {
+		s, err := pub.SendAt(ctx, at.String(), at)
+		require.NoError(t, err, "%v", at)
+		assert.Equal(t, at.Add(time.Second-1).Truncate(time.Second), s.Due, "due to the second, rounded up")
+	}
+	clock.Advance(week)
+	waitUntil(t, "hidden again", func() bool { return l.State().Rehidden >= 3 })
+	assert.Empty(t, h.get(), "not handled centuries early")
+	n, err := q.Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "none expired")
+
+	for _, bad := range []time.Time{
+		time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC), // rounds up into 10000
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		_, err = pub.SendAt(ctx, "x", bad)
+		require.ErrorIs(t, err, azdispatch.ErrInvalidConfig, "%v", bad)
+		assert.Contains(t, err.Error(), "1970 to 9999", "the real limit")
+	}
+}

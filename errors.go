@@ -75,6 +75,15 @@ var (
 	// expired or cleared by someone else): too late to cancel.
 	ErrAlreadyDelivered = errors.New("azdispatch: message already delivered")
 
+	// ErrCancelUndetermined is matched by the error of [Publisher.Cancel]
+	// when it cannot tell whether the message was delivered: it never
+	// expires, may have been hidden again by listeners (see
+	// [Publisher.SendAfter]), and was due longer ago than the record of its
+	// delivery is kept (30 days), so a delivery may have left no trace. The
+	// cancel is recorded: if the message has not been delivered yet, it
+	// never will be. A second cancel says the same.
+	ErrCancelUndetermined = errors.New("azdispatch: cannot tell whether the message was delivered: it was due more than 30 days ago, and a delivery's record is kept 30 days")
+
 	// ErrDuplicate is matched by the error of a send with a
 	// [SendOptions.UniqueKey] that a send within its window used already.
 	ErrDuplicate = errors.New("azdispatch: a send with this unique key was made within its window")

@@ -64,7 +64,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind      EventKind
 	Dequeuers int           // active dequeuers after the change; [EventTargetUnmet]: those the target calls for
-	Depth     int           // [EventScaleUp], [EventTargetUnmet]: the depth that was read
+	Depth     int           // [EventScaleUp], [EventTargetUnmet]: the depth that was read; -1 for a scale-up on full receives, between readings
 	IdleCount int           // [EventIdle]: empty receives in a row by this dequeuer
 	Delay     time.Duration // [EventIdle]: how long it backs off
 	Err       error         // [EventFatal], [EventRecovered]: the fatal storage error

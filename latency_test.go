@@ -305,3 +305,51 @@ func TestRetriesAreCountedByCause(t *testing.T) {
 		})
 	}
 }
+
+// A burst that comes soon after a depth reading is met by the full
+// receives it causes, not after the rest of ScaleInterval: with a target
+// of 5 s, a few messages cause a reading, and 100 more two seconds later
+// are almost all handled within the target. (They waited for the next
+// reading, 10 s on: 78-82 % of the burst was over the target.)
+func TestABurstSoonAfterADepthReadingIsMetWithinTheTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("latency-burst", nil)
+	var w waits
+	record := w.handler(nil)
+	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		time.Sleep(400 * time.Millisecond)
+		return record(ctx, m)
+	}, &azdispatch.ListenerOptions{
+		TargetWait: 5 * time.Second, Concurrency: 4, MaxDequeuers: 8, Codec: azdispatch.Raw(),
+		Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+	})
+	require.NoError(t, err)
+	running(t, l)
+	for range 6 {
+		_, err := q.Send(ctx, "first", nil)
+		require.NoError(t, err)
+	}
+	waitUntil(t, "the first read the depth", func() bool { return l.State().Depth > 0 })
+	time.Sleep(2 * time.Second)
+	for range 100 {
+		_, err := q.Send(ctx, "burst", nil)
+		require.NoError(t, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for l.State().Succeeded < 106 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v", l.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%+v", l.State())
+	over := 0
+	for _, m := range w.all() {
+		if m.Body == "burst" && m.TimeInQueue > 5*time.Second {
+			over++
+		}
+	}
+	t.Logf("%d of 100 over the target; %d dequeuers at most, %d scale-ups", over, l.State().MaxActiveDequeuers, l.State().ScaleUps)
+	assert.LessOrEqual(t, over, 20, "the burst is met within the target")
+}

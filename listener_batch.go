@@ -42,6 +42,22 @@ type batchRun[T any] struct {
 	// for the first item it runs; zero once taken, and each item after
 	// waits for a turn of its own.
 	turn time.Time
+
+	// The memory the batch's items hold (see itemMemory), under memMu:
+	// how many items hold some, whether the batch's own room to read an
+	// item is lent to one, and, while the loop waits for memory, what
+	// wakes it when an item gives its memory back.
+	memMu    sync.Mutex
+	holders  int
+	roomLent bool
+	wake     context.CancelFunc
+}
+
+// itemHold is the memory one batch item holds while its handler has it:
+// bytes of the listener's budget, or the batch's own room.
+type itemHold struct {
+	bytes int64
+	room  bool
 }
 
 // runBatch reads a batch's blob, runs the items that are not done yet, and
@@ -49,20 +65,24 @@ type batchRun[T any] struct {
 // is done, otherwise released for another try, with a checkpoint of what is
 // done.
 func (l *Listener[T]) runBatch(t *try, p *payload.Pointer, turn time.Time) action {
-	// The blob is held while the items run, and one item's text is
-	// inflated at a time; the items in their handlers are bounded by the
-	// handler tokens, not counted here.
+	// The blob is held while the items run, and room to read one item's
+	// text (the largest a pointer may have, until the blob says how large
+	// its items are). Every item in a handler holds memory of its own
+	// besides (see itemMemory): a batch of small blobs may inflate to far
+	// more than its blob.
 	if err := l.takePayload(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
 		return l.judge(t, t.ctx, err)
 	}
 	f, err := l.fetch(t, p)
+	largest := 0
 	if err == nil {
 		// The whole payload is checked before its first item runs.
-		err = payload.Scan(f.data, p.Items, l.limits)
+		largest, err = payload.Scan(f.data, p.Items, l.limits)
 	}
 	if err != nil {
 		return l.payloadFailed(t, err)
 	}
+	l.shrinkPayload(t, p.Size+int64(largest))
 	b := &batchRun[T]{l: l, t: t, p: p, meta: f.meta, etag: f.etag, done: payload.NewDoneSet(p.Items), turn: turn}
 	b.done.Merge(f.meta.Done)
 	b.saved = b.done.Len()
@@ -98,6 +118,14 @@ func (b *batchRun[T]) runItems(data []byte) error {
 	defer b.waitItems()
 	for i := range b.p.Items {
 		skip := b.done.Has(i)
+		if !skip {
+			// The next item is read into the batch's room: once it is
+			// back from the item it was lent to, if it was.
+			if err := b.roomBack(); err != nil {
+				b.halted = errors.Is(err, errNotStarted)
+				return nil
+			}
+		}
 		text, err := fr.Next(skip)
 		if err != nil {
 			return err // Scan read the same bytes; this cannot happen
@@ -108,9 +136,15 @@ func (b *batchRun[T]) runItems(data []byte) error {
 		}
 		turn := b.turn
 		b.turn = time.Time{}
+		var hold itemHold
 		err = l.waitTurn(t, turn)
 		if err == nil {
-			err = l.takeHandler(t)
+			hold, err = b.itemMemory(int64(len(text)))
+		}
+		if err == nil {
+			if err = l.takeHandler(t); err != nil {
+				b.giveItemMemory(hold)
+			}
 		}
 		if err != nil {
 			b.halted = errors.Is(err, errNotStarted)
@@ -118,14 +152,115 @@ func (b *batchRun[T]) runItems(data []byte) error {
 		}
 		b.started(i, text)
 		// Owned by the session, not by this batch alone: an item that
-		// ignores its context is waited for, and reported, by Run.
+		// ignores its context is waited for, and reported, by Run. Its
+		// memory is given back when it returns, abandoned or not: its
+		// handler holds the text until then.
 		t.s.handlers.Go(func() {
+			defer b.giveItemMemory(hold)
 			defer l.giveHandler()
 			defer b.exited(i)
 			b.runItem(i, text)
 		})
 	}
 	return nil
+}
+
+// itemMemory reserves n bytes for the text of an item about to start: from
+// the listener's payload budget, if they are free now; otherwise, if no
+// other item of the batch holds memory, the batch's own room to read an
+// item, in which its text is already (the next item is then read once it
+// is back); otherwise it waits for the budget, looking again whenever an
+// item of the batch gives its memory back. So a batch always makes
+// progress, one item at a time when the budget is spent, and every item's
+// text counts against [ListenerOptions.PayloadMemory], however small its
+// blob. It fails as takePayload does.
+func (b *batchRun[T]) itemMemory(n int64) (itemHold, error) {
+	l, t := b.l, b.t
+	for {
+		if got, ok := l.budget.TryTake(n); ok {
+			b.memMu.Lock()
+			b.holders++
+			b.memMu.Unlock()
+			return itemHold{bytes: got}, nil
+		}
+		b.memMu.Lock()
+		if b.holders == 0 {
+			b.holders++
+			b.roomLent = true
+			b.memMu.Unlock()
+			return itemHold{room: true}, nil
+		}
+		ctx, done := t.untilRunEnds()
+		wctx, wake := context.WithCancel(ctx)
+		b.wake = wake
+		b.memMu.Unlock()
+		got, err := l.budget.Take(wctx, n)
+		b.memMu.Lock()
+		b.wake = nil
+		if err == nil {
+			b.holders++
+		}
+		b.memMu.Unlock()
+		woken := err != nil && ctx.Err() == nil
+		wake()
+		done()
+		switch {
+		case err == nil:
+			return itemHold{bytes: got}, nil
+		case woken:
+			continue
+		case t.ctx.Err() != nil:
+			return itemHold{}, context.Cause(t.ctx)
+		}
+		return itemHold{}, errNotStarted
+	}
+}
+
+// giveItemMemory gives back what an item held, and wakes the batch's loop
+// if it waits for memory or for its room.
+func (b *batchRun[T]) giveItemMemory(h itemHold) {
+	b.l.budget.Give(h.bytes)
+	b.memMu.Lock()
+	defer b.memMu.Unlock()
+	b.holders--
+	if h.room {
+		b.roomLent = false
+	}
+	if b.wake != nil {
+		b.wake()
+		b.wake = nil
+	}
+}
+
+// roomBack waits until the batch's room to read an item is back from the
+// item it was lent to, if it was. It fails as takePayload does.
+func (b *batchRun[T]) roomBack() error {
+	t := b.t
+	for {
+		b.memMu.Lock()
+		if !b.roomLent {
+			b.memMu.Unlock()
+			return nil
+		}
+		ctx, done := t.untilRunEnds()
+		wctx, wake := context.WithCancel(ctx)
+		b.wake = wake
+		b.memMu.Unlock()
+		<-wctx.Done()
+		b.memMu.Lock()
+		b.wake = nil
+		b.memMu.Unlock()
+		woken := ctx.Err() == nil
+		wake()
+		done()
+		switch {
+		case woken:
+			continue
+		case t.ctx.Err() != nil:
+			return context.Cause(t.ctx)
+		}
+		return errNotStarted
+	}
 }
 
 // started records item i as running.

@@ -336,11 +336,20 @@ func (l *Listener[T]) releaseNow(s *session, slots *syncx.Slots, batch []*Delive
 	}
 }
 
-// scaleUp reads the queue's depth, at most once per ScaleInterval across the
-// listener, and asks Run for the dequeuers the Scale hook wants.
+// scaleUp, after a full receive, reads the queue's depth, at most once per
+// ScaleInterval across the listener, and asks Run for the dequeuers the
+// Scale hook wants. Between two readings the full receives themselves say
+// the queue holds more: a round of them adds a dequeuer (see scaler.full).
 func (l *Listener[T]) scaleUp(ctx context.Context) {
 	now := time.Now()
 	if !l.scale.claimDepthRead(now) {
+		active := int(l.stats.active.Load())
+		if l.scale.full(now, active) {
+			l.stats.scaleUps.Add(1)
+			l.ask(active + 1)
+			l.log.Debug("scaling up on full receives", "dequeuers", active+1)
+			l.event(Event{Kind: EventScaleUp, Dequeuers: active + 1, Depth: -1})
+		}
 		return
 	}
 	defer l.scale.readDone()

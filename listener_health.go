@@ -152,6 +152,18 @@ func (l *Listener[T]) Ready() error {
 	return nil
 }
 
+// Degraded says what of the listener's source is out while the listener
+// still does its work: for a [ShardedQueue], the shards that are out, and
+// why (see [ShardedQueue.Degraded]); nil when nothing is, or the source
+// cannot tell. [Listener.Ready] stays nil meanwhile: the other shards are
+// received from. It makes no request: a readiness probe shows it.
+func (l *Listener[T]) Degraded() error {
+	if d, ok := l.src.(interface{ Degraded() error }); ok {
+		return d.Degraded()
+	}
+	return nil
+}
+
 // fatalTooLong returns the error Run ends with when a fatal error has stood
 // for FatalTimeout; nil otherwise, or when FatalTimeout is not set.
 func (l *Listener[T]) fatalTooLong(now time.Time) error {

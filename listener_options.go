@@ -63,9 +63,12 @@ type ListenerOptions struct {
 	Wake WakeSource
 
 	// Scale says how many dequeuers the queue's depth calls for. Defaults to
-	// [ScaleByDepth](BatchSize): one per batch waiting. The depth is read when
-	// a dequeuer finds work after being idle or keeps receiving full batches,
-	// at most once per ScaleInterval, since each read is a billable request.
+	// [ScaleByDepth](BatchSize): one per batch waiting. The depth is read
+	// after a full receive, at most once per ScaleInterval, since each read
+	// is a billable request. Between readings the receives themselves say
+	// what they can: once as many come back full as dequeuers run, one more
+	// starts (an [EventScaleUp] with Depth -1), so that a burst soon after a
+	// reading does not wait out the interval.
 	Scale ScaleFunc
 
 	// TargetWait, if set, is the time in queue (see [State.TimeInQueue])

@@ -324,13 +324,10 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	if d.ExpiresAt.Before(neverExpires) {
 		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
 	}
-	_, created, err := store.createRecord(t.ctx, name, meta)
-	if err == nil && !created {
-		var rec *record
-		if rec, err = store.readRecord(t.ctx, name); err == nil && rec.meta.State == payload.StateCancelled {
-			t.blob = l.ownPayload(rest)
-			return action{kind: actCancelled, record: rec}, true
-		}
+	rec, created, err := store.createRecord(t.ctx, name, meta)
+	if err == nil && !created && (rec.meta.State == payload.StateCancelled || rec.meta.State == payload.StateUndetermined) {
+		t.blob = l.ownPayload(rest)
+		return action{kind: actCancelled, record: rec}, true
 	}
 	if err != nil {
 		// Not known whether it was cancelled: not delivered either, until
@@ -346,8 +343,9 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 }
 
 // deliveredRecordLife is how long the delivered record of a message that
-// never expires is kept: a cancel of it after that is answered as if it
-// waited, harmlessly (nothing runs).
+// never expires is kept: a cancel of it later than that after its due time
+// cannot tell whether it was delivered, and says so
+// ([ErrCancelUndetermined]).
 const deliveredRecordLife = 30 * 24 * time.Hour
 
 // ownPayload is the pointer text (after any metadata line) makes to a blob

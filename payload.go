@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/svcclock"
 )
 
 // defaultPayloadContainer is the blob container, one per account, that holds
@@ -38,6 +39,7 @@ type PayloadStore struct {
 	name   string
 	retry  policy.RetryOptions // the account's, for downloads to adapt
 	stall  payload.Stall
+	clock  *svcclock.Clock // the account's: the service's time
 }
 
 // Payloads returns the account's default payload store, the container
@@ -58,7 +60,7 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName, retry: a.retry, stall: payload.DefaultStall}, nil
+	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName, retry: a.retry, stall: payload.DefaultStall, clock: a.clock}, nil
 }
 
 // Container is the store's container name.
@@ -124,6 +126,7 @@ func (l PayloadLimits) withDefaults(field string) (PayloadLimits, error) {
 // both; a later one writes them, once listeners that read them run
 // everywhere.
 func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) (*payload.Pointer, error) {
+	meta.Writer = payload.NewWriterToken()
 	sum := sha256.Sum256(data)
 	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
 	bb := s.client.NewBlockBlobClient(p.Blob)
@@ -139,11 +142,17 @@ func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) 
 	}
 	err := upload()
 	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		_, cerr := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
-		if cerr != nil && !bloberror.HasCode(cerr, bloberror.ContainerAlreadyExists) {
-			return nil, s.err(opBlobWrite, "", cerr)
+		if err := s.createContainer(ctx); err != nil {
+			return nil, err
 		}
 		err = upload()
+	}
+	if err != nil && bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) {
+		// A random name taken: this write's own, whose answer was lost
+		// and which the SDK retried, if the blob carries its token.
+		if m, _, perr := s.properties(ctx, p.Blob); perr == nil && m.Writer == meta.Writer {
+			err = nil
+		}
 	}
 	if err != nil {
 		return nil, s.err(opBlobWrite, p.Blob, err)

@@ -95,12 +95,6 @@ func peakPayloadHeap(t *testing.T, n, size int, budget int64) uint64 {
 		require.NoError(t, err)
 	}
 	raw = nil
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-
-	var handled atomic.Int64
 	cfg := quick()
 	cfg.Codec = Raw()
 	cfg.PayloadMemory = budget
@@ -109,6 +103,21 @@ func peakPayloadHeap(t *testing.T, n, size int, budget int64) uint64 {
 		// download reserves its blob and the largest text it may inflate to.
 		cfg.PayloadLimits.MaxItemSize = 2 * size
 	}
+	return peakHeapHandling(t, q, n, cfg)
+}
+
+// peakHeapHandling handles n messages (or batch items) waiting on q with
+// a listener configured by cfg, each held by its handler for a while so
+// that a flood piles up to the budget, and returns the highest heap seen
+// above the heap before the listener started. Every reservation must be
+// given back at the end.
+func peakHeapHandling(t *testing.T, q *Queue, n int, cfg *ListenerOptions) uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+
+	var handled atomic.Int64
 	l, err := NewListener(q, func(_ context.Context, m *Message[string]) error {
 		time.Sleep(1500 * time.Millisecond) // hold it: the flood piles up to the budget
 		handled.Add(1)
@@ -133,10 +142,78 @@ func peakPayloadHeap(t *testing.T, n, size int, budget int64) uint64 {
 		}
 	})
 	stop := started(t, l)
-	waitFor(t, "every message handled", func() bool { return handled.Load() == int64(n) && l.State().Succeeded == int64(n) })
+	waitFor(t, "every message handled", func() bool {
+		s := l.State()
+		return handled.Load() == int64(n) && s.Succeeded+s.ItemsSucceeded >= int64(n) && s.InFlight == 0
+	})
 	require.NoError(t, stop())
 	close(stopSampling)
 	sampling.Wait()
 	require.Zero(t, l.State().PayloadBytes, "every reservation given back")
 	return peak.Load()
+}
+
+// A flood of batch items held by their handlers keeps the heap within what
+// PayloadMemory documents, as a flood of claim-checked messages does:
+// items of 2 MiB that compress to a few KiB each, so that their blobs are
+// tiny and their texts are what takes the memory. Every item's text counts
+// against the budget while its handler has it, however it came. (Eight
+// batches of 60 such items took the heap to 863-964 MiB against 256 MiB:
+// the items ran on handler slots with nothing reserved.) It runs in a
+// process of its own, as TestPayloadMemoryBoundsTheHeap does.
+func TestPayloadMemoryBoundsTheHeapOfBatchItems(t *testing.T) {
+	if os.Getenv(heapChildEnv) != "" {
+		measureBatchItemHeap(t)
+		return
+	}
+	t.Parallel()
+	connectionString(t)
+	args := []string{"-test.run=^TestPayloadMemoryBoundsTheHeapOfBatchItems$", "-test.v", "-test.count=1"}
+	if *payloadHeapFull {
+		args = append(args, "-payload-heap-full")
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), heapChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "peak heap") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+	require.NoError(t, err, "the measuring process failed:\n%s", out)
+}
+
+func measureBatchItemHeap(t *testing.T) {
+	batches, items, size, budget := 8, 20, 2<<20, int64(64<<20)
+	if *payloadHeapFull {
+		items, budget = 60, defaultPayloadMemory
+	}
+	if raceEnabled {
+		size, budget = size/4, budget/4
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	ctx := context.Background()
+	q := testQueue(t)
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
+	require.NoError(t, err)
+	for b := range batches {
+		texts := make([]string, items)
+		for i := range texts {
+			// Compressible: a short pattern repeated, each item its own.
+			pat := fmt.Sprintf("batch %d item %d; ", b, i)
+			texts[i] = strings.Repeat(pat, size/len(pat)+1)[:size]
+		}
+		_, err := p.SendBatch(ctx, texts, nil)
+		require.NoError(t, err)
+	}
+	runtime.GC()
+	cfg := quick()
+	cfg.Codec = Raw()
+	cfg.PayloadMemory = budget
+	peak := peakHeapHandling(t, q, batches*items, cfg)
+	bound := budget * 5 / 4
+	fmt.Printf("peak heap above baseline: %d MiB with PayloadMemory %d MiB (bound %d MiB), %d batches of %d items of %d KiB\n",
+		peak>>20, budget>>20, bound>>20, batches, items, size>>10)
+	require.Less(t, peak, uint64(bound))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -40,7 +39,6 @@ func (q *Queue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 		}
 		return nil, storageError(opPeek, q.name, err)
 	}
-	q.clock.Saw(resp.Date)
 	out := make([]*Delivery, 0, len(resp.Messages))
 	for _, m := range resp.Messages {
 		if m == nil || m.MessageID == nil {
@@ -77,7 +75,7 @@ func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 		return nil, err
 	}
 	got := make([][]*Delivery, len(s.members))
-	err := s.eachPeeker(func(k int, p peeker) (err error) {
+	err := s.eachPeeker(ctx, func(ctx context.Context, k int, p peeker) (err error) {
 		got[k], err = p.Peek(ctx, max)
 		return err
 	})
@@ -91,7 +89,7 @@ func (s *ShardedQueue) Peek(ctx context.Context, max int) ([]*Delivery, error) {
 // eachPeeker calls f, in parallel, with each shard of the view that can
 // peek and its place in the view, and returns the failures joined, each
 // naming its shard (a shard that cannot peek is one).
-func (s *ShardedQueue) eachPeeker(f func(k int, p peeker) error) error {
+func (s *ShardedQueue) eachPeeker(ctx context.Context, f func(ctx context.Context, k int, p peeker) error) error {
 	errs := make([]error, len(s.members))
 	var wg sync.WaitGroup
 	for k, i := range s.members {
@@ -102,9 +100,13 @@ func (s *ShardedQueue) eachPeeker(f func(k int, p peeker) error) error {
 			continue
 		}
 		wg.Go(func() {
-			if err := f(k, p); err != nil {
-				errs[k] = fmt.Errorf("shard %q: %w", sh.Name(), err)
+			// Bounded like any request to a shard, so that one that does
+			// not answer fails the look within seconds rather than hold it.
+			err := s.set.try(ctx, i, MaxBatch*serviceMessageLimit, false, func(ctx context.Context) error { return f(ctx, k, p) })
+			if err != nil && !errors.Is(err, errNoAnswer) {
+				err = fmt.Errorf("shard %q: %w", sh.Name(), err)
 			}
+			errs[k] = err
 		})
 	}
 	wg.Wait()
@@ -131,26 +133,55 @@ func (s *ShardedQueue) eachPeeker(f func(k int, p peeker) error) error {
 // fails the whole reading (with every shard's error joined): a maximum that
 // skipped a shard could be falsely low.
 func OldestAge(ctx context.Context, src Source) (time.Duration, error) {
+	f, err := ReadFront(ctx, src)
+	return f.OldestAge, err
+}
+
+// Front is what one look at the front of a queue tells (see [ReadFront]).
+type Front struct {
+	// OldestAge is the age of the oldest message seen, as [OldestAge]
+	// gives it.
+	OldestAge time.Duration
+	// Visible counts the messages seen: up to 32 per queue. Unless Full,
+	// that is every message visible now: the work waiting to be received,
+	// which neither messages sent for later nor those in handlers (both
+	// hidden) are part of.
+	Visible int
+	// Full is set when a queue (a shard) had 32 to show: more may be
+	// visible than Visible counts.
+	Full bool
+}
+
+// ReadFront looks at the front of src as [OldestAge] does (one Peek
+// Messages request per queue, of up to 32), and returns the age of the
+// oldest message and how many were visible: the work due now, which the
+// approximate depth cannot tell from messages sent for later. An
+// autoscaler counts the work waiting by it (as KEDA's "visibleonly"
+// strategy for Azure queues does): the visible messages when fewer than 32
+// are, and the depth otherwise. A shard that cannot be read fails the
+// whole reading.
+func ReadFront(ctx context.Context, src Source) (Front, error) {
 	if sq, ok := src.(*ShardedQueue); ok {
-		return sq.oldestAge(ctx)
+		return sq.readFront(ctx)
 	}
 	p, ok := src.(peeker)
 	if !ok {
-		return 0, &ConfigError{Field: "source", Reason: fmt.Sprintf("%q cannot peek: OldestAge needs a Peek method", src.Name())}
+		return Front{}, &ConfigError{Field: "source", Reason: fmt.Sprintf("%q cannot peek: its front is read with a Peek method", src.Name())}
 	}
-	age, err := frontAge(ctx, p)
+	f, err := readFront(ctx, p)
 	if err != nil {
-		return 0, fmt.Errorf("azdispatch: oldest age of %s: %w", src.Name(), err)
+		return Front{}, fmt.Errorf("azdispatch: front of %s: %w", src.Name(), err)
 	}
-	return age, nil
+	return f, nil
 }
 
-// frontAge is the age of the oldest of the front messages of one queue.
-func frontAge(ctx context.Context, p peeker) (time.Duration, error) {
+// readFront is the front of one queue.
+func readFront(ctx context.Context, p peeker) (Front, error) {
 	front, err := p.Peek(ctx, MaxBatch)
 	if err != nil {
-		return 0, err
+		return Front{}, err
 	}
+	f := Front{Visible: len(front), Full: len(front) >= MaxBatch}
 	var oldest time.Duration
 	for _, d := range front {
 		if d.InsertedAt.IsZero() {
@@ -166,18 +197,25 @@ func frontAge(ctx context.Context, p peeker) (time.Duration, error) {
 		}
 		oldest = max(oldest, timeInQueue(d, due, peeked))
 	}
-	return oldest, nil
+	f.OldestAge = oldest
+	return f, nil
 }
 
-// oldestAge is [OldestAge] over every shard of the view.
-func (s *ShardedQueue) oldestAge(ctx context.Context) (time.Duration, error) {
-	ages := make([]time.Duration, len(s.members))
-	err := s.eachPeeker(func(k int, p peeker) (err error) {
-		ages[k], err = frontAge(ctx, p)
+// readFront is [ReadFront] over every shard of the view.
+func (s *ShardedQueue) readFront(ctx context.Context) (Front, error) {
+	fronts := make([]Front, len(s.members))
+	err := s.eachPeeker(ctx, func(ctx context.Context, k int, p peeker) (err error) {
+		fronts[k], err = readFront(ctx, p)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("azdispatch: oldest age of %s: %w", s.Name(), err)
+		return Front{}, fmt.Errorf("azdispatch: front of %s: %w", s.Name(), err)
 	}
-	return slices.Max(append(ages, 0)), nil
+	var all Front
+	for _, f := range fronts {
+		all.OldestAge = max(all.OldestAge, f.OldestAge)
+		all.Visible += f.Visible
+		all.Full = all.Full || f.Full
+	}
+	return all, nil
 }

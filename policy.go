@@ -134,6 +134,29 @@ type scaler struct {
 	lastRead   time.Time // when the last depth read started
 	lastScaled time.Time // when the listener last scaled up
 	overMax    bool      // the last answer asked for more than max
+	// fullSince counts the full receives since the last depth read or
+	// scale-up: each says the queue held at least a batch more.
+	fullSince int
+}
+
+// full records a full receive made while active dequeuers run, when the
+// depth may not be read yet (see claimDepthRead), and reports whether to
+// add a dequeuer: once as many full receives as dequeuers have come back
+// since the last reading or scale-up, so that a burst that comes between
+// two depth readings is met within a round of receives, rather than after
+// the rest of the interval, at no cost in requests; it marks a scale-up at
+// now. A queue whose receives come back full keeps its dequeuers growing,
+// one a round, up to max; one that drains lets them go as usual.
+func (s *scaler) full(now time.Time, active int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fullSince++
+	if s.fullSince < active || active >= s.max {
+		return false
+	}
+	s.fullSince = 0
+	s.lastScaled = now
+	return true
 }
 
 // drained records that a receive found the queue empty: a target out of
@@ -163,7 +186,7 @@ func (s *scaler) claimDepthRead(now time.Time) bool {
 	if s.reading || (!s.lastRead.IsZero() && now.Sub(s.lastRead) < s.interval) {
 		return false
 	}
-	s.reading, s.lastRead = true, now
+	s.reading, s.lastRead, s.fullSince = true, now, 0
 	return true
 }
 

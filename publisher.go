@@ -184,7 +184,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 	if p.store == nil {
 		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", p.noStore())
 	}
-	o, r, err := p.routeFor(opts)
+	o, r, err := p.routeFor(ctx, opts)
 	if err != nil {
 		return SentBatch{}, err
 	}

@@ -28,7 +28,7 @@ type Queue struct {
 	client  *azqueue.QueueClient
 	tx      *counter
 	sent    syncx.Subscribers // woken after each send through this *Queue
-	clock   svcclock.Clock    // the service's time, from its answers
+	clock   *svcclock.Clock   // the service's time: its account's, set by every answer (see clockPolicy)
 }
 
 // sentMessage is what the service says of a message it took: its ID, the
@@ -136,7 +136,6 @@ func (q *Queue) sendMessage(ctx context.Context, text string, opts *SendOptions)
 	err := q.createIfMissing(ctx, OpSend, func(ctx context.Context) error {
 		resp, err := q.client.EnqueueMessage(ctx, text, &o)
 		if err == nil {
-			q.clock.Saw(resp.Date)
 			if len(resp.Messages) > 0 && resp.Messages[0] != nil {
 				e := resp.Messages[0]
 				m.ID, m.Receipt, m.Inserted = deref(e.MessageID), deref(e.PopReceipt), deref(e.InsertionTime)
@@ -153,10 +152,11 @@ func (q *Queue) sendMessage(ctx context.Context, text string, opts *SendOptions)
 }
 
 // ServiceTime is the time now on the service's clock, as the Date of the
-// queue's last answer gave it (to the second, the header's unit), carried
-// forward by the local clock; the local clock until the first answer. A
-// [Publisher] reads it to hide a message sent with [Publisher.SendAt] for
-// as long as the service will count.
+// answers to the queue's account gave it (to the second, the header's
+// unit; every answer, errors included), carried forward by the local clock;
+// the local clock until the first answer. A [Publisher] reads it to hide a
+// message sent with [Publisher.SendAt] for as long as the service will
+// count, after one request to learn it if nothing has been asked yet.
 func (q *Queue) ServiceTime() time.Time { return q.clock.Now() }
 
 // Subscribe implements [WakeSource]: wake is called after every successful
@@ -183,7 +183,6 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	if err != nil {
 		return nil, storageError(OpReceive, q.name, err)
 	}
-	q.clock.Saw(resp.Date)
 	msgs := resp.Messages
 	if len(msgs) == 0 {
 		q.countEmptyReceive(ctx)
@@ -244,7 +243,6 @@ func (q *Queue) SetVisibility(ctx context.Context, d *Delivery, after time.Durat
 	if err != nil {
 		return storageError(OpUpdate, q.name, err)
 	}
-	q.clock.Saw(resp.Date)
 	if resp.PopReceipt != nil {
 		// A new receipt, not the old one changed: a copy of d made before
 		// (a Delivery is a plain struct) keeps the receipt it had.
@@ -269,7 +267,6 @@ func (q *Queue) properties(ctx context.Context) (depth int, exists bool, err err
 	resp, err := q.client.GetProperties(tagRequest(ctx, OpDepth, q.tx), nil)
 	switch {
 	case err == nil:
-		q.clock.Saw(resp.Date)
 		return int(deref(resp.ApproximateMessagesCount)), true, nil
 	case queueerror.HasCode(err, queueerror.QueueNotFound):
 		return 0, false, nil

@@ -90,3 +90,27 @@ func TestScalerHoldsRetirementsAfterAScaleUp(t *testing.T) {
 		assert.Equal(t, tt.want, s.mayRetire(t0.Add(tt.after)), "%v after the scale-up", tt.after)
 	}
 }
+
+// Between depth readings, a round of full receives (as many as dequeuers
+// run) adds a dequeuer, up to the maximum; a reading starts the count
+// again.
+func TestScalerGrowsOnARoundOfFullReceives(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	s := scaler{interval: 10 * time.Second, min: 1, max: 3}
+	assert.True(t, s.claimDepthRead(t0))
+	s.readDone()
+	assert.True(t, s.full(t0, 1), "one dequeuer, one full receive: one more")
+	assert.False(t, s.mayRetire(t0), "a scale-up on full receives holds retirements too")
+	assert.False(t, s.full(t0, 2), "two dequeuers: one full receive is half a round")
+	assert.True(t, s.full(t0, 2))
+	assert.False(t, s.full(t0, 3), "at the maximum")
+	assert.False(t, s.full(t0, 3))
+	assert.False(t, s.full(t0, 3))
+
+	s = scaler{interval: 10 * time.Second, min: 1, max: 8}
+	assert.False(t, s.full(t0, 2))
+	assert.True(t, s.claimDepthRead(t0), "a reading")
+	s.readDone()
+	assert.False(t, s.full(t0, 2), "counts from the reading")
+	assert.True(t, s.full(t0, 2))
+}

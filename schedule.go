@@ -25,7 +25,6 @@ import (
 	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
-	"github.com/azdispatch/azdispatch/internal/svcclock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
 )
@@ -61,7 +60,7 @@ type Sent struct {
 //
 // It returns what [Publisher.Cancel] needs.
 func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) (Sent, error) {
-	o, r, err := p.routeFor(opts)
+	o, r, err := p.routeFor(ctx, opts)
 	if err != nil {
 		return Sent{}, err
 	}
@@ -122,11 +121,15 @@ func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duratio
 
 // SendAt is [Publisher.SendWith] with [SendOptions.At]: the message is
 // handled no sooner than at (rounded up to a whole second) by the service's
-// clock, however far ahead; a time already past sends it visible at once.
-// The publisher hides it for the time that remains by its knowledge of the
-// service's clock (see [Queue.ServiceTime]), not by its own; beyond 7 days
-// the time is recorded in the message's text, as for
-// [Publisher.SendAfter], whose notes on hops, TTL and upgrades apply.
+// clock, however far ahead (to the end of the year 9999); a time already
+// past sends it visible at once. The publisher hides it for the time that
+// remains by the service's clock (see [Queue.ServiceTime]), never by its
+// own: if no answer of the target's account has told it the service's
+// time yet, it asks first (one Get Queue Properties, whose answer tells it
+// even when it refuses). Beyond 7 days the time is recorded in the
+// message's text, as for [Publisher.SendAfter], whose notes on hops, TTL
+// and upgrades apply; a message due more than 68 years ahead, the longest
+// TTL the service counts, never expires.
 func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, error) {
 	if at.IsZero() {
 		return Sent{}, &ConfigError{Field: "SendAt's time", Reason: "zero"}
@@ -136,48 +139,66 @@ func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, 
 
 // routeFor checks a send's options (nil: the defaults) before anything
 // is written (a large body's blob, a unique key), and says how the message
-// goes.
-func (p *Publisher[T]) routeFor(opts *SendOptions) (SendOptions, route, error) {
+// goes. A send at a time learns the service's first, if nothing has told
+// it yet: its wait is counted on that clock.
+func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOptions, route, error) {
 	var o SendOptions
 	if opts != nil {
 		o = *opts
 	}
-	r, err := p.checkRoute(o)
-	return o, r, err
+	if err := p.checkSendOptions(o); err != nil {
+		return o, route{}, err
+	}
+	if !o.At.IsZero() {
+		if err := learnServiceTime(ctx, p.target); err != nil {
+			return o, route{}, fmt.Errorf("azdispatch: send at %s: %w", o.At.UTC().Format(time.RFC3339), err)
+		}
+	}
+	return o, p.routeOf(o), nil
 }
 
-// checkRoute is routeFor for options given.
-func (p *Publisher[T]) checkRoute(o SendOptions) (route, error) {
+// checkSendOptions refuses a send's options that make no sense, before
+// any request.
+func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 	switch {
 	case o.Delay < 0 || o.Delay > dueline.MaxAfter:
-		return route{}, &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century", o.Delay)}
-	case !o.At.IsZero() && !dueline.InRange(o.At):
-		return route{}, &ConfigError{Field: "SendOptions.At", Reason: fmt.Sprintf("%v: must be within the years 1970 to 9999", o.At)}
+		return &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century (SendOptions.At takes any time to the end of 9999)", o.Delay)}
+	case !o.At.IsZero() && !dueline.InRange(o.At.Add(time.Second-1)):
+		return &ConfigError{Field: "SendOptions.At", Reason: fmt.Sprintf("%v: must be within the years 1970 to 9999", o.At)}
 	case o.Delay > 0 && !o.At.IsZero():
-		return route{}, &ConfigError{Field: "SendOptions.At", Reason: "set with Delay: give one"}
+		return &ConfigError{Field: "SendOptions.At", Reason: "set with Delay: give one"}
 	case o.UniqueKey == "" && o.UniqueFor != 0:
-		return route{}, &ConfigError{Field: "SendOptions.UniqueFor", Reason: "set without UniqueKey"}
+		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: "set without UniqueKey"}
 	case o.UniqueKey != "" && o.UniqueFor <= 0:
-		return route{}, &ConfigError{Field: "SendOptions.UniqueFor", Reason: fmt.Sprintf("%v: a unique key needs a window", o.UniqueFor)}
+		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: fmt.Sprintf("%v: a unique key needs a window", o.UniqueFor)}
 	case o.UniqueKey != "" && p.store == nil:
-		return route{}, fmt.Errorf("azdispatch: a unique send keeps its key in the payload store: %w", p.noStore())
+		return fmt.Errorf("azdispatch: a unique send keeps its key in the payload store: %w", p.noStore())
 	}
+	return nil
+}
+
+// routeOf says how a message sent with o (checked) goes: for SendAt's
+// time, hidden for what remains of the wait by the service's clock.
+func (p *Publisher[T]) routeOf(o SendOptions) route {
 	r := route{delay: upToSecond(o.Delay), ttl: o.TTL, ownTTL: o.TTL != 0}
-	if !o.At.IsZero() {
-		at := o.At.UTC()
-		if t := at.Truncate(time.Second); !t.Equal(at) {
-			at = t.Add(time.Second)
-		}
-		r.at = at
-		r.delay = 0
-		if wait := at.Sub(serviceTime(p.target)); wait > 0 {
-			r.delay = upToSecond(wait)
-			// Before the target has answered, its time is this
-			// machine's: the line lets listeners decide on the service's.
-			r.line = !serviceTimeKnown(p.target)
-		}
+	if o.At.IsZero() {
+		return r
 	}
-	return r, nil
+	at := o.At.UTC()
+	if t := at.Truncate(time.Second); !t.Equal(at) {
+		at = t.Add(time.Second)
+	}
+	r.at = at
+	if wait := at.Sub(serviceTime(p.target)); wait > 0 {
+		// The due line carries the time itself: the delay only sets the
+		// first hop and the TTL, and a century says as much of those as
+		// any longer wait (which a Duration may not even hold).
+		r.delay = upToSecond(min(wait, dueline.MaxAfter))
+		// A target that cannot tell the service's time (one of your
+		// own): the line lets listeners decide on the service's.
+		r.line = !serviceTimeKnown(p.target)
+	}
+	return r
 }
 
 // upToSecond rounds d up to whole seconds, the service's unit, so that a
@@ -263,8 +284,8 @@ func parseCancelToken(s string) (cancelToken, error) {
 // A cancel first writes the message's cancel record to the payload store
 // (If-None-Match: *), whose state a second cancel reads, then deletes the
 // message with its send's pop receipt, and its payload blob, if any. A
-// message listeners may hide again (due beyond 7 days, or sent with SendAt
-// before the queue had answered) that a listener has hidden again since
+// message listeners may hide again (due beyond 7 days) that a listener has
+// hidden again since
 // cannot be deleted so: the record stays, and the listener that receives
 // the message when it is due finds it and deletes the message, its blob
 // and the record without running the handler (so that listener must read
@@ -272,9 +293,15 @@ func parseCancelToken(s string) (cancelToken, error) {
 // been delivered: its record then says so. A cancel costs two requests
 // (the record and the delete), and a third, the record's final state, for
 // a message no listener hides again. The record lives as long as the
-// message could; [Sweep] removes it after, and a cancel then cannot tell what
-// became of the message. A unique send's key stays held until its window
-// ends: cancelling does not free it.
+// message could; [Sweep] removes it after. A cancel after the message's
+// life says [ErrAlreadyDelivered] (delivered or expired); the delivered
+// record of a message that never expires is kept for 30 days past its due
+// time, and a cancel after that cannot tell whether it was delivered: it
+// says [ErrCancelUndetermined], never nil. Whether the message has expired,
+// and how long its record lives, are judged on the service's clock, learnt
+// first (one request) if nothing has told the publisher yet. A unique
+// send's key stays held until its window ends: cancelling does not free
+// it.
 //
 // A message never cancelled pays nothing for this, unless listeners may
 // hide it again: the listener that receives it when due then writes a
@@ -302,7 +329,13 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 		return &ConfigError{Field: "Cancel's token", Reason: fmt.Sprintf("names queue %q, which is not %s or one of its shards", c.Queue, p.target.Name())}
 	}
 	fail := func(err error) error { return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err) }
-	if c.Expires != 0 && !serviceTime(p.target).Before(time.Unix(c.Expires, 0)) {
+	// Whether it has expired, and how long its record must live, are
+	// judged on the service's clock: learn it first, if nothing has told
+	// it yet.
+	if err := learnServiceTime(ctx, q); err != nil {
+		return fail(err)
+	}
+	if c.Expires != 0 && !q.ServiceTime().Before(time.Unix(c.Expires, 0)) {
 		// Past its life: delivered or expired, and its record may be
 		// swept already (a new one would be taken for a cancel).
 		return fail(ErrAlreadyDelivered)
@@ -319,51 +352,60 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	}
 	name := cancelRecord(c.Queue, c.ID)
 	state := payload.StateCancelled // a listener will read it when the message is due
-	if !c.Hops {
+	switch {
+	case !c.Hops:
 		state = payload.StatePending // no listener reads it: the delete decides
+	case c.Expires == 0 && !q.ServiceTime().Before(time.Unix(c.Due, 0).Add(deliveredRecordLife)):
+		// Due longer ago than the record of a delivery is kept, and it
+		// never expires: if a listener delivered it, nothing may say so
+		// any more. The cancel is recorded all the same, so that a
+		// delivery still to come is dropped, but it cannot say whether
+		// it came too late.
+		state = payload.StateUndetermined
 	}
 	life := time.Duration(0) // never expires, as its message
 	if c.Expires != 0 {
 		// Its message's expiry is on the service's clock.
-		life = max(time.Unix(c.Expires, 0).Sub(serviceTime(p.target)), time.Second)
+		life = max(time.Unix(c.Expires, 0).Sub(q.ServiceTime()), time.Second)
 	}
 	meta := p.recordMeta(payload.KindCancel, state, life)
 	for try := 0; ; try++ {
-		etag, created, err := p.store.createRecord(ctx, name, meta)
-		if err != nil {
-			return fail(err)
+		rec, created, err := p.store.createRecord(ctx, name, meta)
+		if err == nil && !created {
+			rec, err = p.settledRecord(ctx, rec)
 		}
-		if created {
-			return p.cancelAs(ctx, q, c, name, meta, etag)
-		}
-		rec, err := p.settledRecord(ctx, name)
 		switch {
 		case errors.Is(err, ErrPayloadMissing) && try < 2:
 			continue // gone between our write and our read (given back, or swept): write it again
 		case err != nil:
 			return fail(err)
+		case created:
+			return p.cancelAs(ctx, q, c, rec)
 		case rec.meta.State == payload.StateCancelled:
 			return fail(ErrAlreadyCancelled)
 		case rec.meta.State == payload.StateDelivered:
 			return fail(ErrAlreadyDelivered)
+		case rec.meta.State == payload.StateUndetermined:
+			return fail(ErrCancelUndetermined)
 		}
 		// Pending for longer than any cancel takes: one that stopped
 		// midway left it. Take it over, and decide by the delete.
-		if etag, err = p.store.replaceRecord(ctx, name, meta, rec.etag); err != nil {
+		if rec, err = p.store.replaceRecord(ctx, name, meta, rec.etag); err != nil {
 			if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound) && try < 2 {
 				continue // another cancel took it over first
 			}
 			return fail(err)
 		}
-		return p.cancelAs(ctx, q, c, name, meta, etag)
+		return p.cancelAs(ctx, q, c, rec)
 	}
 }
 
-// cancelAs finishes a cancel that wrote the message's record (meta, now at
-// etag): it deletes the message and says what became of it. The record is
-// settled, or given back, whatever becomes of ctx: a record left pending
-// makes every later cancel wait for it (see settledRecord).
-func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, name string, meta payload.Meta, etag azcore.ETag) error {
+// cancelAs finishes a cancel that wrote the message's record rec: it
+// deletes the message and says what became of it. The record is settled,
+// or given back, whatever becomes of ctx: a record left pending makes
+// every later cancel wait for it (see settledRecord).
+func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, rec *record) error {
+	name, meta, etag := rec.name, rec.meta, rec.etag
 	// Within half the time other cancels wait for a pending record, so
 	// that none takes it over while this delete may still succeed.
 	dctx, stop := context.WithTimeout(ctx, pendingLimit/2)
@@ -383,6 +425,10 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, na
 			_ = p.store.remove(after, c.Blob)
 		}
 		return nil
+	case meta.State == payload.StateUndetermined:
+		// Received since its send, or the delete failed: delivered long
+		// ago, or still waiting to be (a listener would drop it now).
+		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrCancelUndetermined)
 	case c.Hops:
 		// Hidden again since, or the delete failed: either way the
 		// listener finds the record when the message is due, and drops it.
@@ -404,17 +450,21 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, na
 // cancel takes two requests, and one pending longer stopped midway.
 const pendingLimit = 10 * time.Second
 
-// settledRecord reads a message's cancel record, waiting while another
-// cancel is still deciding; one still pending after pendingLimit (by the
-// service's clock, from its write) is returned as it is, abandoned.
-func (p *Publisher[T]) settledRecord(ctx context.Context, name string) (*record, error) {
+// settledRecord is a message's cancel record rec, as read, once no other
+// cancel is deciding: while it is pending it is read again, and one still
+// pending after pendingLimit (by the service's clock, from its write) is
+// returned as it is, abandoned.
+func (p *Publisher[T]) settledRecord(ctx context.Context, rec *record) (*record, error) {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		rec, err := p.store.readRecord(ctx, name)
-		if err != nil || rec.meta.State != payload.StatePending || rec.now.Sub(rec.written) > pendingLimit {
-			return rec, err
+		if rec.meta.State != payload.StatePending || rec.now.Sub(rec.written) > pendingLimit {
+			return rec, nil
 		}
 		if !syncx.Sleep(ctx, wait, nil) {
 			return nil, context.Cause(ctx)
+		}
+		var err error
+		if rec, err = p.store.readRecord(ctx, rec.name); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -467,31 +517,31 @@ func (p *Publisher[T]) recordMeta(kind, state string, life time.Duration) payloa
 func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Duration) (release func(), err error) {
 	name := uniqueRecord(p.target.Name(), key)
 	meta := p.recordMeta(payload.KindUnique, "", window)
-	etag, created, err := p.store.createRecord(ctx, name, meta)
-	for try := 0; err == nil && !created; try++ {
-		var rec *record
-		rec, err = p.store.readRecord(ctx, name)
+	var held *record
+	for try := 0; held == nil; try++ {
+		rec, created, err := p.store.createRecord(ctx, name, meta)
 		switch {
 		case errors.Is(err, ErrPayloadMissing) && try < 2:
-			// Given back meanwhile: take it.
-			etag, created, err = p.store.createRecord(ctx, name, meta)
-			continue
+			continue // given back between our write and our read: take it
 		case err != nil:
+			return nil, fmt.Errorf("azdispatch: unique key: %w", err)
+		case created:
+			held = rec
 		case !rec.expired():
 			return nil, fmt.Errorf("%w (until %s by the service's clock)", ErrDuplicate, rec.until().Format(time.RFC3339))
 		default:
 			// Its window has passed: take it over, unless another sender
 			// does first.
-			etag, err = p.store.replaceRecord(ctx, name, meta, rec.etag)
-			if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound) {
+			held, err = p.store.replaceRecord(ctx, name, meta, rec.etag)
+			switch {
+			case bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound):
 				return nil, fmt.Errorf("%w (taken over by another send just now)", ErrDuplicate)
+			case err != nil:
+				return nil, fmt.Errorf("azdispatch: unique key: %w", err)
 			}
-			created = err == nil
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("azdispatch: unique key: %w", err)
-	}
+	etag := held.etag
 	return func() {
 		// Not cut short by the send's context, which may be why it failed.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -544,31 +594,63 @@ func (r *record) expired() bool {
 }
 
 // createRecord writes a record unless one of that name exists (one
-// request, If-None-Match: *): created reports which, and etag is the new
-// record's. The container is created if missing.
-func (s *PayloadStore) createRecord(ctx context.Context, name string, meta payload.Meta) (etag azcore.ETag, created bool, err error) {
+// request, If-None-Match: *): created reports which, and rec is the new
+// record, or the one found. The container is created if missing.
+//
+// On a conflict the record is read (one request more), and returned for
+// the caller to judge, unless it is this write's own: each write carries
+// a token of its own (payload.Meta.Writer), so a write that took effect
+// but whose answer was lost, which the SDK then retried into a conflict
+// with itself, is known for what it is, created. A record gone by the
+// time it is read gives an error matching [ErrPayloadMissing].
+func (s *PayloadStore) createRecord(ctx context.Context, name string, meta payload.Meta) (rec *record, created bool, err error) {
+	meta.Writer = payload.NewWriterToken()
 	cond := &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
-	etag, err = s.writeRecord(ctx, name, meta, cond)
+	etag, err := s.writeRecord(ctx, name, meta, cond)
 	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		_, cerr := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
-		if cerr != nil && !bloberror.HasCode(cerr, bloberror.ContainerAlreadyExists) {
-			return "", false, s.err(opBlobWrite, "", cerr)
+		if err := s.createContainer(ctx); err != nil {
+			return nil, false, err
 		}
 		etag, err = s.writeRecord(ctx, name, meta, cond)
 	}
 	switch {
 	case err == nil:
-		return etag, true, nil
-	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
-		return "", false, nil
+		return &record{name: name, meta: meta, etag: etag}, true, nil
+	case !bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
+		return nil, false, s.err(opBlobWrite, name, err)
 	}
-	return "", false, s.err(opBlobWrite, name, err)
+	if rec, err = s.readRecord(ctx, name); err != nil {
+		return nil, false, err
+	}
+	return rec, rec.meta.Writer == meta.Writer, nil
 }
 
-// replaceRecord overwrites a record if it still has etag, and returns its
-// new ETag.
-func (s *PayloadStore) replaceRecord(ctx context.Context, name string, meta payload.Meta, etag azcore.ETag) (azcore.ETag, error) {
-	return s.writeRecord(ctx, name, meta, &blob.ModifiedAccessConditions{IfMatch: &etag})
+// replaceRecord overwrites a record if it still has etag, and returns it
+// as written. A write refused because the record changed is this write's
+// own if the record now carries its token (its answer was lost and the
+// SDK's retry was refused): one read tells.
+func (s *PayloadStore) replaceRecord(ctx context.Context, name string, meta payload.Meta, etag azcore.ETag) (*record, error) {
+	meta.Writer = payload.NewWriterToken()
+	written, err := s.writeRecord(ctx, name, meta, &blob.ModifiedAccessConditions{IfMatch: &etag})
+	if err == nil {
+		return &record{name: name, meta: meta, etag: written}, nil
+	}
+	if bloberror.HasCode(err, bloberror.ConditionNotMet) {
+		if rec, rerr := s.readRecord(ctx, name); rerr == nil && rec.meta.Writer == meta.Writer {
+			return rec, nil
+		}
+	}
+	return nil, err
+}
+
+// createContainer creates the store's container, which a write found
+// missing; one that exists by now is fine.
+func (s *PayloadStore) createContainer(ctx context.Context) error {
+	_, err := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
+	if err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		return s.err(opBlobWrite, "", err)
+	}
+	return nil
 }
 
 // removeRecord deletes a record if it still has etag: one written since by
@@ -639,10 +721,10 @@ func recordsOf(v any, store *PayloadStore) records.Store {
 
 // blobRecords keeps records as blobs of a payload store: the value in the
 // body, the kind and life in metadata (as a sweep reads them), the
-// version in the ETag, and the service's clock from each answer's Date.
+// version in the ETag, and the service's clock from each answer's Date
+// (the store's account's clock).
 type blobRecords struct {
 	store *PayloadStore
-	clock svcclock.Clock
 }
 
 // Read implements records.Store: one Get Blob.
@@ -656,7 +738,6 @@ func (b *blobRecords) Read(ctx context.Context, name string) (*records.Record, e
 		return nil, s.err(opBlobRead, name, err)
 	}
 	defer resp.Body.Close()
-	b.clock.Saw(resp.Date)
 	value, err := io.ReadAll(io.LimitReader(resp.Body, records.MaxValue+1))
 	if err != nil {
 		return nil, s.err(opBlobRead, name, err)
@@ -685,7 +766,7 @@ func (b *blobRecords) Write(ctx context.Context, name string, r *records.Record)
 	// Created and Expires are only a life for a sweep: both this
 	// machine's, so that its clock cancels out (see sweepDue).
 	now := time.Now()
-	meta := payload.Meta{Kind: r.Kind, Created: now}
+	meta := payload.Meta{Kind: r.Kind, Created: now, Writer: payload.NewWriterToken()}
 	if r.Life > 0 {
 		meta.Expires = now.Add(r.Life)
 	}
@@ -699,25 +780,46 @@ func (b *blobRecords) Write(ctx context.Context, name string, r *records.Record)
 	}
 	resp, err := upload()
 	if err != nil && r.Version == "" && bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		_, cerr := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
-		if cerr != nil && !bloberror.HasCode(cerr, bloberror.ContainerAlreadyExists) {
-			return s.err(opBlobWrite, "", cerr)
+		if err := s.createContainer(ctx); err != nil {
+			return err
 		}
 		resp, err = upload()
 	}
 	switch {
-	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
+		// Refused as changed: by this very write, if the record carries
+		// its token (its answer was lost, and the SDK's retry refused).
+		if own, ok := b.ownWrite(ctx, name, meta.Writer); ok {
+			r.Version, r.Written, r.Now = string(deref(own.ETag)), deref(own.LastModified), deref(own.Date)
+			return nil
+		}
+		return fmt.Errorf("%w: %s/%s", records.ErrChanged, s.name, name)
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
 		return fmt.Errorf("%w: %s/%s", records.ErrChanged, s.name, name)
 	case err != nil:
 		return s.err(opBlobWrite, name, err)
 	}
-	b.clock.Saw(resp.Date)
 	r.Version, r.Written, r.Now = string(deref(resp.ETag)), deref(resp.LastModified), deref(resp.Date)
 	return nil
 }
 
+// ownWrite reads the properties of record name (one Get Blob Properties)
+// and reports whether its last write carried writer's token.
+func (b *blobRecords) ownWrite(ctx context.Context, name, writer string) (blob.GetPropertiesResponse, bool) {
+	resp, err := b.store.client.NewBlobClient(name).GetProperties(tagBlob(ctx, opBlobRead), nil)
+	if err != nil {
+		return resp, false
+	}
+	meta, ok := payload.ParseMeta(resp.Metadata)
+	return resp, ok && meta.Writer == writer
+}
+
 // Now implements records.Store.
-func (b *blobRecords) Now() time.Time { return b.clock.Now() }
+func (b *blobRecords) Now() time.Time { return b.store.clock.Now() }
+
+// Known implements records.Store: whether an answer of the store's account
+// has told the service's time.
+func (b *blobRecords) Known() bool { return b.store.clock.Known() }
 
 // Sleep implements records.Store.
 func (b *blobRecords) Sleep(ctx context.Context, until time.Time, wake <-chan struct{}) bool {

@@ -109,10 +109,17 @@ func NewScheduler[T any](p *Publisher[T], opts *SchedulerOptions) (*Scheduler[T]
 
 // Add adds a schedule, or replaces the one of the same name; a running
 // scheduler starts it at once. A schedule whose timetable changed since
-// its state was written goes on from its next occurrence after now. While
-// instances run different timetables for one name (a rolling deploy),
-// each rewrites the state to its own when it wakes: occurrences the two do
-// not share may be skipped until every instance runs the new one.
+// its state was written goes on from its next occurrence after now,
+// sending none of the old timetable's still to come. A timetable is known
+// by its Every, its Cron and Location, or, for a Next of your own, its
+// [Schedule.Version]: a Next replaced without a new Version is taken for
+// the same timetable, so the state's next occurrence (computed by the old
+// Next) is waited for and sent first, and the new Next only computes the
+// occurrences after it (a schedule changed from hourly to every minute
+// would send nothing until the next hour). While instances run different
+// timetables for one name (a rolling deploy), each rewrites the state to
+// its own when it wakes: occurrences the two do not share may be skipped
+// until every instance runs the new one.
 func (s *Scheduler[T]) Add(sch Schedule[T]) error {
 	next, spec, err := timetableOf(&sch)
 	if err != nil {
@@ -310,6 +317,12 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 func (s *Scheduler[T]) read(ctx context.Context, sc *scheduled[T]) (*records.Record, *timetable.State, error) {
 	r, err := s.store.Read(ctx, sc.record)
 	for try := 0; errors.Is(err, records.ErrMissing) && try < 2; try++ {
+		// The first occurrence is the first after now by the store's
+		// clock, which the answer that found no record told (every
+		// answer tells it): never this machine's, which may be hours off.
+		if !s.store.Known() {
+			return nil, nil, fmt.Errorf("schedule %q: the store's answer did not tell its time", sc.Name)
+		}
 		now := s.store.Now()
 		st := &timetable.State{Name: sc.Name, Queue: s.p.target.Name(), Spec: sc.spec, Next: sc.next(now)}
 		st.Done = st.Next.IsZero()
@@ -485,6 +498,12 @@ type Schedule[T any] struct {
 	// after, or the zero time when there are no more (the schedule then
 	// ends, and says so in its state).
 	Next func(after time.Time) time.Time
+	// Version names the timetable Next computes: change it whenever Next
+	// changes (up to 64 bytes, any text: "v2", "working hours from
+	// 2027-01"). A function cannot be compared, so the schedule's state
+	// tells one timetable from another by Every, Cron and Location, and,
+	// for Next, by Version alone (see [Scheduler.Add]). Only with Next.
+	Version string
 	// Messages returns the bodies to send for an occurrence, in order (none
 	// is fine). It is called again if a send fails or another instance
 	// takes over the occurrence, so it should depend on o alone.
@@ -542,7 +561,7 @@ type Occurrence struct {
 type ScheduleState struct {
 	Name  string
 	Queue string // the publisher's target
-	Spec  string // the timetable: "every 2s", "cron 0 3 * * * Europe/Berlin", or "func"
+	Spec  string // the timetable: "every 2s", "cron 0 3 * * * Europe/Berlin", or "func" and its Version ("func v2")
 	// Next is the first occurrence not yet sent; zero once the schedule has
 	// ended.
 	Next time.Time
@@ -585,6 +604,10 @@ func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, erro
 		return nil, "", bad("Jitter", "Jitter, CatchUp and Misfire must be valid")
 	case s.Every > 0 && s.Jitter >= s.Every:
 		return nil, "", bad("Jitter", fmt.Sprintf("%v: less than Every (%v)", s.Jitter, s.Every))
+	case s.Version != "" && s.Next == nil:
+		return nil, "", bad("Version", "names a Next function's timetable: set only with Next (Every and Cron say what they are)")
+	case len(s.Version) > dueline.MaxSchedule || strings.ContainsAny(s.Version, "\x00\n"):
+		return nil, "", bad("Version", "must be up to 64 bytes, without NUL or newline")
 	}
 	switch {
 	case s.Every > 0:
@@ -615,5 +638,5 @@ func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, erro
 			t = after.Truncate(time.Second).Add(time.Second)
 		}
 		return t
-	}, "func", nil
+	}, strings.TrimSpace("func " + s.Version), nil
 }

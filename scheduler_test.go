@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -377,4 +378,55 @@ func TestAnInstanceWaitingForAnothersClaimMakesNoRequest(t *testing.T) {
 	before := reads()
 	time.Sleep(2 * time.Second) // several staggers' worth
 	assert.LessOrEqual(t, reads()-before, int64(1), "no polling while the claim holds")
+}
+
+// A Next function replaced with a new Version is a new timetable: it goes
+// on from now, and its occurrences before the old one's next are sent.
+// (Every Next had the same spec, so a replaced one kept the old next
+// occurrence: an hourly timetable replaced by one every minute sent nothing
+// for the rest of the hour.) Replaced without a new Version, the stored
+// next occurrence is kept, as Add's documentation says.
+func TestAReplacedNextWithANewVersionTakesEffectAtOnce(t *testing.T) {
+	t.Parallel()
+	hourly := func(after time.Time) time.Time { return after.Truncate(time.Hour).Add(time.Hour) }
+	minutely := func(after time.Time) time.Time { return after.Truncate(time.Minute).Add(time.Minute) }
+	for _, tc := range []struct {
+		version string
+		want    int // occurrences in the 10 minutes after the change
+	}{{"every minute", 10}, {"", 0}} {
+		t.Run("version "+tc.version, func(t *testing.T) {
+			t.Parallel()
+			r := newSchedRig(t, schedStart.Add(10*time.Second))
+			s := r.scheduler("a", azdispatch.Schedule[string]{Name: "report", Next: hourly, Messages: echo})
+			st := r.settle(s, "report")
+			require.Equal(t, schedStart.Add(time.Hour), st.Next)
+			require.Equal(t, "func", st.Spec)
+
+			require.NoError(t, s.Add(azdispatch.Schedule[string]{Name: "report", Next: minutely, Version: tc.version, Messages: echo}))
+			if tc.version != "" {
+				require.Eventually(t, func() bool {
+					st, err := s.States(r.ctx)
+					return err == nil && len(st) == 1 && st[0].Spec == "func "+tc.version
+				}, 10*time.Second, time.Millisecond, "the state takes the new timetable")
+			}
+			r.advance(s, "report", 10*time.Minute, 30*time.Second)
+			assert.Len(t, r.occurrences(), tc.want)
+		})
+	}
+}
+
+// Version names a Next's timetable: refused beside Every or Cron, and
+// beyond 64 bytes.
+func TestAScheduleVersionIsForNextOnly(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New("jobs", nil)
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	s, err := azdispatch.NewScheduler(pub, nil)
+	require.NoError(t, err)
+	err = s.Add(azdispatch.Schedule[string]{Name: "x", Every: time.Minute, Version: "v2", Messages: echo})
+	require.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "Schedule.Version")
+	err = s.Add(azdispatch.Schedule[string]{Name: "x", Next: func(t time.Time) time.Time { return t.Add(time.Hour) }, Version: strings.Repeat("v", 65), Messages: echo})
+	require.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +39,21 @@ type ShardedQueueOptions struct {
 	// RetryMin, if that is longer), so that its share is not left undrained
 	// nor pushed onto the other shards for long.
 	RetryMin, RetryMax time.Duration
+
+	// TryTimeout bounds one request to one shard, the SDK's retries of it
+	// included, plus a second per 4 MiB the request carries or may bring
+	// back (a receive of 32 messages may bring 2 MiB): a shard that has not
+	// answered by then is counted as failing, with the rest of its
+	// account, as if its connection had been refused, and a send goes on
+	// to the next shard. A send that could go to another shard also takes
+	// at most half the time its context has left, so that the next one has
+	// time too. Defaults to 2 s: a hundred times a healthy request's usual
+	// time, so that a slow answer is not taken for none, and short enough
+	// that an account that hangs (a blackholed connection, a partition)
+	// costs a send 2 s once, before its shards are backed off, rather than
+	// the SDK's retries of a 30 s try timeout each (some two minutes). A
+	// backed-off shard is tried again by one request at a time.
+	TryTimeout time.Duration
 
 	// Logger receives a line when a shard is backed off and when it
 	// recovers. Defaults to none.
@@ -117,8 +131,12 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 	setDefault(&o.EmptySkip, 5*time.Second)
 	setDefault(&o.RetryMin, 100*time.Millisecond)
 	setDefault(&o.RetryMax, time.Minute)
+	setDefault(&o.TryTimeout, defaultTryTimeout)
 	if o.EmptySkip < 0 || o.RetryMin < 0 || o.RetryMax < o.RetryMin {
 		return nil, &ConfigError{Field: "ShardedQueueOptions", Reason: "EmptySkip and RetryMin must not be negative, nor RetryMax less than RetryMin"}
+	}
+	if o.TryTimeout < 0 {
+		return nil, &ConfigError{Field: "ShardedQueueOptions.TryTimeout", Reason: fmt.Sprintf("%v is negative", o.TryTimeout)}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -126,6 +144,9 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 	set := newShardSet(name, shards, o)
 	return set.view(allShards(len(shards))), nil
 }
+
+// defaultTryTimeout is ShardedQueueOptions.TryTimeout's default.
+const defaultTryTimeout = 2 * time.Second
 
 // AccountShards opens n queues named "<base>-0" to "<base>-<n−1>", shard i in
 // accounts[i mod len(accounts)], so that consecutive shards, and so
@@ -209,12 +230,13 @@ func (s *ShardedQueue) Create(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Send puts text on the next healthy shard, round-robin. If that shard fails
-// it is backed off and the next one is tried, each shard once; a failure
-// that another shard would repeat (a text too large) is returned at once.
-// It fails with [ErrNoHealthyShard] only when no shard took the message. A
-// shard that failed after storing the message (a lost response) leaves a
-// duplicate: delivery is at least once.
+// Send puts text on the next healthy shard, round-robin. If that shard fails,
+// or does not answer within [ShardedQueueOptions.TryTimeout], it is backed
+// off and the next one is tried, each shard once; a failure that another
+// shard would repeat (a text too large) is returned at once. It fails with
+// [ErrNoHealthyShard] only when no shard took the message. A shard that
+// failed after storing the message (a lost response) leaves a duplicate:
+// delivery is at least once.
 func (s *ShardedQueue) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
 	m, err := s.sendMessage(ctx, text, opts)
 	return m.ID, err
@@ -228,25 +250,26 @@ func (s *ShardedQueue) sendMessage(ctx context.Context, text string, opts *SendO
 	}
 	n := uint64(len(s.members))
 	start := s.writeNext.Add(1)
-	now := s.set.now()
 	var errs []error
 	for k := range n {
 		i := s.members[(start+k)%n]
-		if !s.set.available(i, now) {
+		if !s.set.admit(i, s.set.now()) {
 			continue
 		}
-		m, err := sendTo(ctx, s.set.shards[i], text, opts)
+		var m sentMessage
+		err := s.set.try(ctx, i, len(text), k+1 < n, func(ctx context.Context) (err error) {
+			m, err = sendTo(ctx, s.set.shards[i], text, opts)
+			return err
+		})
 		if err == nil {
-			s.set.record(ctx, i, nil)
 			return m, nil
 		}
 		if f, _ := fault(ctx, err); !f {
 			return sentMessage{}, err
 		}
-		s.set.record(ctx, i, err)
 		errs = append(errs, err)
 	}
-	return sentMessage{}, s.noHealthy("send", errs, now)
+	return sentMessage{}, s.noHealthy("send", errs, s.set.now())
 }
 
 // SendKeyed puts text on the shard [KeyShard](key, number of shards) picks,
@@ -267,17 +290,21 @@ func (s *ShardedQueue) sendKeyedMessage(ctx context.Context, key, text string, o
 		return sentMessage{}, err
 	}
 	i := KeyShard(key, len(s.set.shards))
-	if !s.set.available(i, s.set.now()) {
+	if !s.set.admit(i, s.set.now()) {
 		_, until, last := s.set.retryAt(i)
 		return sentMessage{}, fmt.Errorf("%w: the key's shard %q is backed off until %s: %w", ErrNoHealthyShard, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
 	}
-	m, err := sendTo(ctx, s.set.shards[i], text, opts)
-	s.set.record(ctx, i, err)
+	var m sentMessage
+	err := s.set.try(ctx, i, len(text), false, func(ctx context.Context) (err error) {
+		m, err = sendTo(ctx, s.set.shards[i], text, opts)
+		return err
+	})
 	return m, err
 }
 
 // ServiceTime is the time on the service's clock as the first shard that
 // knows it tells (see [Queue.ServiceTime]); the local clock if none does.
+// The shards' accounts are taken to share one clock, as the service's do.
 func (s *ShardedQueue) ServiceTime() time.Time { return serviceTime(s.set.shards...) }
 
 // sendTo sends text to t, with all t tells of the message: a [Target] of
@@ -290,35 +317,6 @@ func sendTo(ctx context.Context, t Target, text string, opts *SendOptions) (sent
 	return sentMessage{ID: id, Queue: t.Name()}, err
 }
 
-// serviceClock is a [Source] or [Target] that knows the service's time:
-// a [*Queue], a [ShardedQueue], a memqueue.Queue.
-type serviceClock interface{ ServiceTime() time.Time }
-
-// serviceTimeKnown reports whether v knows the service's time from an
-// answer: a [*Queue] that has had one, a [ShardedQueue] one of whose shards
-// has; a source of its own clock (a memqueue.Queue), or one that cannot
-// tell, is taken to know it.
-func serviceTimeKnown(v any) bool {
-	switch t := v.(type) {
-	case *Queue:
-		return t.clock.Known()
-	case *ShardedQueue:
-		return slices.ContainsFunc(t.set.shards, func(sh Shard) bool { return serviceTimeKnown(sh) })
-	}
-	return true
-}
-
-// serviceTime is the service's time by the first of vs that knows it, and
-// the local clock's if none does.
-func serviceTime[V any](vs ...V) time.Time {
-	for _, v := range vs {
-		if c, ok := any(v).(serviceClock); ok {
-			return c.ServiceTime()
-		}
-	}
-	return time.Now()
-}
-
 // Delete deletes a message received from this sharded queue (or another
 // view of its shards) through the shard it came from.
 func (s *ShardedQueue) Delete(ctx context.Context, d *Delivery) error {
@@ -329,9 +327,8 @@ func (s *ShardedQueue) Delete(ctx context.Context, d *Delivery) error {
 	// A delete is the last use of d (renewals stopped, batch items over),
 	// so d itself carries the shard's own receipt for the call.
 	d.Receipt = r.inner
-	err = s.set.shards[r.index].Delete(ctx, d)
+	err = s.set.try(ctx, r.index, 0, false, func(ctx context.Context) error { return s.set.shards[r.index].Delete(ctx, d) })
 	d.Receipt = r
-	s.set.record(ctx, r.index, err)
 	return err
 }
 
@@ -348,9 +345,10 @@ func (s *ShardedQueue) SetVisibility(ctx context.Context, d *Delivery, after tim
 	// move reads d.Receipt to find the shard (see sendBeside).
 	onShard := *d
 	onShard.Receipt = r.inner
-	err = s.set.shards[r.index].SetVisibility(ctx, &onShard, after)
+	err = s.set.try(ctx, r.index, len(d.Text), false, func(ctx context.Context) error {
+		return s.set.shards[r.index].SetVisibility(ctx, &onShard, after)
+	})
 	r.inner, d.NextVisibleAt = onShard.Receipt, onShard.NextVisibleAt
-	s.set.record(ctx, r.index, err)
 	return err
 }
 
@@ -364,13 +362,15 @@ func (s *ShardedQueue) Depth(ctx context.Context) (int, error) {
 	var wg sync.WaitGroup
 	asked := 0
 	for p, i := range s.members {
-		if !s.set.available(i, now) {
+		if !s.set.admit(i, now) {
 			continue
 		}
 		asked++
 		wg.Go(func() {
-			depths[p], errs[p] = s.set.shards[i].Depth(ctx)
-			s.set.record(ctx, i, errs[p])
+			errs[p] = s.set.try(ctx, i, 0, false, func(ctx context.Context) (err error) {
+				depths[p], err = s.set.shards[i].Depth(ctx)
+				return err
+			})
 		})
 	}
 	wg.Wait()
@@ -430,25 +430,75 @@ func (s *ShardedQueue) Subscribe(wake func()) (cancel func()) {
 
 // ShardHealth is one shard's state as its [ShardedQueue] sees it.
 type ShardHealth struct {
-	Shard     string    // the shard's name
-	Healthy   bool      // false while it is backed off after failures
-	Failures  int64     // failures in a row, of the shard or of its whole account
-	RetryAt   time.Time // when a backed-off shard is tried again
-	LastError error     // the failure that backed it off
+	Shard string // the shard's name
+	// Healthy is false from a failure of the shard, or of its account (a
+	// refused connection, a 503, no answer within
+	// [ShardedQueueOptions.TryTimeout]), until a request to it succeeds:
+	// while it is backed off, and while it is tried again.
+	Healthy  bool
+	Failures int64 // failures in a row, of the shard or of its whole account
+	// Since is when those failures began; zero while healthy.
+	Since time.Time
+	// RetryAt is when a backed-off shard is tried again; zero while
+	// healthy, or while it is being tried.
+	RetryAt   time.Time
+	LastError error // the failure that backed it off
 }
 
-// Health returns the state of each shard of this view, in order.
+// Health returns the state of each shard of this view, in order. It makes
+// no request: it is what the sharded queue's requests have found.
 func (s *ShardedQueue) Health() []ShardHealth {
 	now := s.set.now()
 	out := make([]ShardHealth, len(s.members))
 	for p, i := range s.members {
 		failures, until, last := s.set.retryAt(i)
-		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: s.set.available(i, now), Failures: failures, LastError: last}
-		if !out[p].Healthy {
-			out[p].RetryAt = until
+		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: failures == 0, Failures: failures, LastError: last}
+		if failures > 0 {
+			out[p].Since = s.set.since(i)
+			if !s.set.available(i, now) {
+				out[p].RetryAt = until
+			}
 		}
 	}
 	return out
+}
+
+// Ready reports whether the sharded queue can serve requests: nil while a
+// shard of this view is healthy or may be tried again; otherwise an error
+// matching [ErrNoHealthyShard] that says when the first is tried again. It
+// makes no request. With [ShardedQueue.Degraded] it serves a readiness
+// probe (an endpoint.Health check) of a process that only sends.
+func (s *ShardedQueue) Ready() error {
+	now := s.set.now()
+	for _, i := range s.members {
+		if s.set.available(i, now) {
+			return nil
+		}
+	}
+	return s.noHealthy("serve", nil, now)
+}
+
+// Degraded names the shards of this view that are out, and why: nil while
+// every shard is healthy. A sharded queue with a shard out still serves
+// (sends and receives go round it), so [ShardedQueue.Ready] says ready; a
+// readiness probe shows this beside it. It makes no request.
+func (s *ShardedQueue) Degraded() error {
+	var out []error
+	for _, h := range s.Health() {
+		if h.Healthy {
+			continue
+		}
+		when := "being tried again"
+		if !h.RetryAt.IsZero() {
+			when = "tried again at " + h.RetryAt.UTC().Format(time.RFC3339)
+		}
+		out = append(out, fmt.Errorf("shard %q out since %s, after %d failures, %s: %w",
+			h.Shard, h.Since.UTC().Format(time.RFC3339), h.Failures, when, h.LastError))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return fmt.Errorf("azdispatch: %s: %d of %d shards out: %w", s.set.name, len(out), len(s.members), errors.Join(out...))
 }
 
 // The poison queues of a sharded queue sit beside its shards: shard
@@ -561,6 +611,13 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	for _, c := range order {
 		if answered && !c.warm && !s.set.exhaustive && !all {
 			continue // known empty a moment ago: not worth a request now
+		}
+		if !s.set.admit(c.index, s.set.now()) {
+			// Another request is trying it again after its back-off.
+			if all {
+				look.skipped(s.set.now().Add(s.set.tryTimeout(maxReceiveBytes)))
+			}
+			continue
 		}
 		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
 		got = append(got, batch...) // a shard may fail after bringing some

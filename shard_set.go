@@ -104,6 +104,68 @@ func (set *shardSet) available(i int, now time.Time) bool {
 	return true
 }
 
+// admit reports whether a request may be made to shard i at now: while
+// neither it nor its account is backed off; once their back-off has passed,
+// to one request at a time, the trial (see [breaker.Breaker.Admit]), so that
+// a shard that still hangs holds one request, not every one that comes
+// while the trial waits.
+func (set *shardSet) admit(i int, now time.Time) bool {
+	hold := set.tryTimeout(maxReceiveBytes) + time.Second
+	if !set.health[i].Admit(now, hold) {
+		return false
+	}
+	if g := set.group[i]; g != nil && !g.Admit(now, hold) {
+		return false
+	}
+	return true
+}
+
+// maxReceiveBytes is about the most a receive may bring back: a full batch
+// of the largest messages.
+const maxReceiveBytes = MaxBatch * serviceMessageLimit
+
+// errNoAnswer is matched by the error of a request to a shard that did not
+// answer within its try timeout (see [ShardedQueueOptions.TryTimeout]).
+var errNoAnswer = errors.New("no answer")
+
+// tryBytesPerSecond is the slowest transfer a request to a shard is given
+// time for, beyond TryTimeout: far below what a client reaches within an
+// Azure region, and loopback.
+const tryBytesPerSecond = 4 << 20
+
+// tryTimeout is how long a request to a shard that carries or brings back
+// size bytes may take: TryTimeout, and a second per 4 MiB.
+func (set *shardSet) tryTimeout(size int) time.Duration {
+	return set.opts.TryTimeout + time.Duration(size)*time.Second/tryBytesPerSecond
+}
+
+// try makes call, one request to shard i that carries or brings back about
+// size bytes, within the shard's try timeout, and records its outcome in
+// the shard's breakers. A request that outlasts it while ctx is live with
+// no answer at all (the SDK's retries of answers that came, such as 503s,
+// are not that) fails with an error matching errNoAnswer (and
+// [context.DeadlineExceeded]), and counts against the shard and its
+// account: no answer says the endpoint is out, as a refused connection
+// does. With failover set (another shard could serve the request), a try
+// takes at most half the time ctx has left, so that the next shard has
+// time too.
+func (set *shardSet) try(ctx context.Context, i, size int, failover bool, call func(context.Context) error) error {
+	d := set.tryTimeout(size)
+	if deadline, ok := ctx.Deadline(); ok && failover {
+		d = min(d, max(time.Until(deadline)/2, time.Millisecond))
+	}
+	tctx, cancel := context.WithTimeout(ctx, d)
+	tctx, answered := withAnswered(tctx)
+	err := call(tctx)
+	noAnswer := err != nil && tctx.Err() != nil && ctx.Err() == nil && !answered.Load()
+	cancel()
+	if noAnswer {
+		err = fmt.Errorf("shard %q: %w within %v (ShardedQueueOptions.TryTimeout): %w", set.shards[i].Name(), errNoAnswer, d.Round(time.Millisecond), err)
+	}
+	set.record(ctx, i, err)
+	return err
+}
+
 // retryAt is shard i's failure count, the end of its back-off and its last
 // error, whichever of its own and its account's breakers is open longer.
 func (set *shardSet) retryAt(i int) (int64, time.Time, error) {
@@ -198,9 +260,12 @@ func (set *shardSet) poisonSet() *shardSet {
 // known (the message came from elsewhere) or the shard is backed off or
 // fails, the envelope is spread as any send is.
 func (s *ShardedQueue) sendBeside(ctx context.Context, origin any, text string, opts *SendOptions) (string, error) {
-	if r, ok := origin.(*shardReceipt); ok && r.set == s.set.parent && s.set.available(r.index, s.set.now()) {
-		id, err := s.set.shards[r.index].Send(ctx, text, opts)
-		s.set.record(ctx, r.index, err)
+	if r, ok := origin.(*shardReceipt); ok && r.set == s.set.parent && s.set.admit(r.index, s.set.now()) {
+		var id string
+		err := s.set.try(ctx, r.index, len(text), true, func(ctx context.Context) (err error) {
+			id, err = s.set.shards[r.index].Send(ctx, text, opts)
+			return err
+		})
 		if f, _ := fault(ctx, err); !f {
 			return id, err
 		}
@@ -356,8 +421,11 @@ func (s *ShardedQueue) unasked(look *dueLook, now time.Time) {
 // bringing messages (a [Source] of one's own may) has them returned with its
 // error, not dropped: they are hidden already.
 func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility time.Duration) ([]*Delivery, error) {
-	batch, err := set.shards[i].Receive(ctx, max, visibility)
-	set.record(ctx, i, err)
+	var batch []*Delivery
+	err := set.try(ctx, i, max*serviceMessageLimit, false, func(ctx context.Context) (err error) {
+		batch, err = set.shards[i].Receive(ctx, max, visibility)
+		return err
+	})
 	batch = slices.DeleteFunc(batch, func(d *Delivery) bool { return d == nil })
 	if err != nil {
 		set.wrap(i, batch)
@@ -402,4 +470,16 @@ func (set *shardSet) receipt(d *Delivery) (*shardReceipt, error) {
 		}
 	}
 	return nil, errors.New("azdispatch: delivery did not come from sharded queue " + set.name)
+}
+
+// since is when shard i, or its account, began to fail: the earlier of
+// the two runs of failures; zero if neither is failing.
+func (set *shardSet) since(i int) time.Time {
+	s := set.health[i].Since()
+	if g := set.group[i]; g != nil {
+		if gs := g.Since(); !gs.IsZero() && (s.IsZero() || gs.Before(s)) {
+			s = gs
+		}
+	}
+	return s
 }

@@ -125,6 +125,11 @@ func fault(ctx context.Context, err error) (shard, account bool) {
 	if err == nil || ctx.Err() != nil {
 		return false, false
 	}
+	if errors.Is(err, errNoAnswer) {
+		// Not even an answer within the try timeout: the endpoint, as
+		// for a refused connection.
+		return true, true
+	}
 	for _, notShard := range []error{ErrMessageTooLarge, ErrInvalidText, ErrInvalidConfig, ErrOwnershipLost, errNoTurnBeforeDeadline} {
 		if errors.Is(err, notShard) {
 			return false, false

@@ -19,6 +19,11 @@
 // is Azurite's well-known devstoreaccount1, the others devstoreaccount2,
 // devstoreaccount3, … with keys of their own. All share one process, so
 // they share its throughput; a load test wants a process per account.
+//
+// Two kinds of failure that matter to a queue-based service can be staged:
+// a service clock far from the test machine's ([Options.ClockOffset],
+// [Server.SetClockOffset]), and an account that stops answering without
+// refusing ([Server.Pause]).
 package azuritetest
 
 import (
@@ -27,6 +32,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
 )
@@ -43,6 +49,13 @@ type Options struct {
 	Accounts int
 	// Log, if set, receives the emulator's output, a line at a time.
 	Log io.Writer
+	// ClockOffset runs the emulator on a clock this far from the test
+	// machine's (ahead if positive), from its first answer: every time it
+	// reports (Date headers, errors' included; insertion, expiry and
+	// visibility times; Last-Modified) is moved, so that a test sees what a
+	// process whose clock is off sees. Zero runs it on the real clock, and
+	// [Server.SetClockOffset] then cannot move it.
+	ClockOffset time.Duration
 }
 
 // Server is a running private Azurite. Its methods are safe for concurrent
@@ -78,7 +91,7 @@ func New(ctx context.Context, opts *Options) (*Server, error) {
 	if o.Accounts < 0 {
 		return nil, fmt.Errorf("azuritetest: Options.Accounts is %d, less than 0", o.Accounts)
 	}
-	inst, err := azurite.Start(ctx, &azurite.Options{Fresh: true, Accounts: o.Accounts, Log: o.Log})
+	inst, err := azurite.Start(ctx, &azurite.Options{Fresh: true, Accounts: o.Accounts, Log: o.Log, ClockOffset: o.ClockOffset})
 	if err != nil {
 		// The project's own advice names a variable this package does not
 		// read (it always starts its own emulator): say what applies here.
@@ -106,3 +119,34 @@ func (s *Server) ConnectionString(i int) string {
 // Close stops the emulator and removes what it stored. Start's Server is
 // closed when its test ends.
 func (s *Server) Close() error { return s.inst.Stop() }
+
+// SetClockOffset moves the emulator's clock to the real time plus offset,
+// within 20 ms: to step past a delay or an expiry without waiting for it.
+// It needs a Server started with [Options.ClockOffset] (any nonzero value,
+// a nanosecond for the real time).
+func (s *Server) SetClockOffset(offset time.Duration) error {
+	if err := s.inst.SetClockOffset(offset); err != nil {
+		return fmt.Errorf("azuritetest: %w", err)
+	}
+	return nil
+}
+
+// Pause stops the emulator's process without ending it, until Resume: it
+// accepts connections and answers nothing, as an account behind a
+// blackholed connection does (requests hang until their deadline, rather
+// than fail). Unix only: it fails on Windows.
+func (s *Server) Pause() error {
+	if err := s.inst.Pause(); err != nil {
+		return fmt.Errorf("azuritetest: %w", err)
+	}
+	return nil
+}
+
+// Resume lets a paused emulator answer again; requests it took meanwhile
+// are then served.
+func (s *Server) Resume() error {
+	if err := s.inst.Resume(); err != nil {
+		return fmt.Errorf("azuritetest: %w", err)
+	}
+	return nil
+}

@@ -80,3 +80,25 @@ func TestAUserModuleTestsAgainstAzurite(t *testing.T) {
 	require.NoError(t, err, "go test in %s (after a change of dependencies, run go mod tidy there):\n%s", dir, out)
 	t.Logf("%s", out)
 }
+
+// An emulator whose clock is off from the first answer, moved later: a
+// queue's service time follows it.
+func TestAServerOnAMovedClock(t *testing.T) {
+	azurite.SkipIfShort(t)
+	emulator := azuritetest.Start(t, &azuritetest.Options{ClockOffset: -3 * time.Hour})
+	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(0), nil)
+	require.NoError(t, err)
+	q, err := account.Queue("work")
+	require.NoError(t, err)
+	_, err = q.Send(context.Background(), "hello", nil)
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(-3*time.Hour), q.ServiceTime(), 3*time.Second)
+	require.NoError(t, emulator.SetClockOffset(24*time.Hour))
+	require.Eventually(t, func() bool {
+		_, err := q.Depth(context.Background())
+		return err == nil && q.ServiceTime().After(time.Now().Add(23*time.Hour))
+	}, 10*time.Second, 50*time.Millisecond)
+
+	plain := azuritetest.Start(t, nil)
+	assert.Error(t, plain.SetClockOffset(time.Hour), "a server on the real clock cannot be moved")
+}

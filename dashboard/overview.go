@@ -53,7 +53,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	sortKey := readSort(r, ovKeys, sortSpec{key: "name"})
 	b := overviewBody{Target: h.opts.TargetAge,
-		HealthNote: "Health is the sharded queue's own view of each shard (its breaker): a shard backed off after failures is passed over by sends and receives until it is tried again."}
+		HealthNote: "Health is the sharded queue's own view of each shard (its breaker) in this process, and this page's reading of it: a shard out after failures, or one that did not answer (a hung account, a blackholed connection), is passed over by sends and receives until it is tried again, one request at a time. A shard this page could not read is never called healthy."}
 	for _, s := range h.topo.sets {
 		kind := "queue"
 		if s.isSharded() {
@@ -72,7 +72,12 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 				case sh.Healthy:
 					health[sh.Shard], classes[sh.Shard] = "healthy", "ok"
 				default:
-					msg := fmt.Sprintf("backed off after %d failures, tried again at %s", sh.Failures, stamp(sh.RetryAt))
+					msg := fmt.Sprintf("out since %s, after %d failures", stamp(sh.Since), sh.Failures)
+					if sh.RetryAt.IsZero() {
+						msg += ", being tried again"
+					} else {
+						msg += ", tried again at " + stamp(sh.RetryAt)
+					}
 					if sh.LastError != nil {
 						msg += ": " + cleanError(sh.LastError)
 					}
@@ -84,7 +89,13 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 			rr := row("", u.name, "shard", rd.Units[u.name])
 			rr.Set = s.name
 			rr.Health, rr.HealthClass = health[u.name], classes[u.name]
-			if rr.Health == "" {
+			switch ur := rd.Units[u.name]; {
+			case rr.HealthClass == "bad":
+			case !ur.Depth.OK:
+				// Healthy by the last requests, perhaps, but this page
+				// could not read it: not healthy.
+				rr.Health, rr.HealthClass = "not read by this page: "+ur.Depth.Err, "bad"
+			case rr.Health == "":
 				rr.Health, rr.HealthClass = "not known: this sharded source does not report its shards' health", "absent"
 			}
 			b.Shards = append(b.Shards, rr)

@@ -9,9 +9,16 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
-// readTimeout bounds one reading, so that a storage account that does not
-// answer cannot hold every viewer.
+// readTimeout bounds one reading of a page that lists (poison messages,
+// payloads, schedules), so that a storage account that does not answer
+// cannot hold every viewer.
 const readTimeout = 30 * time.Second
+
+// overviewTimeout bounds one reading of the overview, every queue's
+// requests at once: a queue whose account does not answer by then is shown
+// unread, with why, rather than hold the page. A healthy account answers
+// in milliseconds.
+const overviewTimeout = 5 * time.Second
 
 // readParallel bounds the requests one reading has in flight.
 const readParallel = 8
@@ -28,6 +35,22 @@ func got(n int64) val { return val{N: n, OK: true} }
 
 func failed(err error) val { return val{Err: cleanError(err)} }
 
+// errNoAnswerInTime is the cause of a reading's context that ran out.
+var errNoAnswerInTime = fmt.Errorf("no answer within %v", overviewTimeout)
+
+// readVal reads one figure; a request cut off by the reading's deadline
+// says so, as that, not as whatever the SDK made of its cancelled context.
+func readVal(ctx context.Context, read func(context.Context) (int, error)) val {
+	n, err := read(ctx)
+	switch {
+	case err == nil:
+		return got(int64(n))
+	case context.Cause(ctx) == errNoAnswerInTime:
+		return val{Err: "no answer within " + fmtDuration(overviewTimeout)}
+	}
+	return failed(err)
+}
+
 // unitReading is what one reading found for a queue or shard.
 type unitReading struct {
 	Depth, Poison, Age val // Age in nanoseconds
@@ -39,44 +62,58 @@ type overviewReading struct {
 }
 
 // readOverview reads every unit: its depth, its poison queue's depth and
-// the age of its oldest message, three requests each, at most
-// readParallel at once.
+// the age of its oldest message, three requests each, in parallel, with
+// at most readParallel units at once, all within overviewTimeout.
 func (h *Handler) readOverview(ctx context.Context) overviewReading {
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, overviewTimeout, errNoAnswerInTime)
 	defer cancel()
 	ctx, count := azdispatch.CountTransactions(ctx)
 	defer func() { h.own.add(count()) }()
 	out := overviewReading{Units: make(map[string]unitReading, len(h.topo.units))}
+	// A shard its sharded queue has backed off (it failed, or did not
+	// answer) is not read: it would only hold the page for the reading's
+	// deadline, and its health row says why.
+	backedOff := map[string]bool{}
+	for _, s := range h.topo.sets {
+		if s.sharded == nil {
+			continue
+		}
+		for _, sh := range s.sharded.Health() {
+			backedOff[sh.Shard] = !sh.Healthy && !sh.RetryAt.IsZero()
+		}
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, readParallel)
 	for _, u := range h.topo.units {
+		if backedOff[u.name] {
+			skipped := val{Err: "not read: the sharded queue has backed this shard off (see its health)"}
+			out.Units[u.name] = unitReading{Depth: skipped, Poison: skipped, Age: skipped}
+			continue
+		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var r unitReading
-			if d, err := u.queue.Depth(ctx); err != nil {
-				r.Depth = failed(err)
-			} else {
-				r.Depth = got(int64(d))
-			}
+			var each sync.WaitGroup
+			each.Go(func() { r.Depth = readVal(ctx, func(ctx context.Context) (int, error) { return u.queue.Depth(ctx) }) })
 			switch {
 			case u.poison == nil:
 				r.Poison = val{Err: "no poison queue"}
 			default:
-				if d, err := u.poison.Depth(ctx); err != nil {
-					r.Poison = failed(err)
-				} else {
-					r.Poison = got(int64(d))
-				}
+				each.Go(func() { r.Poison = readVal(ctx, func(ctx context.Context) (int, error) { return u.poison.Depth(ctx) }) })
 			}
 			if _, ok := u.queue.(peeker); !ok {
 				r.Age = val{Err: "the queue cannot be peeked"}
-			} else if a, err := azdispatch.OldestAge(ctx, u.queue); err != nil {
-				r.Age = failed(err)
 			} else {
-				r.Age = got(int64(a))
+				each.Go(func() {
+					r.Age = readVal(ctx, func(ctx context.Context) (int, error) {
+						a, err := azdispatch.OldestAge(ctx, u.queue)
+						return int(a), err
+					})
+				})
 			}
+			each.Wait()
 			mu.Lock()
 			out.Units[u.name] = r
 			mu.Unlock()

@@ -72,10 +72,10 @@ type DepthOptions struct {
 // queue, or of a whole sharded queue, and the age of its oldest message, as
 // JSON for an autoscaler such as KEDA's metrics-api scaler:
 //
-//	{"queue":"orders","depth":123,"oldest_age_s":42,"desired_workers":3,
+//	{"queue":"orders","depth":123,"due":80,"oldest_age_s":42,"desired_workers":3,
 //	 "at":"2025-01-02T15:04:05.123Z","shards":[
-//	  {"name":"orders-0","account":"acct1","depth":60,"oldest_age_s":42},
-//	  {"name":"orders-1","account":"acct2","depth":63,"oldest_age_s":17}]}
+//	  {"name":"orders-0","account":"acct1","depth":60,"due":17,"oldest_age_s":42},
+//	  {"name":"orders-1","account":"acct2","depth":63,"due":63,"oldest_age_s":17}]}
 //
 // The depth counts every message in the queue, invisible ones (being
 // handled, or waiting for a retry) included, as the service's approximate
@@ -101,13 +101,27 @@ type DepthOptions struct {
 // without knowing how fast the workers go. [DepthOptions.NoAge] turns it
 // off, and saves its request.
 //
+// # Work due now
+//
+// The depth counts messages sent for later too (delayed, scheduled), which
+// no worker can take yet: 10,000 messages due tomorrow read as 10,000. So
+// each shard's "due" is the work waiting to be received now: the messages
+// its peek saw visible when it saw fewer than 32 (then those are all the
+// visible ones), and its depth otherwise, as KEDA's "visibleonly" strategy
+// for Azure queues counts. Messages in handlers are hidden like delayed
+// ones, so they are not in "due" when the peek is not full: the workers
+// holding them exist already, and the listeners within each worker scale
+// their own dequeuers; with handlers that run for minutes, keep at least
+// one replica and a scale-down stabilization longer than a handler. With
+// [DepthOptions.NoAge] (no peek) "due" is the depth.
+//
 // # Desired workers for a latency target
 //
 // With [DepthOptions.TargetWait] (W) and [DepthOptions.WorkerRate] (r)
 // set, "desired_workers" is how many workers it takes to keep messages'
-// time in queue under W. By Little's law the depth D is the arrival rate
-// times the time in queue, so clearing D within W takes D/W messages a
-// second, and
+// time in queue under W. By Little's law the work waiting D (the "due"
+// above) is the arrival rate times the time in queue, so clearing D within
+// W takes D/W messages a second, and
 //
 //	desired_workers = ceil(D / (r × W))
 //
@@ -144,7 +158,7 @@ type DepthOptions struct {
 //     scales on depth alone.
 //
 // If any shard cannot be read (its depth or its age), the answer is 503
-// with no "depth", "oldest_age_s" or "desired_workers" at all, an "error",
+// with no "depth", "due", "oldest_age_s" or "desired_workers" at all, an "error",
 // and each shard's own error in its entry (with what it did read). A
 // partial sum, or a maximum that skipped a shard, would be a falsely low
 // number, and an autoscaler that believes it scales in while work waits; a
@@ -189,6 +203,9 @@ type depthCall struct {
 type depthReport struct {
 	Queue string `json:"queue"`
 	Depth *int   `json:"depth,omitempty"` // absent when a shard failed: no partial sum
+	// Due is the work waiting to be received (see DepthHandler), absent
+	// when a shard failed.
+	Due *int `json:"due,omitempty"`
 	// OldestAge, in seconds, is absent with NoAge, and when a shard
 	// failed: no maximum that skipped one.
 	OldestAge *float64 `json:"oldest_age_s,omitempty"`
@@ -204,6 +221,7 @@ type shardDepth struct {
 	Name      string   `json:"name"`
 	Account   string   `json:"account,omitempty"`
 	Depth     *int     `json:"depth,omitempty"`
+	Due       *int     `json:"due,omitempty"`
 	OldestAge *float64 `json:"oldest_age_s,omitempty"`
 	Error     string   `json:"error,omitempty"`
 }
@@ -340,7 +358,7 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 	rep := depthReport{Queue: h.name, Shards: make([]shardDepth, len(h.shards))}
 	depthErrs := make([]error, len(h.shards))
 	ageErrs := make([]error, len(h.shards))
-	ages := make([]time.Duration, len(h.shards))
+	fronts := make([]azdispatch.Front, len(h.shards))
 	var wg sync.WaitGroup
 	for i, sh := range h.shards {
 		rep.Shards[i] = shardDepth{Name: sh.name, Account: sh.account}
@@ -358,16 +376,16 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 		// Beside the depth rather than after it: the age adds a request,
 		// not a round trip, to a reading.
 		wg.Go(func() {
-			ages[i], ageErrs[i] = azdispatch.OldestAge(ctx, sh.src)
+			fronts[i], ageErrs[i] = azdispatch.ReadFront(ctx, sh.src)
 		})
 	}
 	wg.Wait()
 	rep.At = time.Now().UTC()
-	total, failed := 0, 0
+	total, due, failed := 0, 0, 0
 	var oldest time.Duration
 	for i := range h.shards {
 		if ageErrs[i] == nil && !h.opts.NoAge {
-			rep.Shards[i].OldestAge = seconds(ages[i])
+			rep.Shards[i].OldestAge = seconds(fronts[i].OldestAge)
 		} else if ageErrs[i] != nil {
 			ageErrs[i] = fmt.Errorf("oldest age: %w", ageErrs[i])
 		}
@@ -376,20 +394,28 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 			rep.Shards[i].Error = redactedError(err)
 			continue
 		}
+		d := *rep.Shards[i].Depth
+		if !h.opts.NoAge && !fronts[i].Full {
+			// All it holds that is visible: the rest is sent for later
+			// or in handlers.
+			d = min(d, fronts[i].Visible)
+		}
+		rep.Shards[i].Due = &d
 		total += *rep.Shards[i].Depth
-		oldest = max(oldest, ages[i])
+		due += d
+		oldest = max(oldest, fronts[i].OldestAge)
 	}
 	if failed > 0 {
 		rep.Error = fmt.Sprintf("%d of %d shards could not be read; no partial sum is reported", failed, len(h.shards))
 		h.opts.Logger.Warn("queue depth could not be read", "queue", h.name, "failed", failed, "shards", len(h.shards))
 		return http.StatusServiceUnavailable, rep
 	}
-	rep.Depth = &total
+	rep.Depth, rep.Due = &total, &due
 	if !h.opts.NoAge {
 		rep.OldestAge = seconds(oldest)
 	}
 	if h.opts.TargetWait > 0 {
-		n := desiredWorkers(total, oldest, h.opts.TargetWait, h.opts.WorkerRate)
+		n := desiredWorkers(due, oldest, h.opts.TargetWait, h.opts.WorkerRate)
 		rep.DesiredWorkers = &n
 	}
 	return http.StatusOK, rep

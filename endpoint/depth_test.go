@@ -556,3 +556,40 @@ func TestDepthHandlerAgeOnMemoryQueues(t *testing.T) {
 	assert.Contains(t, rep.Shards[1].Error, "injected peek failure")
 	assert.NotNil(t, rep.Shards[1].Depth)
 }
+
+// Work sent for later does not ask for workers: with 1,000 messages due
+// tomorrow and none due now, "due" is 0 and so is desired_workers (it was
+// ceil(1,000 / (r × W)), and KEDA ran that many replicas for a day with
+// nothing to do). Messages due now count; a peek that is full falls back
+// to the depth, which may then count some sent for later (documented).
+func TestDesiredWorkersCountOnlyTheWorkDueNow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("orders", nil)
+	for range 1000 {
+		_, err := q.Send(ctx, "tomorrow", &azdispatch.SendOptions{Delay: 24 * time.Hour})
+		require.NoError(t, err)
+	}
+	h, err := NewDepthHandler(q, &DepthOptions{CacheFor: -1, TargetWait: 10 * time.Second, WorkerRate: 1})
+	require.NoError(t, err)
+	reading := func() depthReport {
+		code, body := get(t, h)
+		require.Equal(t, http.StatusOK, code, string(body))
+		var rep depthReport
+		require.NoError(t, json.Unmarshal(body, &rep))
+		return rep
+	}
+	rep := reading()
+	assert.Equal(t, 1000, *rep.Depth, "the depth counts them")
+	assert.Equal(t, 0, *rep.Due, "none is due")
+	assert.Equal(t, 0, *rep.DesiredWorkers, "no worker for work due tomorrow")
+
+	send(t, q, 25, "now")
+	rep = reading()
+	assert.Equal(t, 25, *rep.Due)
+	assert.Equal(t, 3, *rep.DesiredWorkers, "ceil(25 / (1 × 10))")
+
+	send(t, q, 10, "now")
+	rep = reading()
+	assert.Equal(t, 1035, *rep.Due, "a full peek: the depth, which cannot be told apart")
+}

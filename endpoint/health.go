@@ -80,8 +80,9 @@ type Health struct {
 type healthCheck struct {
 	name    string
 	c       Checker
-	failing bool
-	since   time.Time // when a probe first saw it failing
+	failing  bool
+	since    time.Time // when a probe first saw it failing
+	degraded bool      // the last probe found part of it out
 }
 
 // healthRun is a component run through Health.Run.
@@ -179,9 +180,14 @@ var errNotLive = errors.New("azdispatch: not live")
 // ready, 503 when one is not, with a JSON body such as
 //
 //	{"status":"not ready","checks":[
-//	  {"name":"orders","ready":true},
+//	  {"name":"orders","ready":true,
+//	   "degraded":"azdispatch: orders: 1 of 4 shards out: shard \"orders-1\" out since …: no answer within 2s …"},
 //	  {"name":"billing","ready":false,"since":"2025-01-02T15:04:05Z",
 //	   "reason":"azdispatch: listener not ready: fatal storage error since …: 403 AuthenticationFailed"}]}
+//
+// A check that is ready with part of it out (a [Degrader]: a listener over
+// a sharded queue one of whose accounts does not answer) says what in
+// "degraded", and the answer stays 200.
 //
 // With no checks it answers 200. It serves GET and HEAD; other methods get 405.
 func (h *Health) Readiness() http.Handler {
@@ -210,6 +216,20 @@ type checkReport struct {
 	Live   *bool      `json:"live,omitempty"`
 	Since  *time.Time `json:"since,omitempty"`
 	Reason string     `json:"reason,omitempty"`
+	// Degraded says what is out while the check is still ready: a
+	// sharded queue's shards that do not answer (see Degrader).
+	Degraded string `json:"degraded,omitempty"`
+}
+
+// Degrader is a [Checker] that can be ready with part of it out: a
+// *[azdispatch.ShardedQueue], and a *[azdispatch.Listener] over one, whose
+// other shards still serve. The readiness probe shows what Degraded says
+// in the check's "degraded" field, and stays 200: a pod that still does its
+// work is not taken out of service for a shard it routes around.
+type Degrader interface {
+	// Degraded returns nil when nothing is out, and otherwise an error
+	// that says what and why. It must be quick and make no request.
+	Degraded() error
 }
 
 func (c checkReport) ok() bool {
@@ -235,6 +255,10 @@ func (h *Health) readiness(now time.Time) []checkReport {
 		out[i] = checkReport{Name: hc.name, Ready: &ready}
 		if err != nil {
 			out[i].Reason = redactedError(err)
+		} else if d, ok := hc.c.(Degrader); ok {
+			if err := d.Degraded(); err != nil {
+				out[i].Degraded = redactedError(err)
+			}
 		}
 		h.mu.Lock()
 		switch {
@@ -244,6 +268,14 @@ func (h *Health) readiness(now time.Time) []checkReport {
 		case ready && hc.failing:
 			hc.failing = false
 			h.log.Info("ready again", "name", hc.name, "after", now.Sub(hc.since).Round(time.Millisecond))
+		}
+		switch degraded := out[i].Degraded != ""; {
+		case degraded && !hc.degraded:
+			hc.degraded = true
+			h.log.Warn("degraded: ready, with part of it out", "name", hc.name, "degraded", out[i].Degraded)
+		case !degraded && hc.degraded:
+			hc.degraded = false
+			h.log.Info("no longer degraded", "name", hc.name)
 		}
 		if hc.failing {
 			since := hc.since.UTC()

@@ -89,6 +89,12 @@ type Options struct {
 	// of its own (see AccountConnectionString), through Azurite's
 	// AZURITE_ACCOUNTS. Zero means one. More than one implies Fresh.
 	Accounts int
+	// ClockOffset, if not zero, runs the emulator on a clock this far from
+	// the real one (ahead if positive), from its first answer: every time
+	// it reports, the Date header included, is moved. Instance.SetClockOffset
+	// moves it later. It implies Fresh. (To run on the real clock and move
+	// it later, give a nonzero offset such as a nanosecond.)
+	ClockOffset time.Duration
 }
 
 // account is one storage account an instance serves.
@@ -124,11 +130,14 @@ type Instance struct {
 	cmd     *exec.Cmd
 	group   *procGroup // node and anything it starts, for stopping and CPU time
 	workDir string
-	out     *os.File      // read end of the child's stdout+stderr
-	exited  chan struct{} // closed once cmd.Wait returned
-	waitErr error         // set before exited is closed
-	outDone chan struct{} // closed once the output goroutine finished
-	ready   chan struct{} // closed once blob and queue ports are known
+	// clockFile holds the emulator's clock offset (see SetClockOffset);
+	// empty unless Options.ClockOffset was set.
+	clockFile string
+	out       *os.File      // read end of the child's stdout+stderr
+	exited    chan struct{} // closed once cmd.Wait returned
+	waitErr   error         // set before exited is closed
+	outDone   chan struct{} // closed once the output goroutine finished
+	ready     chan struct{} // closed once blob and queue ports are known
 
 	mu     sync.Mutex
 	tail   []string // last tailLines output lines, for error messages
@@ -146,7 +155,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	}
 	https := opts.HTTPS || opts.OAuth
 	accts := accountsFor(opts.Accounts)
-	if cs := os.Getenv(EnvConnectionString); cs != "" && !opts.Fresh && !https && len(accts) == 1 {
+	if cs := os.Getenv(EnvConnectionString); cs != "" && !opts.Fresh && !https && len(accts) == 1 && opts.ClockOffset == 0 {
 		return external(cs)
 	}
 	dir, err := Install(ctx)
@@ -176,6 +185,14 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	if opts.OAuth {
 		args = append(args, "--oauth", "basic")
 	}
+	var clockEnv []string
+	var clockFile string
+	if opts.ClockOffset != 0 {
+		if clockEnv, clockFile, err = writeClock(work, opts.ClockOffset); err != nil {
+			_ = os.RemoveAll(work)
+			return nil, err
+		}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		_ = os.RemoveAll(work)
@@ -185,7 +202,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 	// "node" resolves to node.exe on Windows (LookPath honours PATHEXT).
 	cmd := exec.Command("node", args...)
 	cmd.Dir = work
-	cmd.Env = childEnv(accts)
+	cmd.Env = append(childEnv(accts), clockEnv...)
 	// One pipe as *os.File for both streams: exec then starts no copying
 	// goroutines, and our reader sees lines in the order they were written.
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -210,7 +227,7 @@ func Start(ctx context.Context, opts *Options) (*Instance, error) {
 
 	i := &Instance{
 		account: devAccount, key: devKey, roots: roots, accounts: accts,
-		cmd: cmd, group: group, workDir: work, out: pr,
+		cmd: cmd, group: group, workDir: work, out: pr, clockFile: clockFile,
 		exited: make(chan struct{}), outDone: make(chan struct{}), ready: make(chan struct{}),
 		ports: map[string]string{},
 	}
@@ -448,6 +465,8 @@ func (i *Instance) halt(graceful bool) error {
 	default:
 		// Errors are ignored: the only likely one is that the process has just
 		// exited on its own, and waiting for exited below settles it either way.
+		// A paused emulator would take SIGTERM only once resumed.
+		_ = i.group.resume()
 		if graceful {
 			_ = i.group.terminate(true)
 			select {

@@ -279,3 +279,44 @@ func TestLockFile(t *testing.T) {
 	}
 	u()
 }
+
+// An emulator started with a clock offset reports its times on that clock
+// from its first answer, and follows a change of it.
+func TestAnEmulatorRunsOnAMovedClock(t *testing.T) {
+	SkipIfShort(t)
+	t.Parallel()
+	inst, err := Start(t.Context(), &Options{ClockOffset: -5 * time.Hour})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, HowTo)
+	}
+	t.Cleanup(func() { _ = inst.Stop() })
+	date := func() time.Time {
+		resp, err := http.Get(inst.QueueEndpoint() + "?comp=list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		d, err := http.ParseTime(resp.Header.Get("Date"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if off := time.Since(date()); off < 5*time.Hour-5*time.Second || off > 5*time.Hour+5*time.Second {
+		t.Fatalf("the emulator's clock is %v behind, want 5h", off)
+	}
+	if err := inst.SetClockOffset(3 * 24 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		off := date().Sub(time.Now())
+		if off > 3*24*time.Hour-5*time.Second && off < 3*24*time.Hour+5*time.Second {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the emulator's clock is %v ahead after the move, want 72h", off)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

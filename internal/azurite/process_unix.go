@@ -37,3 +37,11 @@ func (g *procGroup) close() {}
 
 // cpuTime returns node's user+system CPU time (per OS: pidCPUTime).
 func (g *procGroup) cpuTime() (time.Duration, error) { return pidCPUTime(g.pid) }
+
+// pause stops every process of the group (SIGSTOP) until resume: its
+// connections stay open and its answers never come, as an account behind a
+// blackholed connection looks.
+func (g *procGroup) pause() error { return unix.Kill(-g.pid, unix.SIGSTOP) }
+
+// resume lets a paused group run again (SIGCONT).
+func (g *procGroup) resume() error { return unix.Kill(-g.pid, unix.SIGCONT) }

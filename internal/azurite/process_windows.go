@@ -134,3 +134,10 @@ func (g *procGroup) cpuTime() (time.Duration, error) {
 func filetimeDuration(ft windows.Filetime) time.Duration {
 	return time.Duration(uint64(ft.HighDateTime)<<32|uint64(ft.LowDateTime)) * 100
 }
+
+// errNoPause is the error of Pause and Resume on Windows, which has no
+// SIGSTOP for a process group.
+var errNoPause = errors.New("azurite: pausing the emulator is supported on Unix only")
+
+func (g *procGroup) pause() error  { return errNoPause }
+func (g *procGroup) resume() error { return errNoPause }

@@ -13,10 +13,11 @@ import (
 )
 
 // Breaker is a circuit breaker. After a failure it turns requests away for a
-// jittered, exponentially growing time; when that has passed, the next
-// request tries again (half-open): success closes the breaker, failure opens
-// it for longer. Jitter keeps a fleet of clients from coming back all at
-// once.
+// jittered, exponentially growing time; when that has passed, one request
+// tries again (half-open, see Admit): success closes the breaker, failure
+// opens it for longer. Jitter keeps a fleet of clients from coming back all
+// at once, and one trial at a time keeps a shard that hangs from holding
+// every request that comes while the trial waits for its answer.
 //
 // The zero value is a closed breaker, ready to use. A Breaker is safe for
 // concurrent use; it must not be copied after first use.
@@ -25,7 +26,33 @@ type Breaker struct {
 	mu        sync.Mutex
 	failures  int64
 	openUntil time.Time
-	lastErr   error
+	// trialUntil is when the request admitted to try a half-open breaker
+	// may be taken for lost, and another admitted: set by Admit, cleared
+	// by the trial's outcome.
+	trialUntil time.Time
+	since      time.Time // the first failure of the run; zero while closed
+	lastErr    error
+}
+
+// Admit reports whether a request may be made at now: always while the
+// breaker is closed; while it is open, never; once its wait has passed
+// (half-open), to one request at a time, the trial, whose outcome (Succeed
+// or Fail) decides. A trial whose outcome never comes (its caller gave up,
+// or the failure was not the shard's) lets another be admitted after hold.
+func (b *Breaker) Admit(now time.Time, hold time.Duration) bool {
+	if !b.failing.Load() {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.failures == 0:
+		return true
+	case now.Before(b.openUntil), now.Before(b.trialUntil):
+		return false
+	}
+	b.trialUntil = now.Add(hold)
+	return true
 }
 
 // Open reports whether the breaker turns requests away at now, and until
@@ -45,9 +72,13 @@ func (b *Breaker) Fail(now time.Time, err error, minWait, maxWait time.Duration)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
+	if b.failures == 1 {
+		b.since = now
+	}
 	b.failing.Store(true)
 	wait = backoff.Retry(minWait, maxWait, b.failures, rand.Float64())
 	b.openUntil = now.Add(wait)
+	b.trialUntil = time.Time{}
 	b.lastErr = err
 	return b.failures, wait
 }
@@ -72,7 +103,7 @@ func (b *Breaker) Succeed() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	was := b.failures > 0
-	b.failures, b.openUntil, b.lastErr = 0, time.Time{}, nil
+	b.failures, b.openUntil, b.trialUntil, b.since, b.lastErr = 0, time.Time{}, time.Time{}, time.Time{}, nil
 	b.failing.Store(false)
 	return was
 }
@@ -84,4 +115,12 @@ func (b *Breaker) State() (failures int64, openUntil time.Time, lastErr error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.failures, b.openUntil, b.lastErr
+}
+
+// Since is when the failures in a row began; zero while the breaker is
+// closed.
+func (b *Breaker) Since() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.since
 }

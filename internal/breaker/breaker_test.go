@@ -133,3 +133,27 @@ func TestBreakerHoldExtendsAnOpenBreakerOnly(t *testing.T) {
 	_, until = b.Open(t0)
 	assert.Equal(t, t0.Add(10*time.Second), until, "a shorter hint does not shorten it")
 }
+
+// A half-open breaker admits one trial at a time: the others wait for its
+// outcome, or for its hold to lapse if none comes.
+func TestAHalfOpenBreakerAdmitsOneTrialAtATime(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	var b Breaker
+	assert.True(t, b.Admit(t0, time.Second), "closed: every request")
+	assert.True(t, b.Admit(t0, time.Second))
+	_, wait := b.Fail(t0, errors.New("x"), time.Second, time.Minute)
+	assert.False(t, b.Admit(t0, time.Second), "open")
+	half := t0.Add(wait)
+	assert.True(t, b.Admit(half, 3*time.Second), "half-open: the trial")
+	assert.False(t, b.Admit(half, 3*time.Second), "a second while the trial is out")
+	assert.False(t, b.Admit(half.Add(2*time.Second), 3*time.Second))
+	assert.True(t, b.Admit(half.Add(3*time.Second), 3*time.Second), "the trial's hold lapsed: another")
+
+	// The trial's failure opens it for longer; its success closes it.
+	b.Fail(half.Add(3*time.Second), errors.New("y"), time.Second, time.Minute)
+	assert.False(t, b.Admit(half.Add(3*time.Second), time.Second))
+	b.Succeed()
+	assert.True(t, b.Admit(half.Add(3*time.Second), time.Second))
+	assert.True(t, b.Admit(half.Add(3*time.Second), time.Second), "closed again: every request")
+}

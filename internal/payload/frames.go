@@ -109,25 +109,13 @@ func NewReader(data []byte, lim Limits) (*Reader, error) {
 // (returning ""). It returns io.EOF after the last item, and otherwise
 // errors that match ErrCorrupt or ErrTooLarge.
 func (fr *Reader) Next(skip bool) (string, error) {
-	line, err := fr.r.ReadSlice('\n')
-	if err == io.EOF && len(line) == 0 {
-		return "", io.EOF
-	}
-	if err != nil || len(line) > maxLengthLine {
-		return "", fr.fault(err, "bad length line")
-	}
-	n, perr := strconv.ParseInt(string(line[:len(line)-1]), 10, 64)
-	if perr != nil || n < 0 {
-		return "", fr.fault(nil, fmt.Sprintf("bad length %q", line[:len(line)-1]))
-	}
-	if n > int64(fr.lim.MaxItemSize) {
-		return "", fmt.Errorf("%w: an item of %d bytes, more than MaxItemSize %d", ErrTooLarge, n, fr.lim.MaxItemSize)
-	}
 	if skip {
-		if _, err := io.CopyN(io.Discard, fr.r, n); err != nil {
-			return "", fr.fault(err, "truncated item")
-		}
-		return "", nil
+		_, err := fr.skip()
+		return "", err
+	}
+	n, err := fr.length()
+	if err != nil {
+		return "", err
 	}
 	// Read straight into the string's own bytes: an item may be many
 	// megabytes, and a []byte converted to a string would be a second copy.
@@ -137,6 +125,37 @@ func (fr *Reader) Next(skip bool) (string, error) {
 		return "", fr.fault(err, "truncated item")
 	}
 	return b.String(), nil
+}
+
+// skip discards the next item and returns its size.
+func (fr *Reader) skip() (int, error) {
+	n, err := fr.length()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := io.CopyN(io.Discard, fr.r, n); err != nil {
+		return 0, fr.fault(err, "truncated item")
+	}
+	return int(n), nil
+}
+
+// length reads the next item's length line, within MaxItemSize.
+func (fr *Reader) length() (int64, error) {
+	line, err := fr.r.ReadSlice('\n')
+	if err == io.EOF && len(line) == 0 {
+		return 0, io.EOF
+	}
+	if err != nil || len(line) > maxLengthLine {
+		return 0, fr.fault(err, "bad length line")
+	}
+	n, perr := strconv.ParseInt(string(line[:len(line)-1]), 10, 64)
+	if perr != nil || n < 0 {
+		return 0, fr.fault(nil, fmt.Sprintf("bad length %q", line[:len(line)-1]))
+	}
+	if n > int64(fr.lim.MaxItemSize) {
+		return 0, fmt.Errorf("%w: an item of %d bytes, more than MaxItemSize %d", ErrTooLarge, n, fr.lim.MaxItemSize)
+	}
+	return n, nil
 }
 
 // fault turns a read error into ErrTooLarge when the bound was hit, and
@@ -154,27 +173,29 @@ func (fr *Reader) fault(err error, what string) error {
 // Scan checks a whole payload before any of it is handled: the gzip stream,
 // every frame, the limits, and that it holds exactly items items. It decodes
 // nothing and keeps nothing, so it costs CPU, not memory; a payload that
-// fails is poisoned whole, before its first item runs. Errors match
-// ErrCorrupt or ErrTooLarge.
-func Scan(data []byte, items int, lim Limits) error {
+// fails is poisoned whole, before its first item runs. It returns the size
+// of the largest item, the most one item's text takes once read. Errors
+// match ErrCorrupt or ErrTooLarge.
+func Scan(data []byte, items int, lim Limits) (largest int, err error) {
 	fr, err := NewReader(data, lim)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for i := 0; ; i++ {
-		_, err := fr.Next(true)
+		n, err := fr.skip()
 		if err == io.EOF {
 			if i != items {
-				return fmt.Errorf("%w: %d items, the pointer says %d", ErrCorrupt, i, items)
+				return 0, fmt.Errorf("%w: %d items, the pointer says %d", ErrCorrupt, i, items)
 			}
-			return nil
+			return largest, nil
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if i >= items {
-			return fmt.Errorf("%w: more items than the pointer's %d", ErrCorrupt, items)
+			return 0, fmt.Errorf("%w: more items than the pointer's %d", ErrCorrupt, items)
 		}
+		largest = max(largest, n)
 	}
 }
 

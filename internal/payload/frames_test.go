@@ -21,9 +21,11 @@ func TestFramesRoundTripAnyText(t *testing.T) {
 	assert.Equal(t, len(items), w.Items())
 	data, err := w.Finish()
 	require.NoError(t, err)
-	require.NoError(t, Scan(data, len(items), defaultLimits(t)))
-	assert.ErrorIs(t, Scan(data, len(items)+1, defaultLimits(t)), ErrCorrupt)
-	assert.ErrorIs(t, Scan(data, len(items)-1, defaultLimits(t)), ErrCorrupt)
+	largest, err := Scan(data, len(items), defaultLimits(t))
+	require.NoError(t, err)
+	assert.Equal(t, 70000, largest, "the largest item's size")
+	assert.ErrorIs(t, scanErr(data, len(items)+1, defaultLimits(t)), ErrCorrupt)
+	assert.ErrorIs(t, scanErr(data, len(items)-1, defaultLimits(t)), ErrCorrupt)
 
 	fr, err := NewReader(data, defaultLimits(t))
 	require.NoError(t, err)
@@ -88,12 +90,12 @@ func TestReaderRefusesCorruptAndOversizedPayloads(t *testing.T) {
 		"gzip bomb": {gzipped(t, framesHeader+"2097152\n"+strings.Repeat("\x00", 2<<20)), ErrTooLarge},
 	}
 	for name, c := range cases {
-		err := Scan(c.data, 1, lim)
+		err := scanErr(c.data, 1, lim)
 		assert.ErrorIs(t, err, c.want, name)
 	}
 	bomb := gzipped(t, framesHeader+strings.Repeat("99\n"+strings.Repeat("\x00", 99), 20_000))
 	assert.Less(t, len(bomb), 64<<10, "the bomb is small")
-	assert.ErrorIs(t, Scan(bomb, 20_000, Limits{MaxBlobSize: 1 << 20, MaxExpandedSize: 1 << 20, MaxItemSize: 100, MaxItems: 1 << 20}), ErrTooLarge)
+	assert.ErrorIs(t, scanErr(bomb, 20_000, Limits{MaxBlobSize: 1 << 20, MaxExpandedSize: 1 << 20, MaxItemSize: 100, MaxItems: 1 << 20}), ErrTooLarge)
 }
 
 func TestSingleText(t *testing.T) {
@@ -133,4 +135,10 @@ func TestSingleText(t *testing.T) {
 	}
 	_, err := SingleText([]byte("not gzip"), defaultLimits(t))
 	assert.ErrorIs(t, err, ErrCorrupt, "not a payload")
+}
+
+// scanErr is Scan's error alone.
+func scanErr(data []byte, items int, lim Limits) error {
+	_, err := Scan(data, items, lim)
+	return err
 }

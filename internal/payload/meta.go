@@ -1,6 +1,8 @@
 package payload
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,17 @@ type Meta struct {
 	Done     string    // checkpoint: encoded ranges of items completed (see DoneSet)
 	Poisoned time.Time // when a poison envelope took the pointer; zero: never
 	State    string    // a cancel record's: StateCancelled, StateDelivered or StatePending
+	// Writer is a token the blob's last writer chose for that write (see
+	// NewWriterToken): a conditional write whose answer was lost, and which the
+	// SDK retried, finds its own token and knows the write was done.
+	Writer string
+}
+
+// NewWriterToken returns a fresh token for one write (see Meta.Writer).
+func NewWriterToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b)
 }
 
 // Kinds of record: small blobs beside the payloads that say something of
@@ -42,6 +55,11 @@ const (
 	// StatePending is a cancel's of a message without a due line, until
 	// its delete says which of the other two the message's fate is.
 	StatePending = "pending"
+	// StateUndetermined is a cancel's of a message that may have been
+	// delivered so long ago that no record of it is left: a delivery still
+	// to come is dropped, as for StateCancelled, but a cancel cannot say
+	// whether one came before.
+	StateUndetermined = "undetermined"
 )
 
 // IsRecord reports whether kind is a record's.
@@ -59,6 +77,7 @@ const (
 	metaDone     = "done"
 	metaPoisoned = "poisoned"
 	metaState    = "state"
+	metaWriter   = "writer"
 	metaNever    = "never"
 )
 
@@ -85,6 +104,9 @@ func (m *Meta) ToMap() map[string]*string {
 	}
 	if m.State != "" {
 		put(mp, metaState, m.State)
+	}
+	if m.Writer != "" {
+		put(mp, metaWriter, m.Writer)
 	}
 	return mp
 }
@@ -126,6 +148,7 @@ func ParseMeta(mp map[string]*string) (Meta, bool) {
 	}
 	m.Done, _ = get(metaDone)
 	m.State, _ = get(metaState)
+	m.Writer, _ = get(metaWriter)
 	if p, ok := get(metaPoisoned); ok {
 		// A marker that does not parse still marks: keeping is the safe side.
 		// So does one that reads as the zero time, which would mean none.

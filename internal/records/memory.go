@@ -110,6 +110,9 @@ func (m *Memory) sweep() {
 // Now implements Store.
 func (m *Memory) Now() time.Time { return m.now() }
 
+// Known implements Store: a memory store's clock is its own, always known.
+func (m *Memory) Known() bool { return true }
+
 // Sleep implements Store: on a manual clock, it wakes at each of its moves
 // to look.
 func (m *Memory) Sleep(ctx context.Context, until time.Time, wake <-chan struct{}) bool {

@@ -54,6 +54,10 @@ type Store interface {
 	// Now is the store's time, as best known: the local time corrected by
 	// the store's last answer.
 	Now() time.Time
+	// Known reports whether an answer of the store has told its time:
+	// until then Now is the local time, and a decision that needs the
+	// store's must not be taken on it.
+	Known() bool
 	// Sleep waits until the store's clock reads until, wake is closed, or
 	// ctx ends; it reports whether ctx is still live.
 	Sleep(ctx context.Context, until time.Time, wake <-chan struct{}) bool

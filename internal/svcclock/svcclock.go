@@ -4,12 +4,14 @@
 package svcclock
 
 import (
+	"net/http"
 	"sync/atomic"
 	"time"
 )
 
 // Clock is the service's time as last seen. The zero value knows nothing
-// and reads the local clock. It is safe for concurrent use.
+// and reads the local clock, and so does a nil *Clock (which ignores what
+// it is shown). It is safe for concurrent use.
 type Clock struct {
 	// offset is the service's clock less the local one, in nanoseconds;
 	// known says whether an answer has set it.
@@ -33,7 +35,7 @@ const resetBelow = 2 * time.Second
 func (c *Clock) Saw(date *time.Time) { c.saw(date, time.Now()) }
 
 func (c *Clock) saw(date *time.Time, local time.Time) {
-	if date == nil || date.IsZero() {
+	if c == nil || date == nil || date.IsZero() {
 		return
 	}
 	offset := int64(date.Sub(local))
@@ -56,11 +58,24 @@ func (c *Clock) saw(date *time.Time, local time.Time) {
 // offset the last Date showed; the local clock if none was seen.
 func (c *Clock) Now() time.Time {
 	now := time.Now()
-	if !c.known.Load() {
+	if !c.Known() {
 		return now
 	}
 	return now.Add(time.Duration(c.offset.Load()))
 }
 
 // Known reports whether an answer has been seen.
-func (c *Clock) Known() bool { return c.known.Load() }
+func (c *Clock) Known() bool { return c != nil && c.known.Load() }
+
+// SawHeader records the Date header of an answer, as Saw does: every
+// answer of the service carries one, errors included, so that a request
+// that failed still tells the time. A header that does not parse is
+// ignored.
+func (c *Clock) SawHeader(h http.Header) {
+	if c == nil {
+		return
+	}
+	if d, err := http.ParseTime(h.Get("Date")); err == nil {
+		c.Saw(&d)
+	}
+}

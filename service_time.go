@@ -1,0 +1,156 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/azdispatch/azdispatch/internal/svcclock"
+)
+
+// Every decision about time that crosses machines (is a delayed message
+// due, when does a record expire, which occurrence of a schedule is this)
+// is taken on the storage service's clock. Each account keeps one,
+// corrected by the Date of every answer its clients get, errors included
+// (clockPolicy); a decision that needs it before any answer has come
+// learns it first with one request (learnServiceTime), rather than take
+// this machine's clock for the service's.
+
+// clockPolicy sits in the SDK pipeline's per-retry slot, so that every
+// answer, whatever its status, sets the clock of the account it came from,
+// and tells a request that asked (see withAnswered) that an answer came.
+type clockPolicy struct{ clock *svcclock.Clock }
+
+func (p clockPolicy) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if resp != nil {
+		p.clock.SawHeader(resp.Header)
+		if a, ok := req.Raw().Context().Value(answeredKey{}).(*atomic.Bool); ok {
+			a.Store(true)
+		}
+	}
+	return resp, err
+}
+
+type answeredKey struct{}
+
+// withAnswered returns a copy of ctx whose requests record, in answered,
+// whether any of their HTTP attempts got an answer: a request cut off by
+// its deadline after the service answered (the SDK retrying a 503) is not
+// one that got no answer at all.
+func withAnswered(ctx context.Context) (_ context.Context, answered *atomic.Bool) {
+	answered = new(atomic.Bool)
+	return context.WithValue(ctx, answeredKey{}, answered), answered
+}
+
+// serviceClock is a [Source] or [Target] that knows the service's time:
+// a [*Queue], a [ShardedQueue], a memqueue.Queue.
+type serviceClock interface{ ServiceTime() time.Time }
+
+// serviceTimeKnown reports whether v knows the service's time from an
+// answer: a [*Queue] that has had one, a [ShardedQueue] one of whose shards
+// has; a source of its own clock (a memqueue.Queue), or one that cannot
+// tell, is taken to know it.
+func serviceTimeKnown(v any) bool {
+	switch t := v.(type) {
+	case *Queue:
+		return t.clock.Known()
+	case *ShardedQueue:
+		return slices.ContainsFunc(t.set.shards, func(sh Shard) bool { return serviceTimeKnown(sh) })
+	}
+	return true
+}
+
+// serviceTime is the service's time by the first of vs that knows it; by
+// the first that keeps one if none knows it yet; and the local clock's if
+// none keeps one.
+func serviceTime[V any](vs ...V) time.Time {
+	var first serviceClock
+	for _, v := range vs {
+		c, ok := any(v).(serviceClock)
+		if !ok {
+			continue
+		}
+		if serviceTimeKnown(v) {
+			return c.ServiceTime()
+		}
+		if first == nil {
+			first = c
+		}
+	}
+	if first != nil {
+		return first.ServiceTime()
+	}
+	return time.Now()
+}
+
+// timeLearner is a [Source] or [Target] that can learn the service's time
+// with a request of its own.
+type timeLearner interface {
+	learnTime(ctx context.Context) error
+}
+
+// learnServiceTime makes sure v knows the service's time before a decision
+// that needs it, with one request if no answer has told it yet. A source of
+// its own clock, or one that cannot learn it, is left as it is.
+func learnServiceTime(ctx context.Context, v any) error {
+	if l, ok := v.(timeLearner); ok && !serviceTimeKnown(v) {
+		return l.learnTime(ctx)
+	}
+	return nil
+}
+
+// learnTime asks for the queue's properties (one Get Queue Properties,
+// counted in [Transactions.Depth]) if no answer has told q the service's
+// time yet: the answer's Date sets the clock, whatever it says otherwise
+// (a queue that does not exist, a credential without the read permission).
+// It fails only when no answer came.
+func (q *Queue) learnTime(ctx context.Context) error {
+	if q.clock.Known() {
+		return nil
+	}
+	_, _, err := q.properties(ctx)
+	if q.clock.Known() {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("its answer carried no Date")
+	}
+	return fmt.Errorf("learning the service's time from queue %s: %w", q.name, err)
+}
+
+// learnTime learns the service's time from the first shard of the view
+// that can tell it, in order: the shards' accounts are taken to share one
+// clock, as the service's do.
+func (s *ShardedQueue) learnTime(ctx context.Context) error {
+	var errs []error
+	learners := 0
+	for _, i := range s.members {
+		l, ok := s.set.shards[i].(timeLearner)
+		if !ok {
+			continue
+		}
+		learners++
+		if !s.set.admit(i, s.set.now()) {
+			continue
+		}
+		err := s.set.try(ctx, i, 0, true, func(ctx context.Context) error { return l.learnTime(ctx) })
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if learners == 0 {
+		return nil // shards of one's own, which cannot tell
+	}
+	return fmt.Errorf("learning the service's time from %s: %w", s.set.name, s.noHealthy("learn the time", errs, s.set.now()))
+}
