@@ -76,8 +76,8 @@
 // is reported rather than replaced by an empty one.
 //
 // Memory is bounded in bytes as well as in messages: offloaded payloads in
-// hand share ListenerOptions.PayloadMemory (256 MiB), and a download waits
-// for room. A blob download is bounded by its progress (64 KiB per 30 s),
+// hand, and the text of every batch item in a handler, share
+// ListenerOptions.PayloadMemory (256 MiB), and a download waits for room. A blob download is bounded by its progress (64 KiB per 30 s),
 // not by a fixed time, so a large payload over a slow link completes.
 //
 // Errors from storage are [*StorageError] values, which name the request
@@ -103,7 +103,8 @@
 // A listener runs between MinDequeuers (1) and MaxDequeuers (8) receive
 // loops, each with up to Concurrency handlers. When a dequeuer receives a
 // full batch, the listener reads the queue's depth, at most once per
-// ScaleInterval, and starts the dequeuers the Scale hook asks for; a
+// ScaleInterval, and starts the dequeuers the Scale hook asks for; between
+// readings, a round of full receives adds one dequeuer; a
 // dequeuer whose idle back-off has reached its cap stops, down to the floor,
 // but not within ScaleInterval of a scale-up. [Listener.Notify] ends the
 // back-off at once. A send through the listener's own *Queue (or ShardedQueue) in the
@@ -150,7 +151,9 @@
 // # Sending later
 //
 // [Publisher.SendAfter], [Publisher.SendAt] and [Publisher.SendWith] send a
-// message to be handled later, by any length of time, on the service's clock.
+// message to be handled later, by any length of time, on the service's clock:
+// every answer an account gets (errors too) sets it, and a decision about
+// time that comes before any answer asks it first, with one request.
 // Up to [MaxVisibility] (7 days) the service keeps it hidden on its own. Beyond,
 // a line before the text records the due time, and a listener that receives
 // the message early hides it again for what remains (at most 7 days): one
@@ -180,7 +183,11 @@
 // Past one queue's target (about 2,000 messages/s) or one account's (about
 // 20,000 requests/s), a [ShardedQueue] spreads one logical queue over many
 // queues in many accounts; Listener and Publisher use it as they use a
-// Queue. Sends go round-robin and route around failing shards; SendKeyed
+// Queue. Sends go round-robin and route around failing shards, and around
+// shards that do not answer: every request to a shard has its own deadline
+// ([ShardedQueueOptions].TryTimeout), and one that gets no answer counts
+// against the shard's account, which is then tried again by one request at
+// a time ([ShardedQueue.Health], [ShardedQueue.Degraded]); SendKeyed
 // keeps every message of a key on one shard ([KeyShard]); Subset gives each
 // listener instance its own shards, so that messages never move between
 // instances; receives pass over shards that were just empty, so an idle

@@ -343,7 +343,6 @@ func TestABurstSoonAfterADepthReadingIsMetWithinTheTarget(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("%+v", l.State())
 	over := 0
 	for _, m := range w.all() {
 		if m.Body == "burst" && m.TimeInQueue > 5*time.Second {

@@ -290,9 +290,13 @@ func (s *ShardedQueue) sendKeyedMessage(ctx context.Context, key, text string, o
 		return sentMessage{}, err
 	}
 	i := KeyShard(key, len(s.set.shards))
-	if !s.set.admit(i, s.set.now()) {
+	if now := s.set.now(); !s.set.admit(i, now) {
 		_, until, last := s.set.retryAt(i)
-		return sentMessage{}, fmt.Errorf("%w: the key's shard %q is backed off until %s: %w", ErrNoHealthyShard, s.set.shards[i].Name(), until.Format(time.RFC3339), last)
+		when := "backed off until " + until.Format(time.RFC3339)
+		if !until.After(now) {
+			when = "being tried again by another request"
+		}
+		return sentMessage{}, fmt.Errorf("%w: the key's shard %q is %s: %w", ErrNoHealthyShard, s.set.shards[i].Name(), when, last)
 	}
 	var m sentMessage
 	err := s.set.try(ctx, i, len(text), false, func(ctx context.Context) (err error) {

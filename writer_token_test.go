@@ -20,9 +20,9 @@ import (
 )
 
 // lostAnswer passes requests on to the emulator, and for those lose picks
-// (while its count lasts) throws the answer away after the service has
-// acted on it: the connection dropped on the way back. The SDK then retries
-// a request that has taken effect, as it would in production.
+// that succeeded (while its count lasts) throws the answer away after the
+// service has acted on it: the connection dropped on the way back. The SDK
+// then retries a request that has taken effect, as it would in production.
 type lostAnswer struct {
 	next  policy.Transporter
 	lose  func(*http.Request) bool
@@ -32,7 +32,7 @@ type lostAnswer struct {
 
 func (l *lostAnswer) Do(req *http.Request) (*http.Response, error) {
 	resp, err := l.next.Do(req)
-	if err != nil || !l.lose(req) || l.left.Add(-1) < 0 {
+	if err != nil || resp.StatusCode >= 300 || !l.lose(req) || l.left.Add(-1) < 0 {
 		return resp, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)

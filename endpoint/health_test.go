@@ -17,6 +17,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/internal/storagefault"
+	"github.com/azdispatch/azdispatch/memqueue"
 )
 
 // probe GETs h (method, if given, instead) and decodes its answer.
@@ -322,4 +323,45 @@ func TestHealthLivenessFailsWhenAListenerGivesUpAfterFatalTimeout(t *testing.T) 
 	require.NoError(t, <-done)
 	code, _ = probe(t, h.Liveness())
 	assert.Equal(t, http.StatusOK, code, "a clean shutdown leaves it live")
+}
+
+// A sharded queue with a shard out is ready (its other shards serve), and
+// the probe names the shard, since when and why in "degraded", with no
+// credential; once a request to it succeeds, "degraded" is gone.
+func TestReadinessNamesAShardThatIsOutAndStaysReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := memqueue.New("orders-0", nil), memqueue.New("orders-1", nil)
+	sq, err := azdispatch.NewShardedQueue("orders", []azdispatch.Shard{a, b}, &azdispatch.ShardedQueueOptions{RetryMin: time.Hour, RetryMax: time.Hour})
+	require.NoError(t, err)
+	h := NewHealth(nil)
+	h.Add("orders", sq)
+
+	code, rep := probe(t, h.Readiness())
+	require.Equal(t, http.StatusOK, code)
+	assert.Empty(t, check(t, rep, "orders").Degraded)
+
+	down := &azdispatch.StorageError{Op: azdispatch.OpSend, Queue: "orders-1", StatusCode: 503, Code: "ServerBusy",
+		Err: errors.New("GET https://acct.queue.core.windows.net/orders-1?sig=SECRET")}
+	b.FailNext(azdispatch.OpSend, 1, down)
+	for range 2 {
+		_, err := sq.Send(ctx, "x", nil) // one lands on each shard, round-robin: b fails over to a
+		require.NoError(t, err)
+	}
+	code, rep = probe(t, h.Readiness())
+	assert.Equal(t, http.StatusOK, code, "the other shard serves: ready")
+	c := check(t, rep, "orders")
+	assert.True(t, *c.Ready)
+	assert.Contains(t, c.Degraded, `"orders-1" out since`)
+	assert.Contains(t, c.Degraded, "1 of 2 shards out")
+	assert.Contains(t, c.Degraded, "ServerBusy")
+	assert.NotContains(t, c.Degraded, "SECRET")
+	assert.NoError(t, sq.Ready())
+
+	a.FailNext(azdispatch.OpSend, 1, down)
+	_, err = sq.Send(ctx, "x", nil)
+	require.ErrorIs(t, err, azdispatch.ErrNoHealthyShard, "every shard out")
+	assert.ErrorIs(t, sq.Ready(), azdispatch.ErrNoHealthyShard)
+	code, _ = probe(t, h.Readiness())
+	assert.Equal(t, http.StatusServiceUnavailable, code, "no shard left: not ready")
 }
