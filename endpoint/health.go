@@ -78,8 +78,8 @@ type Health struct {
 // so that a change is logged once and the body says since when a check has
 // failed.
 type healthCheck struct {
-	name    string
-	c       Checker
+	name     string
+	c        Checker
 	failing  bool
 	since    time.Time // when a probe first saw it failing
 	degraded bool      // the last probe found part of it out
