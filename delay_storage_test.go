@@ -214,3 +214,22 @@ func TestCancelOfAMessageCenturiesAhead(t *testing.T) {
 	require.NoError(t, r.pub.Cancel(ctx, s.Token))
 	assert.Zero(t, depth(t, r.q))
 }
+
+// A message sent for a time already past lives its TTL from its send, as
+// the service counts it: a cancel within that life cancels it. (The token
+// counted the TTL from the past time: the cancel said ErrAlreadyDelivered,
+// and a listener then handled the message.)
+func TestCancelOfAMessageSentForATimeAlreadyPast(t *testing.T) {
+	t.Parallel()
+	r := newCancelRig(t)
+	ctx := context.Background()
+	pub, err := NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store, TTL: 30 * time.Second})
+	require.NoError(t, err)
+	s, err := pub.SendAt(ctx, job{N: 1}, time.Now().Add(-40*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, pub.Cancel(ctx, s.Token), "within its life, counted from its send")
+	started(t, r.l)
+	time.Sleep(time.Second)
+	assert.Zero(t, r.handled.Load())
+	assert.Zero(t, depth(t, r.q))
+}

@@ -76,13 +76,15 @@ var (
 	ErrAlreadyDelivered = errors.New("azdispatch: message already delivered")
 
 	// ErrCancelUndetermined is matched by the error of [Publisher.Cancel]
-	// when it cannot tell whether the message was delivered: it never
-	// expires, may have been hidden again by listeners (see
-	// [Publisher.SendAfter]), and was due longer ago than the record of its
-	// delivery is kept (30 days), so a delivery may have left no trace. The
-	// cancel is recorded: if the message has not been delivered yet, it
-	// never will be. A second cancel says the same.
-	ErrCancelUndetermined = errors.New("azdispatch: cannot tell whether the message was delivered: it was due more than 30 days ago, and a delivery's record is kept 30 days")
+	// when it cannot tell whether the message was delivered (the error
+	// says why): a message that never expires, may have been hidden again
+	// by listeners (see [Publisher.SendAfter]), and was due longer ago than
+	// the record of its delivery is kept (30 days), so that a delivery may
+	// have left no trace; or a delete whose answer was lost, and whose retry
+	// found the message gone, deleted by it or received by a listener. The
+	// cancel is recorded, and a second cancel says the same; a message due
+	// beyond 7 days that has not been delivered yet never will be.
+	ErrCancelUndetermined = errors.New("azdispatch: cannot tell whether the message was delivered")
 
 	// ErrDuplicate is matched by the error of a send with a
 	// [SendOptions.UniqueKey] that a send within its window used already.

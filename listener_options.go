@@ -190,19 +190,28 @@ type ListenerOptions struct {
 	// PayloadMemory bounds, in bytes, the heap that the offloaded payloads
 	// the listener holds take, garbage included: a message reserves its
 	// blob's size plus [PayloadLimits.MaxItemSize] before downloading it (a
-	// batch holds that while its items run; a single message keeps only its
-	// text once inflated), and waits, hidden and renewed, while the budget
-	// is spent. Go's collector lets the heap grow by GOGC percent (100 by
+	// batch then keeps its blob and room to read its largest item; a single
+	// message keeps only its text once inflated), every batch item in a
+	// handler holds its text's size besides, and each waits, hidden and
+	// renewed, while the budget is spent (a batch then runs one item at a
+	// time). Go's collector lets the heap grow by GOGC percent (100 by
 	// default) of the live heap before it collects, so the listener keeps
 	// the payloads it holds live to PayloadMemory × 100 / (100 + GOGC):
 	// half of it at the default setting, and a flood of large payloads
 	// shows a heap near PayloadMemory, not twice it. (200 claim-checked
 	// messages of 2 MiB held at once with the default 256 MiB peaked at
-	// 219 MiB of heap above the rest of the process; the test bound is
-	// 1.25 × PayloadMemory.) With GOGC=off, which leaves collection to
-	// GOMEMLIMIT, payloads may take all of PayloadMemory live: set
-	// GOMEMLIMIT above it and the rest of the process. GOGC is read when
-	// the listener is made. Defaults to 256 MiB, sized for a small
+	// 219 MiB of heap above the rest of the process, and 8 batches of 60
+	// items of 2 MiB at 249 MiB; the test bound is 1.25 × PayloadMemory.)
+	// That is what payloads add: the collector's headroom is a share of all
+	// the live heap, so a process that keeps H of its own live may reach
+	// twice H, and payloads' garbage may fill that headroom as the
+	// process's own would; at the default setting the heap stays under
+	// 2 × H + PayloadMemory. For a cap on the whole process, set GOMEMLIMIT.
+	// With GOGC=off, which leaves collection to GOMEMLIMIT, payloads may
+	// take all of PayloadMemory live: set GOMEMLIMIT above it and the rest
+	// of the process. GOGC is read when the listener is made. Inline
+	// messages (at most 64 KiB each) are not counted: MaxDequeuers ×
+	// Concurrency bounds them. Defaults to 256 MiB, sized for a small
 	// container; negative means no bound. Without it, 512 messages of
 	// 16 MiB each would take 8 GiB, and twice that in heap.
 	PayloadMemory int64

@@ -299,9 +299,11 @@ func (p *Publisher[T]) ttlOf(r route) time.Duration {
 	return r.delay + ttl
 }
 
-// expires is when a message sent as r says, due at due, expires, in Unix
-// seconds; 0 if never.
-func (p *Publisher[T]) expires(r route, due time.Time) int64 {
+// expires is when a message sent as r says, inserted at inserted, expires,
+// in Unix seconds; 0 if never. The service counts the TTL it was sent with
+// from the insertion, whatever the message's due time: a SendAt for a time
+// already past is due before it was inserted.
+func (p *Publisher[T]) expires(r route, inserted time.Time) int64 {
 	ttl := p.ttlOf(r)
 	switch {
 	case ttl < 0:
@@ -309,7 +311,7 @@ func (p *Publisher[T]) expires(r route, due time.Time) int64 {
 	case ttl == 0:
 		ttl = defaultTTL
 	}
-	return due.Add(-r.delay).Add(ttl).Unix()
+	return inserted.Add(ttl).Unix()
 }
 
 // publish is the path of every single message: through the middleware, if

@@ -126,10 +126,14 @@ func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duratio
 // remains by the service's clock (see [Queue.ServiceTime]), never by its
 // own: if no answer of the target's account has told it the service's
 // time yet, it asks first (one Get Queue Properties, whose answer tells it
-// even when it refuses). Beyond 7 days the time is recorded in the
-// message's text, as for [Publisher.SendAfter], whose notes on hops, TTL
-// and upgrades apply; a message due more than 68 years ahead, the longest
-// TTL the service counts, never expires.
+// even when it refuses). Through a [ShardedQueue] the wait is counted on
+// the clock of the first shard that tells it: the accounts of its shards
+// are taken to share one clock, as the service's accounts do (emulators
+// set to different clocks do not). Beyond 7 days the time is recorded in
+// the message's text, as for [Publisher.SendAfter], whose notes on hops,
+// TTL and upgrades apply; a message due more than 68 years ahead, the
+// longest TTL the service counts, never expires. The message lives its
+// TTL from its send, or from its due time if that is later.
 func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, error) {
 	if at.IsZero() {
 		return Sent{}, &ConfigError{Field: "SendAt's time", Reason: "zero"}
@@ -212,18 +216,18 @@ func upToSecond(d time.Duration) time.Duration {
 
 // sent describes a message sent as r says to a caller.
 func (p *Publisher[T]) sent(m sentMessage, r route) Sent {
+	inserted := m.Inserted
+	if inserted.IsZero() { // a Target of your own: the best guess
+		inserted = serviceTime(p.target).Truncate(time.Second)
+	}
 	s := Sent{ID: m.ID, Due: r.at}
 	if s.Due.IsZero() {
-		inserted := m.Inserted
-		if inserted.IsZero() { // a Target of your own: the best guess
-			inserted = serviceTime(p.target).Truncate(time.Second)
-		}
 		s.Due = inserted.Add(r.delay).UTC()
 	}
 	if m.Receipt != "" {
 		s.Token = cancelToken{
 			Queue: m.Queue, ID: m.ID, Receipt: m.Receipt, Due: s.Due.Unix(),
-			Hops: p.hops(r), Blob: m.Blob, Expires: p.expires(r, s.Due),
+			Hops: p.hops(r), Blob: m.Blob, Expires: p.expires(r, inserted),
 		}.encode()
 	}
 	return s
@@ -386,7 +390,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 		case rec.meta.State == payload.StateDelivered:
 			return fail(ErrAlreadyDelivered)
 		case rec.meta.State == payload.StateUndetermined:
-			return fail(ErrCancelUndetermined)
+			return fail(fmt.Errorf("an earlier cancel could not tell: %w", ErrCancelUndetermined))
 		}
 		// Pending for longer than any cancel takes: one that stopped
 		// midway left it. Take it over, and decide by the delete.
@@ -409,6 +413,7 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, re
 	// Within half the time other cancels wait for a pending record, so
 	// that none takes it over while this delete may still succeed.
 	dctx, stop := context.WithTimeout(ctx, pendingLimit/2)
+	dctx, tries := withTries(dctx)
 	err := p.deleteSent(dctx, q, c)
 	stop()
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -428,7 +433,7 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, re
 	case meta.State == payload.StateUndetermined:
 		// Received since its send, or the delete failed: delivered long
 		// ago, or still waiting to be (a listener would drop it now).
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrCancelUndetermined)
+		return fmt.Errorf("azdispatch: cancel %s: it was due more than 30 days ago, and a delivery's record is kept 30 days: %w", c.ID, ErrCancelUndetermined)
 	case c.Hops:
 		// Hidden again since, or the delete failed: either way the
 		// listener finds the record when the message is due, and drops it.
@@ -440,6 +445,14 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, re
 		// takes it for delivered.)
 		p.store.removeRecord(after, name, etag)
 		return err
+	}
+	if tries.lostAnswer() {
+		// An attempt of the delete got no answer, and its retry found
+		// the receipt stale: that attempt may have deleted the message,
+		// or a listener may have received it. The service cannot tell
+		// the two apart any more.
+		settle(payload.StateUndetermined)
+		return fmt.Errorf("azdispatch: cancel %s: the answer of its delete was lost, and the retry found the message gone: %w", c.ID, ErrCancelUndetermined)
 	}
 	// No listener hides it again: a receive was its delivery.
 	settle(payload.StateDelivered)

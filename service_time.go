@@ -28,26 +28,39 @@ import (
 type clockPolicy struct{ clock *svcclock.Clock }
 
 func (p clockPolicy) Do(req *policy.Request) (*http.Response, error) {
+	a, _ := req.Raw().Context().Value(triesKey{}).(*tries)
+	if a != nil {
+		a.tried.Add(1)
+	}
 	resp, err := req.Next()
 	if resp != nil {
 		p.clock.SawHeader(resp.Header)
-		if a, ok := req.Raw().Context().Value(answeredKey{}).(*atomic.Bool); ok {
-			a.Store(true)
+		if a != nil {
+			a.answered.Add(1)
 		}
 	}
 	return resp, err
 }
 
-type answeredKey struct{}
+// tries counts the HTTP attempts of the requests made with a context (see
+// withTries), and those that got an answer.
+type tries struct{ tried, answered atomic.Int32 }
 
-// withAnswered returns a copy of ctx whose requests record, in answered,
-// whether any of their HTTP attempts got an answer: a request cut off by
-// its deadline after the service answered (the SDK retrying a 503) is not
-// one that got no answer at all.
-func withAnswered(ctx context.Context) (_ context.Context, answered *atomic.Bool) {
-	answered = new(atomic.Bool)
-	return context.WithValue(ctx, answeredKey{}, answered), answered
+type triesKey struct{}
+
+// withTries returns a copy of ctx whose requests count their attempts,
+// and the answers they got: a request cut off by its deadline after the
+// service answered (the SDK retrying a 503) is not one that got no answer
+// at all, and one whose first attempt got none, retried, may have acted
+// before its retry was answered.
+func withTries(ctx context.Context) (context.Context, *tries) {
+	a := new(tries)
+	return context.WithValue(ctx, triesKey{}, a), a
 }
+
+// lostAnswer reports whether an attempt went unanswered: it may have
+// acted.
+func (a *tries) lostAnswer() bool { return a.tried.Load() > a.answered.Load() }
 
 // serviceClock is a [Source] or [Target] that knows the service's time:
 // a [*Queue], a [ShardedQueue], a memqueue.Queue.

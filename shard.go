@@ -52,7 +52,9 @@ type ShardedQueueOptions struct {
 	// that an account that hangs (a blackholed connection, a partition)
 	// costs a send 2 s once, before its shards are backed off, rather than
 	// the SDK's retries of a 30 s try timeout each (some two minutes). A
-	// backed-off shard is tried again by one request at a time.
+	// shard that gave no answer is backed off for at least TryTimeout (then
+	// twice that, and so on, to RetryMax), and tried again by one request
+	// at a time.
 	TryTimeout time.Duration
 
 	// Logger receives a line when a shard is backed off and when it
@@ -459,7 +461,7 @@ func (s *ShardedQueue) Health() []ShardHealth {
 		out[p] = ShardHealth{Shard: s.set.shards[i].Name(), Healthy: failures == 0, Failures: failures, LastError: last}
 		if failures > 0 {
 			out[p].Since = s.set.since(i)
-			if !s.set.available(i, now) {
+			if until.After(now) {
 				out[p].RetryAt = until
 			}
 		}

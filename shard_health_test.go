@@ -42,7 +42,7 @@ func TestThrottledShardBackOffStopsAtASecond(t *testing.T) {
 			set := sq.set
 			set.now = func() time.Time { return now }
 			for range 20 {
-				set.record(context.Background(), 0, tt.err)
+				set.record(context.Background(), 0, now, tt.err) // one after another, each started after the last failed
 			}
 			_, until, _ := set.retryAt(0)
 			assert.GreaterOrEqual(t, until.Sub(now), tt.atLeast)
@@ -57,6 +57,7 @@ func TestShardedQueueOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Second, sq.set.opts.EmptySkip)
 	assert.Equal(t, 100*time.Millisecond, sq.set.opts.RetryMin)
 	assert.Equal(t, time.Minute, sq.set.opts.RetryMax)
+	assert.Equal(t, 2*time.Second, sq.set.opts.TryTimeout)
 }
 
 // A failure of the request itself is no shard's fault: every shard would

@@ -91,15 +91,14 @@ func (set *shardSet) view(members []int) *ShardedQueue {
 const throttledMax = time.Second
 
 // available reports whether shard i may be asked at now: neither it nor its
-// account is backed off.
+// account is backed off, or being tried again by another request (see
+// admit, which a request then calls).
 func (set *shardSet) available(i int, now time.Time) bool {
-	if open, _ := set.health[i].Open(now); open {
+	if !set.health[i].Free(now) {
 		return false
 	}
-	if g := set.group[i]; g != nil {
-		if open, _ := g.Open(now); open {
-			return false
-		}
+	if g := set.group[i]; g != nil && !g.Free(now) {
+		return false
 	}
 	return true
 }
@@ -154,15 +153,16 @@ func (set *shardSet) try(ctx context.Context, i, size int, failover bool, call f
 	if deadline, ok := ctx.Deadline(); ok && failover {
 		d = min(d, max(time.Until(deadline)/2, time.Millisecond))
 	}
+	started := set.now()
 	tctx, cancel := context.WithTimeout(ctx, d)
-	tctx, answered := withAnswered(tctx)
+	tctx, tries := withTries(tctx)
 	err := call(tctx)
-	noAnswer := err != nil && tctx.Err() != nil && ctx.Err() == nil && !answered.Load()
+	noAnswer := err != nil && tctx.Err() != nil && ctx.Err() == nil && tries.answered.Load() == 0
 	cancel()
 	if noAnswer {
 		err = fmt.Errorf("shard %q: %w within %v (ShardedQueueOptions.TryTimeout): %w", set.shards[i].Name(), errNoAnswer, d.Round(time.Millisecond), err)
 	}
-	set.record(ctx, i, err)
+	set.record(ctx, i, started, err)
 	return err
 }
 
@@ -178,8 +178,9 @@ func (set *shardSet) retryAt(i int) (int64, time.Time, error) {
 	return failures, until, last
 }
 
-// record updates shard i's breakers with the outcome of a request.
-func (set *shardSet) record(ctx context.Context, i int, err error) {
+// record updates shard i's breakers with the outcome of a request that
+// started at started.
+func (set *shardSet) record(ctx context.Context, i int, started time.Time, err error) {
 	if err == nil {
 		recovered := set.health[i].Succeed()
 		if g := set.group[i]; g != nil && g.Succeed() {
@@ -198,17 +199,28 @@ func (set *shardSet) record(ctx context.Context, i int, err error) {
 	if account && set.group[i] != nil {
 		b = set.group[i]
 	}
-	maxWait := set.opts.RetryMax
-	if throttled(err) {
+	minWait, maxWait := set.opts.RetryMin, set.opts.RetryMax
+	switch {
+	case throttled(err):
 		maxWait = max(set.opts.RetryMin, min(maxWait, throttledMax))
+	case errors.Is(err, errNoAnswer):
+		// An endpoint that gave no answer for TryTimeout is not back a
+		// moment later: each trial holds a request that long, and may
+		// leave a duplicate of a send when the endpoint comes back.
+		minWait = min(max(minWait, set.opts.TryTimeout), maxWait)
 	}
 	now := set.now()
-	n, wait := b.Fail(now, err, set.opts.RetryMin, maxWait)
+	// A request under way when the failure that backed the shard off was
+	// counted is the same outage: it does not count again.
+	n, wait, counted := b.FailStarted(started, now, err, minWait, maxWait)
 	if hinted := hintedWait(err, wait); hinted > wait {
 		// The service said when it will take requests again: asking
 		// before then only earns another 503.
 		b.Hold(now.Add(hinted))
 		wait = hinted
+	}
+	if !counted {
+		return
 	}
 	set.log.Warn("shard backed off", "shard", set.shards[i].Name(), "whole_account", account && set.group[i] != nil,
 		"failures", n, "retry_in", wait, "err", err)

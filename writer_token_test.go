@@ -153,3 +153,29 @@ func TestARecordWriteThatLostItsAnswerIsItsOwn(t *testing.T) {
 	stale := &records.Record{Kind: payload.KindSchedule, Value: []byte(`{"a":3}`), Version: `"0x1"`}
 	assert.ErrorIs(t, recs.Write(ctx, "rec", stale), records.ErrChanged, "another writer's change is still refused")
 }
+
+// A cancel whose delete took effect but lost its answer, and whose retry
+// found the message gone, cannot tell a delete of its own from a listener's
+// receive, and says so. (It said ErrAlreadyDelivered for a message it had
+// deleted.)
+func TestACancelWhoseDeleteLostItsAnswerCannotTell(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := &lostAnswer{lose: func(req *http.Request) bool {
+		return req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/messages/")
+	}}
+	l.left.Store(1)
+	name := uniqueName(t)
+	createQueue(t, name)
+	p := publisherThrough(t, lostAnswerAccount(t, l), name, uniqueName(t))
+	s, err := p.SendAfter(ctx, job{N: 1}, time.Hour)
+	require.NoError(t, err)
+	err = p.Cancel(ctx, s.Token)
+	require.Equal(t, int32(1), l.taken.Load(), "the delete's answer was lost")
+	assert.ErrorIs(t, err, ErrCancelUndetermined)
+	assert.NotErrorIs(t, err, ErrAlreadyDelivered)
+	assert.ErrorIs(t, p.Cancel(ctx, s.Token), ErrCancelUndetermined, "a second cancel says the same")
+	q, err := testAccount(t, nil).Queue(name)
+	require.NoError(t, err)
+	assert.Zero(t, depth(t, q), "deleted all the same")
+}

@@ -31,7 +31,19 @@ type Breaker struct {
 	// by the trial's outcome.
 	trialUntil time.Time
 	since      time.Time // the first failure of the run; zero while closed
+	lastFail   time.Time // the last failure counted
 	lastErr    error
+}
+
+// Free reports whether Admit would admit a request at now, without
+// admitting one: the breaker is closed, or half-open with no trial out.
+func (b *Breaker) Free(now time.Time) bool {
+	if !b.failing.Load() {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures == 0 || !now.Before(b.openUntil) && !now.Before(b.trialUntil)
 }
 
 // Admit reports whether a request may be made at now: always while the
@@ -75,12 +87,31 @@ func (b *Breaker) Fail(now time.Time, err error, minWait, maxWait time.Duration)
 	if b.failures == 1 {
 		b.since = now
 	}
+	b.lastFail = now
 	b.failing.Store(true)
 	wait = backoff.Retry(minWait, maxWait, b.failures, rand.Float64())
 	b.openUntil = now.Add(wait)
 	b.trialUntil = time.Time{}
 	b.lastErr = err
 	return b.failures, wait
+}
+
+// FailStarted is Fail for a request that started at started: one that was
+// already under way when another failure was counted (requests in flight
+// together when a shard stopped answering, which all fail at once) is the
+// same outage, and does not count again: it records err as the last error
+// and leaves the back-off as it is. It reports whether it counted.
+func (b *Breaker) FailStarted(started, now time.Time, err error, minWait, maxWait time.Duration) (failures int64, wait time.Duration, counted bool) {
+	b.mu.Lock()
+	if b.failures > 0 && started.Before(b.lastFail) {
+		b.lastErr = err
+		failures, wait = b.failures, max(b.openUntil.Sub(now), 0)
+		b.mu.Unlock()
+		return failures, wait, false
+	}
+	b.mu.Unlock()
+	failures, wait = b.Fail(now, err, minWait, maxWait)
+	return failures, wait, true
 }
 
 // Hold keeps an open breaker open until at least until: the service said,
@@ -103,7 +134,7 @@ func (b *Breaker) Succeed() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	was := b.failures > 0
-	b.failures, b.openUntil, b.trialUntil, b.since, b.lastErr = 0, time.Time{}, time.Time{}, time.Time{}, nil
+	b.failures, b.openUntil, b.trialUntil, b.since, b.lastFail, b.lastErr = 0, time.Time{}, time.Time{}, time.Time{}, time.Time{}, nil
 	b.failing.Store(false)
 	return was
 }

@@ -145,7 +145,10 @@ func TestAHalfOpenBreakerAdmitsOneTrialAtATime(t *testing.T) {
 	_, wait := b.Fail(t0, errors.New("x"), time.Second, time.Minute)
 	assert.False(t, b.Admit(t0, time.Second), "open")
 	half := t0.Add(wait)
+	assert.False(t, b.Free(t0), "open")
+	assert.True(t, b.Free(half), "half-open, no trial out")
 	assert.True(t, b.Admit(half, 3*time.Second), "half-open: the trial")
+	assert.False(t, b.Free(half), "the trial is out")
 	assert.False(t, b.Admit(half, 3*time.Second), "a second while the trial is out")
 	assert.False(t, b.Admit(half.Add(2*time.Second), 3*time.Second))
 	assert.True(t, b.Admit(half.Add(3*time.Second), 3*time.Second), "the trial's hold lapsed: another")
@@ -156,4 +159,28 @@ func TestAHalfOpenBreakerAdmitsOneTrialAtATime(t *testing.T) {
 	b.Succeed()
 	assert.True(t, b.Admit(half.Add(3*time.Second), time.Second))
 	assert.True(t, b.Admit(half.Add(3*time.Second), time.Second), "closed again: every request")
+}
+
+// Requests in flight together when a shard stops answering all fail at
+// once: the first failure counts, and those that started before it do not
+// push the back-off further; a request started after it does.
+func TestFailuresOfRequestsAlreadyUnderWayCountOnce(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	var b Breaker
+	n, _, counted := b.FailStarted(t0, t0.Add(2*time.Second), errors.New("first"), time.Second, time.Minute)
+	assert.True(t, counted)
+	assert.Equal(t, int64(1), n)
+	_, until, _ := b.State()
+	for k := range 10 {
+		n, _, counted = b.FailStarted(t0, t0.Add(2*time.Second+time.Duration(k)*time.Millisecond), errors.New("same outage"), time.Second, time.Minute)
+		assert.False(t, counted)
+		assert.Equal(t, int64(1), n)
+	}
+	_, still, last := b.State()
+	assert.Equal(t, until, still, "the back-off is as the first failure set it")
+	assert.EqualError(t, last, "same outage", "the last error is kept")
+	n, _, counted = b.FailStarted(t0.Add(3*time.Second), t0.Add(5*time.Second), errors.New("a trial"), time.Second, time.Minute)
+	assert.True(t, counted, "started after the first failure")
+	assert.Equal(t, int64(2), n)
 }
