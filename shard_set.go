@@ -294,8 +294,12 @@ type readCandidate struct {
 
 // readOrder lists the shards a receive may ask, in round-robin order from
 // where the last receive started: the healthy ones that are warm or whose
-// EmptySkip has passed (every healthy one if all is set); if there are
-// none, the healthy one looked at longest ago. The next receive starts
+// EmptySkip has passed (every healthy one if all is set); after them, the
+// healthy ones resting after an empty look, the one looked at longest ago
+// first. A receive asks a resting shard only while no shard has answered:
+// so an idle sharded queue asks one shard per receive, and a receive whose
+// candidates all fail (one that does not answer, say) still asks the
+// others rather than report no healthy shard. The next receive starts
 // after the first one listed.
 func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 	s.readMu.Lock()
@@ -304,8 +308,9 @@ func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	n := len(s.members)
-	var out []readCandidate
-	first, fallback, fallbackPos := -1, -1, -1
+	var out, resting []readCandidate
+	restingPos := map[int]int{}
+	first := -1
 	for k := range n {
 		p := (s.readNext + k) % n
 		i := s.members[p]
@@ -320,18 +325,19 @@ func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 			}
 			continue
 		}
-		if fallback < 0 || r.lastPoll.Before(set.read[fallback].lastPoll) {
-			fallback, fallbackPos = i, p
-		}
+		resting = append(resting, readCandidate{index: i})
+		restingPos[i] = p
 	}
-	if len(out) == 0 && fallback >= 0 {
-		out = append(out, readCandidate{index: fallback})
-		first = fallbackPos
+	slices.SortStableFunc(resting, func(a, b readCandidate) int {
+		return set.read[a.index].lastPoll.Compare(set.read[b.index].lastPoll)
+	})
+	if first < 0 && len(resting) > 0 {
+		first = restingPos[resting[0].index]
 	}
 	if first >= 0 {
 		s.readNext = (first + 1) % n
 	}
-	return out
+	return append(out, resting...)
 }
 
 // dueLook is what a listener asks of a receive, and learns from it, about
