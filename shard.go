@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,6 +306,12 @@ func (s *ShardedQueue) sendKeyedMessage(ctx context.Context, key, text string, o
 		m, err = sendTo(ctx, s.set.shards[i], text, opts)
 		return err
 	})
+	if f, _ := fault(ctx, err); f {
+		// The key's shard failed (or gave no answer): a keyed send does
+		// not go elsewhere, so the caller retries later, as for one backed
+		// off.
+		return m, fmt.Errorf("%w: the key's shard %q failed: %w", ErrNoHealthyShard, s.set.shards[i].Name(), err)
+	}
 	return m, err
 }
 
@@ -561,7 +568,10 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 			}
 			one.Max = o.Max - total.Moved
 		}
-		res, err := Requeue(ctx, p.shards[i], s.set.shards[i], &one)
+		// Through views of the one shard, so that each request is
+		// bounded by TryTimeout and counted in the shards' health, and a
+		// shard backed off fails at once rather than hold the others.
+		res, err := Requeue(ctx, p.view([]int{i}), s.set.view([]int{i}), &one)
 		total.Moved += res.Moved
 		total.Skipped += res.Skipped
 		total.Invalid += res.Invalid
@@ -598,7 +608,10 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 // Each failing shard is backed off and the next one asked, until messages
 // are in hand: then they are returned at once, a partial batch, rather than
 // held (hidden, their visibility running) while more shards are tried. It
-// fails with [ErrNoHealthyShard] only when no shard answered.
+// fails with [ErrNoHealthyShard] only when no shard answered, or, for a
+// [ShardedQueue.PoisonQueue], when it found none and a shard could not be
+// asked: "none" from it must mean none anywhere, since [Requeue] stops at
+// it.
 func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	// Checked here so that a bad argument is not taken for a shard's failure.
 	if err := checkReceive(max, visibility); err != nil {
@@ -614,6 +627,7 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	var errs []error
 	var got []*Delivery
 	answered := false
+	var asked []int // the shards that answered
 	for _, c := range order {
 		if answered && !c.warm && !s.set.exhaustive && !all {
 			continue // known empty a moment ago: not worth a request now
@@ -640,14 +654,40 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 			continue
 		}
 		answered = true
+		asked = append(asked, c.index)
 		if len(got) >= max {
 			break
 		}
 	}
-	if answered {
+	if answered && (len(got) > 0 || !s.set.exhaustive || len(asked) == len(s.members)) {
 		return got, nil
+	}
+	if answered {
+		// A poison set's "none" must mean none on any shard (Requeue
+		// stops at it): with a shard that failed or could not be asked,
+		// it cannot be said.
+		return nil, fmt.Errorf("%w: receive on %q: %d of %d shards could not be asked: %w", ErrNoHealthyShard, s.set.name,
+			len(s.members)-len(asked), len(s.members), errors.Join(append(errs, s.lastErrors(asked))...))
 	}
 	// Messages a failing shard brought are returned with its error: they
 	// are hidden already, and a listener handles them all the same.
 	return got, s.noHealthy("receive", errs, now)
+}
+
+// lastErrors joins the last errors of the shards of this view that are not
+// in asked: those that failed, were backed off, or were being tried again
+// by another request.
+func (s *ShardedQueue) lastErrors(asked []int) error {
+	var errs []error
+	for _, i := range s.members {
+		if slices.Contains(asked, i) {
+			continue
+		}
+		if _, _, last := s.set.retryAt(i); last != nil {
+			errs = append(errs, last)
+		} else {
+			errs = append(errs, fmt.Errorf("shard %q is being tried again by another request", s.set.shards[i].Name()))
+		}
+	}
+	return errors.Join(errs...)
 }

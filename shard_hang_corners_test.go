@@ -2,6 +2,7 @@ package azdispatch_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,10 +42,10 @@ func TestAReceiveWhoseCandidateHangsAsksTheRestingShards(t *testing.T) {
 	// Both resting after empty looks, and b looked at longest ago: the
 	// next receive asks b first.
 	for {
-		before := a.Transactions().Receive
+		beforeA, beforeB := a.Transactions().Receive, b.Transactions().Receive
 		_, err := sq.Receive(ctx, 32, time.Minute)
 		require.NoError(t, err)
-		if a.Transactions().Receive > before {
+		if a.Transactions().Receive > beforeA && b.Transactions().Receive == beforeB {
 			break
 		}
 	}
@@ -56,4 +57,64 @@ func TestAReceiveWhoseCandidateHangsAsksTheRestingShards(t *testing.T) {
 	require.Len(t, got, 1, "the message on the healthy shard")
 	assert.Equal(t, "rest-0", got[0].Queue)
 	assert.False(t, sq.Health()[1].Healthy, "the silent shard is out")
+}
+
+// envelopesIn puts n poison envelopes on q.
+func envelopesIn(t *testing.T, q *memqueue.Queue, n int) {
+	t.Helper()
+	for k := range n {
+		text, err := azdispatch.EncodeEnvelopeForTest(&azdispatch.PoisonEnvelope{
+			Queue: "x", MessageID: fmt.Sprintf("%s-%d", q.Name(), k), Reason: "test", Body: "work",
+		})
+		require.NoError(t, err)
+		_, err = q.Send(context.Background(), text, nil)
+		require.NoError(t, err)
+	}
+}
+
+// Requeue while one shard's account does not answer: each shard's requests
+// are bounded, the silent one fails alone and says so, and the others are
+// moved; a requeue over the whole poison set does not take the silent
+// shard's "no answer" for "none there". (ShardedQueue.Requeue waited on the
+// silent shard for minutes, and its deadline failed the healthy shards too;
+// Requeue over the poison set returned nil with half the envelopes left.)
+func TestRequeueWhileAShardHangs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var hang atomic.Bool
+	a := memqueue.New("rq-0", nil)
+	b := memqueue.New("rq-1", &memqueue.Options{Intercept: hangWhile(&hang)})
+	sq, err := azdispatch.NewShardedQueue("rq", []azdispatch.Shard{a, b}, &azdispatch.ShardedQueueOptions{TryTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	envelopesIn(t, a.PoisonQueue(), 4)
+	envelopesIn(t, b.PoisonQueue(), 4)
+	hang.Store(true)
+
+	start := time.Now()
+	res, err := sq.Requeue(ctx, nil)
+	assert.Less(t, time.Since(start), 5*time.Second, "bounded by the shards' try timeouts")
+	require.Error(t, err, "the silent shard's failure is reported")
+	assert.Contains(t, err.Error(), "rq-1")
+	assert.Equal(t, 4, res.Moved, "the healthy shard's envelopes are moved")
+	n, err := a.Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+
+	envelopesIn(t, a.PoisonQueue(), 4)
+	res, err = azdispatch.Requeue(ctx, sq.PoisonQueue(), sq, nil)
+	require.ErrorIs(t, err, azdispatch.ErrNoHealthyShard, "not done: a shard could not be asked")
+	assert.Equal(t, 4, res.Moved)
+
+	hang.Store(false)
+	require.Eventually(t, func() bool {
+		res, err = azdispatch.Requeue(ctx, sq.PoisonQueue(), sq, nil)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "once it answers again")
+	total := 0
+	for _, q := range []*memqueue.Queue{a, b} {
+		n, err := q.Depth(ctx)
+		require.NoError(t, err)
+		total += n
+	}
+	assert.Equal(t, 12, total, "every envelope requeued, none lost")
 }

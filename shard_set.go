@@ -162,6 +162,9 @@ func (set *shardSet) try(ctx context.Context, i, size int, failover bool, call f
 	if noAnswer {
 		err = fmt.Errorf("shard %q: %w within %v (ShardedQueueOptions.TryTimeout): %w", set.shards[i].Name(), errNoAnswer, d.Round(time.Millisecond), err)
 	}
+	if set.exhaustive && isQueueNotFound(err) {
+		return err // a poison queue nothing was poisoned into yet: not a failing shard
+	}
 	set.record(ctx, i, started, err)
 	return err
 }
@@ -235,13 +238,22 @@ func (s *ShardedQueue) noHealthy(op string, errs []error, now time.Time) error {
 		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
 	}
 	next := time.Time{}
+	var last []error
 	for _, i := range s.members {
-		if _, until, _ := set.retryAt(i); next.IsZero() || until.Before(next) {
+		_, until, lastErr := set.retryAt(i)
+		if next.IsZero() || until.Before(next) {
 			next = until
 		}
+		if lastErr != nil {
+			last = append(last, lastErr)
+		}
 	}
-	return fmt.Errorf("%w: %s on %q: every shard is backed off; the first is tried again in %v",
-		ErrNoHealthyShard, op, set.name, max(next.Sub(now), 0).Round(time.Millisecond))
+	when := fmt.Sprintf("the first is tried again in %v", max(next.Sub(now), 0).Round(time.Millisecond))
+	if !next.After(now) {
+		when = "the first is being tried again by another request"
+	}
+	return fmt.Errorf("%w: %s on %q: every shard is backed off (last: %w); %s",
+		ErrNoHealthyShard, op, set.name, errors.Join(last...), when)
 }
 
 // poisonSet builds the set of the shards' poison queues once.

@@ -96,19 +96,19 @@ func (h *Handler) readOverview(ctx context.Context) overviewReading {
 			defer func() { <-sem }()
 			var r unitReading
 			var each sync.WaitGroup
-			each.Go(func() { r.Depth = readVal(ctx, func(ctx context.Context) (int, error) { return u.queue.Depth(ctx) }) })
+			each.Go(func() { r.Depth = readVal(ctx, func(ctx context.Context) (int, error) { return u.read.Depth(ctx) }) })
 			switch {
 			case u.poison == nil:
 				r.Poison = val{Err: "no poison queue"}
 			default:
-				each.Go(func() { r.Poison = readVal(ctx, func(ctx context.Context) (int, error) { return u.poison.Depth(ctx) }) })
+				each.Go(func() { r.Poison = readVal(ctx, func(ctx context.Context) (int, error) { return u.readPoison.Depth(ctx) }) })
 			}
 			if _, ok := u.queue.(peeker); !ok {
 				r.Age = val{Err: "the queue cannot be peeked"}
 			} else {
 				each.Go(func() {
 					r.Age = readVal(ctx, func(ctx context.Context) (int, error) {
-						a, err := azdispatch.OldestAge(ctx, u.queue)
+						a, err := azdispatch.OldestAge(ctx, u.read)
 						return int(a), err
 					})
 				})

@@ -15,6 +15,13 @@ type unit struct {
 	queue   azdispatch.Shard
 	poison  azdispatch.Shard // nil when it has none
 	account *azdispatch.Account
+	// read and readPoison are what the overview reads queue and poison
+	// through: for a shard of a sharded queue, a view of that one shard,
+	// so that each request is bounded by the set's TryTimeout and what it
+	// finds counts in the shard's health (a shard that does not answer is
+	// backed off, and named, even in a dashboard that runs alone); the
+	// queues themselves otherwise.
+	read, readPoison azdispatch.Shard
 }
 
 // set is one source as the user gave it: a queue, or a sharded set.
@@ -54,12 +61,24 @@ func newTopology(o *Options) *topology {
 	seenAccount := map[*azdispatch.Account]bool{}
 	seenCounted := map[transactor]bool{}
 	addUnit := func(s *set, q azdispatch.Shard) {
-		u := &unit{name: q.Name(), queue: q}
+		u := &unit{name: q.Name(), queue: q, read: q}
 		if s.isSharded() {
 			u.set = s.name
 		}
 		if pq, ok := q.(azdispatch.PoisonQueuer); ok {
 			u.poison = pq.PoisonShard()
+		}
+		u.readPoison = u.poison
+		if sq := s.sharded; sq != nil {
+			k, n := len(s.units), len(sq.Shards())
+			if view, err := sq.Subset(k, n); err == nil {
+				u.read = view
+			}
+			if pq := sq.PoisonQueue(); pq != nil && u.poison != nil {
+				if view, err := pq.Subset(k, n); err == nil {
+					u.readPoison = view
+				}
+			}
 		}
 		if a, ok := q.(accounter); ok {
 			u.account = a.Account()
