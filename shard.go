@@ -623,6 +623,7 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	if all {
 		s.unasked(look, now)
 	}
+	s.reappearing(look, now)
 	order := s.readOrder(now, all)
 	var errs []error
 	var got []*Delivery

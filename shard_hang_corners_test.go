@@ -3,6 +3,7 @@ package azdispatch_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +118,91 @@ func TestRequeueWhileAShardHangs(t *testing.T) {
 		total += n
 	}
 	assert.Equal(t, 12, total, "every envelope requeued, none lost")
+}
+
+// lateShard is a memqueue shard whose account stops answering while hang
+// is set, and carries out the receives it got meanwhile when it comes
+// back, their answers long gone: as a stopped emulator, or a partitioned
+// endpoint, does with the requests in its sockets.
+type lateShard struct {
+	*memqueue.Queue
+	hang    atomic.Bool
+	mu      sync.Mutex
+	pending []func()
+}
+
+func (s *lateShard) Receive(ctx context.Context, max int, visibility time.Duration) ([]*azdispatch.Delivery, error) {
+	if s.hang.Load() {
+		s.mu.Lock()
+		s.pending = append(s.pending, func() { _, _ = s.Queue.Receive(context.Background(), max, visibility) })
+		s.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Queue.Receive(ctx, max, visibility)
+}
+
+// resume answers again, carrying out the receives it held first.
+func (s *lateShard) resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.pending {
+		f()
+	}
+	s.pending = nil
+	s.hang.Store(false)
+}
+
+// Messages that a receive without an answer hides when its shard comes back
+// are looked for when they reappear, not at the listener's idle pace. (Two
+// such messages were handled 2 min 24 s after the shard came back.)
+func TestMessagesHiddenByALateReceiveAreLookedForWhenTheyReappear(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := memqueue.New("late-0", nil)
+	b := &lateShard{Queue: memqueue.New("late-1", nil)}
+	sq, err := azdispatch.NewShardedQueue("late", []azdispatch.Shard{a, b},
+		&azdispatch.ShardedQueueOptions{TryTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	handled := make(chan time.Time, 1)
+	l, err := azdispatch.NewListener(sq, func(_ context.Context, m *azdispatch.Message[string]) error {
+		if m.Body == "on the silent shard" {
+			select {
+			case handled <- time.Now():
+			default:
+			}
+		}
+		return nil
+	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), VisibilityTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	running(t, l)
+	time.Sleep(200 * time.Millisecond) // the listener idles
+
+	b.hang.Store(true)
+	_, err = b.Send(ctx, "on the silent shard", nil) // wakes the listener: its receive asks b
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.pending) > 0
+	}, 10*time.Second, 10*time.Millisecond, "a receive went unanswered")
+	// Long enough for the shard's back-off to grow past the listener's
+	// own looks for what its failed receives may have hidden.
+	time.Sleep(10 * time.Second)
+	b.resume()
+	resumed := time.Now()
+	// A request to b must succeed for the sharded queue to know it is
+	// back: a depth reading here, which wakes no listener (a send in this
+	// process would, and hide what is measured).
+	require.Eventually(t, func() bool {
+		_, err := sq.Depth(ctx)
+		return err == nil && sq.Health()[1].Healthy
+	}, 10*time.Second, 50*time.Millisecond)
+	select {
+	case at := <-handled:
+		t.Logf("handled %v after the shard came back", at.Sub(resumed).Round(time.Millisecond))
+		assert.Less(t, at.Sub(resumed), 10*time.Second, "looked for when it reappears, not at the idle pace")
+	case <-time.After(time.Minute):
+		t.Fatal("not handled within a minute of the shard coming back")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/breaker"
@@ -26,6 +27,9 @@ type shardSet struct {
 
 	mu   sync.Mutex
 	read []shardRead // per shard, under mu
+	// late counts the shards with receives that got no answer (see
+	// shardRead.lateHidden), so that a success needs no lock otherwise.
+	late atomic.Int32
 
 	// exhaustive sets (poison sets) ask every shard before saying "empty",
 	// so that [Requeue] over them does not stop early.
@@ -41,7 +45,21 @@ type shardRead struct {
 	empty    bool      // the last receive found nothing
 	emptyAt  time.Time // when it did
 	lastPoll time.Time
+	// A receive that got no answer may still be carried out when the
+	// shard's endpoint comes back, hiding messages from then: lateHidden
+	// is the longest visibility of such receives, until a request to the
+	// shard succeeds; reappear is then when what they hid is visible
+	// again, for the receives made until a while after to report (see
+	// dueLook.skipped), so that a listener looks for it then rather than
+	// at its idle pace.
+	lateHidden time.Duration
+	reappear   time.Time
 }
+
+// reappearHint is how long after a late receive's messages reappear the
+// receives keep reporting when: long enough for a listener backing off at
+// its idle pace (30 s by default) to hear it.
+const reappearHint = time.Minute
 
 func newShardSet(name string, shards []Shard, o ShardedQueueOptions) *shardSet {
 	set := &shardSet{
@@ -191,6 +209,17 @@ func (set *shardSet) record(ctx context.Context, i int, started time.Time, err e
 		}
 		if recovered {
 			set.log.Info("shard recovered", "shard", set.shards[i].Name())
+		}
+		if set.late.Load() > 0 {
+			set.mu.Lock()
+			if r := &set.read[i]; r.lateHidden > 0 {
+				// Anything its unanswered receives were to hide, they hid
+				// by now: it reappears after their visibility from here.
+				r.reappear = dueBy(set.now(), r.lateHidden)
+				r.lateHidden = 0
+				set.late.Add(-1)
+			}
+			set.mu.Unlock()
 		}
 		return
 	}
@@ -435,6 +464,26 @@ func (look *dueLook) unaskedUntil() (time.Time, bool) {
 	return look.skippedUntil, !look.skippedUntil.IsZero()
 }
 
+// reappearing records in look when what late receives hid reappears, on
+// the shards where it does within reappearHint (see shardRead.reappear).
+func (s *ShardedQueue) reappearing(look *dueLook, now time.Time) {
+	if look == nil {
+		return
+	}
+	s.set.mu.Lock()
+	defer s.set.mu.Unlock()
+	for _, i := range s.members {
+		r := &s.set.read[i]
+		switch {
+		case r.reappear.IsZero():
+		case now.After(r.reappear.Add(reappearHint)):
+			r.reappear = time.Time{}
+		default:
+			look.skipped(r.reappear)
+		}
+	}
+}
+
 // unasked records in look the shards a receive now cannot ask: those
 // backed off.
 func (s *ShardedQueue) unasked(look *dueLook, now time.Time) {
@@ -458,6 +507,17 @@ func (set *shardSet) receiveFrom(ctx context.Context, i, max int, visibility tim
 	})
 	batch = slices.DeleteFunc(batch, func(d *Delivery) bool { return d == nil })
 	if err != nil {
+		if errors.Is(err, errNoAnswer) {
+			set.mu.Lock()
+			r := &set.read[i]
+			if r.lateHidden == 0 {
+				set.late.Add(1)
+			}
+			if visibility > r.lateHidden {
+				r.lateHidden = visibility
+			}
+			set.mu.Unlock()
+		}
 		set.wrap(i, batch)
 		return batch, err
 	}
