@@ -88,7 +88,9 @@ func (h *Handler) readOverview(ctx context.Context) overviewReading {
 	for _, u := range h.topo.units {
 		if backedOff[u.name] {
 			skipped := val{Err: "not read: the sharded queue has backed this shard off (see its health)"}
+			mu.Lock() // the units read before it are being written
 			out.Units[u.name] = unitReading{Depth: skipped, Poison: skipped, Age: skipped}
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
