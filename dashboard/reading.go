@@ -103,7 +103,9 @@ func (h *Handler) readOverview(ctx context.Context) overviewReading {
 			case u.poison == nil:
 				r.Poison = val{Err: "no poison queue"}
 			default:
-				each.Go(func() { r.Poison = readVal(ctx, func(ctx context.Context) (int, error) { return u.readPoison.Depth(ctx) }) })
+				each.Go(func() {
+					r.Poison = readVal(ctx, func(ctx context.Context) (int, error) { return u.readPoison.Depth(ctx) })
+				})
 			}
 			if _, ok := u.queue.(peeker); !ok {
 				r.Age = val{Err: "the queue cannot be peeked"}
