@@ -487,8 +487,12 @@ type Schedule[T any] struct {
 	Every time.Duration
 	// Cron fires at the times of a five-field cron expression ("minute
 	// hour day-of-month month day-of-week", with ranges, lists, steps and
-	// names), in Location. At a daylight-saving change, a time that the
-	// change skips (02:30 on a spring day in Europe/Berlin) has no
+	// names) or one of @yearly, @monthly, @weekly, @daily and @hourly, in
+	// Location, read as Vixie cron reads them: when both day fields are
+	// restricted a day matches either, and a field that starts with "*"
+	// ("*/2" too) is unrestricted, so "0 0 */2 * MON" fires on Mondays that
+	// are odd days of the month. At a daylight-saving change, a time that
+	// the change skips (02:30 on a spring day in Europe/Berlin) has no
 	// occurrence that day, and a time that it repeats has one, at its
 	// first instant.
 	Cron string

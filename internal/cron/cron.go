@@ -4,8 +4,15 @@
 //
 // Fields take "*", numbers, ranges "a-b", lists "a,b", and steps "*/n" or
 // "a-b/n"; months and weekdays take their English three-letter names too
-// (JAN, SUN), and Sunday is 0 or 7. As in Vixie cron, when both the day of
-// month and the day of week are restricted, a day matches either.
+// (JAN, SUN), and Sunday is 0 or 7. The nicknames @yearly (@annually),
+// @monthly, @weekly, @daily (@midnight) and @hourly stand for "0 0 1 1 *",
+// "0 0 1 * *", "0 0 * * 0", "0 0 * * *" and "0 * * * *".
+//
+// As in Vixie cron, when both the day of month and the day of week are
+// restricted, a day matches either; a field that starts with "*" (a step
+// over the whole range such as "*/2" included) is unrestricted, so
+// "0 0 */2 * MON" runs on Mondays that fall on odd days of the month, not
+// on odd days or Mondays.
 //
 // Occurrences are wall-clock times in the location. At a daylight-saving
 // change: a wall time that does not exist that day (the hour skipped in
@@ -60,6 +67,18 @@ func Parse(expr string) (*Schedule, error) {
 	if len(expr) > maxExpression {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrSyntax, maxExpression)
 	}
+	text := strings.TrimSpace(expr)
+	if strings.HasPrefix(text, "@") {
+		full, ok := nicknames[strings.ToLower(text)]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly", ErrSyntax, text)
+		}
+		s, err := Parse(full)
+		if err == nil {
+			s.text = strings.ToLower(text)
+		}
+		return s, err
+	}
 	parts := strings.Fields(expr)
 	if len(parts) != len(fields) {
 		return nil, fmt.Errorf("%w: %q has %d fields, not 5 (minute hour day-of-month month day-of-week)", ErrSyntax, expr, len(parts))
@@ -76,8 +95,17 @@ func Parse(expr string) (*Schedule, error) {
 	if s.dow&(1<<7) != 0 {
 		s.dow |= 1 // 7 is Sunday too
 	}
-	s.domAny, s.dowAny = parts[2] == "*", parts[4] == "*"
+	// Vixie cron takes a field that starts with "*" for unrestricted,
+	// "*/2" too, when it decides whether the two day fields combine.
+	s.domAny, s.dowAny = strings.HasPrefix(parts[2], "*"), strings.HasPrefix(parts[4], "*")
 	return s, nil
+}
+
+// nicknames are the expressions the @ forms stand for, as Vixie cron reads
+// them.
+var nicknames = map[string]string{
+	"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+	"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
 
 // String is the expression, its fields separated by single spaces.

@@ -25,6 +25,18 @@ func TestNextOfCommonExpressions(t *testing.T) {
 		{"0 0 29 2 *", "2028-02-29T00:00:00Z"},
 		{"5/20 * * * *", "2026-11-25T10:25:00Z"},
 		{"0 12 * * 7", "2026-11-29T12:00:00Z"}, // 7 is Sunday
+		// A field that starts with "*" is unrestricted, as in Vixie cron:
+		// Mondays that fall on odd days, not odd days or Mondays (the
+		// 27th, an odd Friday, and the 30th, an even Monday, are not).
+		{"0 0 */2 * MON", "2026-12-07T00:00:00Z"},
+		{"0 0 * * */2", "2026-11-26T00:00:00Z"}, // every other weekday from Sunday: Thursday
+		{"@hourly", "2026-11-25T11:00:00Z"},
+		{"@daily", "2026-11-26T00:00:00Z"},
+		{"@midnight", "2026-11-26T00:00:00Z"},
+		{"@weekly", "2026-11-29T00:00:00Z"},
+		{"@monthly", "2026-12-01T00:00:00Z"},
+		{"@YEARLY", "2027-01-01T00:00:00Z"},
+		{"@annually", "2027-01-01T00:00:00Z"},
 	} {
 		s, err := Parse(c.expr)
 		require.NoError(t, err, c.expr)
@@ -75,7 +87,7 @@ func TestBadExpressionsAreRefused(t *testing.T) {
 	for _, expr := range []string{
 		"", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * 32 * *",
 		"* * * 13 *", "* * * * 8", "5-1 * * * *", "*/0 * * * *", "*/61 * * * *", "a * * * *",
-		"* * * FOO *", "1,,2 * * * *", "-1 * * * *", string(make([]byte, 300)),
+		"* * * FOO *", "1,,2 * * * *", "-1 * * * *", string(make([]byte, 300)), "@reboot", "@every 5m", "@",
 	} {
 		_, err := Parse(expr)
 		assert.ErrorIs(t, err, ErrSyntax, "%q", expr)
