@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"golang.org/x/time/rate"
 
+	"github.com/azdispatch/azdispatch/internal/connstr"
 	"github.com/azdispatch/azdispatch/internal/netx"
 	"github.com/azdispatch/azdispatch/internal/redact"
 	"github.com/azdispatch/azdispatch/internal/svcclock"
@@ -93,12 +94,17 @@ func NewAccountFromConnectionString(connectionString string, opts *AccountOption
 		connectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + emulatorKey +
 			";BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
 	}
+	// What is wrong with the string, said without a value from it: it
+	// holds a key or a signature.
+	if why := connstr.Diagnose(connectionString); why != "" {
+		return nil, &ConfigError{Field: "connection string", Reason: why + " (it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true)"}
+	}
 	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientFromConnectionString(connectionString, co)
 	if err != nil {
 		// The SDK's message does not quote the string, but be sure: never
-		// echo it, it holds a key or a signature.
-		return nil, &ConfigError{Field: "connection string", Reason: "it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true"}
+		// echo it.
+		return nil, &ConfigError{Field: "connection string", Reason: "the Azure SDK cannot read it (it needs AccountName and AccountKey, SharedAccessSignature, or UseDevelopmentStorage=true)"}
 	}
 	a := newAccount(svc, tx, clock, co)
 	if opts != nil && opts.BlobServiceURL != "" {
@@ -188,8 +194,13 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 // payloads need the blob service too: a token for both (ss=bq), or the blob
 // service's own in [AccountOptions.BlobServiceURL]. The README's Permissions
 // section lists each permission and what fails without it. For a SAS scoped to
-// one queue, use [NewQueueWithSAS].
+// one queue, use [NewQueueWithSAS]: a URL with no SAS token, or with a
+// service SAS (no ss= in its query), is refused with a [*ConfigError] that
+// says so.
 func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account, error) {
+	if err := checkSAS("service URL", serviceURLWithSAS, true); err != nil {
+		return nil, err
+	}
 	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)
 	if err != nil {
@@ -255,8 +266,12 @@ func (a *Account) queue(name string, reserve int) (*Queue, error) {
 
 // NewQueueWithSAS opens one queue through its URL with a SAS token scoped to
 // it (https://<account>.queue.core.windows.net/<queue>?sv=…&sig=…). Such a
-// queue has no default poison queue: give the listener one.
+// queue has no default poison queue: give the listener one. A URL with no
+// SAS token (no sig= in its query) is refused with a [*ConfigError].
 func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, error) {
+	if err := checkSAS("queue URL", queueURLWithSAS, false); err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(queueURLWithSAS)
 	if err != nil {
 		return nil, &ConfigError{Field: "queue URL", Reason: "it does not parse"}
@@ -276,6 +291,27 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 		return nil, fmt.Errorf("azdispatch: new queue client: %w", redact.URLError(err))
 	}
 	return &Queue{name: name, client: client, tx: new(counter), clock: clock}, nil
+}
+
+// checkSAS refuses a URL (field names it) that carries no SAS token, and,
+// for an account, one whose token is a service SAS, scoped to a single
+// queue or container, which cannot reach the account's other queues (nor
+// a poison queue beside each). It never quotes the URL: its query is the
+// secret.
+func checkSAS(field, rawURL string, account bool) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return &ConfigError{Field: field, Reason: "it does not parse"}
+	}
+	q := u.Query()
+	switch {
+	case q.Get("sig") == "":
+		return &ConfigError{Field: field, Reason: "it carries no SAS token (no sig= in its query): append the token to the URL, after a ?"}
+	case account && q.Get("ss") == "":
+		return &ConfigError{Field: field, Reason: "its SAS token is a service SAS (it has no ss=), scoped to one queue or container: " +
+			"give that queue's URL to NewQueueWithSAS, or make an account SAS (ss=q, or ss=bq with payloads)"}
+	}
+	return nil
 }
 
 // clientOptions copies the caller's SDK options, fills our defaults and adds

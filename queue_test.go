@@ -231,7 +231,7 @@ func TestErrorsNeverCarryTheSASSignature(t *testing.T) {
 	}}}
 
 	// Nothing listens on port 1: a transport error, whose URL has the query.
-	acct, err := NewAccountWithSAS("http://127.0.0.1:1/devstoreaccount1?sv=2020-08-04&"+secret, noRetry)
+	acct, err := NewAccountWithSAS("http://127.0.0.1:1/devstoreaccount1?sv=2020-08-04&ss=q&srt=sco&"+secret, noRetry)
 	require.NoError(t, err)
 	q, err := acct.Queue(uniqueName(t))
 	require.NoError(t, err)
@@ -356,5 +356,48 @@ func TestArgumentErrorsAreConfigErrors(t *testing.T) {
 		require.ErrorAs(t, err, &ce, name)
 		assert.Equal(t, name, ce.Field)
 		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+	}
+}
+
+// A URL without a SAS token, and an account opened with a service SAS
+// scoped to one queue, are refused when made, saying what is missing and
+// never quoting the URL. (Both were taken, and failed at the first request.)
+func TestSASURLsAreCheckedWhenOpened(t *testing.T) {
+	t.Parallel()
+	_, err := NewQueueWithSAS("https://acct.queue.core.windows.net/orders", nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "carries no SAS token")
+
+	_, err = NewAccountWithSAS("https://acct.queue.core.windows.net/", nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "carries no SAS token")
+
+	_, err = NewAccountWithSAS("https://acct.queue.core.windows.net/?sv=2023-11-03&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET", nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "service SAS")
+	assert.Contains(t, err.Error(), "NewQueueWithSAS")
+	assert.NotContains(t, err.Error(), "S3CRET")
+
+	_, err = NewAccountWithSAS("https://acct.queue.core.windows.net/?sv=2023-11-03&ss=q&srt=sco&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET", nil)
+	assert.NoError(t, err, "an account SAS")
+	_, err = NewQueueWithSAS("https://acct.queue.core.windows.net/orders?sv=2023-11-03&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET", nil)
+	assert.NoError(t, err, "a service SAS for one queue")
+}
+
+// A connection string is refused with what is wrong with it, never a
+// value from it. (An empty string, garbage, one with no key and one whose
+// key was not base64 all got one message, wrong for the last.)
+func TestAConnectionStringSaysWhatIsWrongWithIt(t *testing.T) {
+	t.Parallel()
+	for cs, want := range map[string]string{
+		"":                                  "empty",
+		"garbage":                           "not Name=value settings",
+		"AccountName=acct":                  "neither AccountName with AccountKey",
+		"AccountName=acct;AccountKey=x!y*z": "AccountKey is not base64",
+	} {
+		_, err := NewAccountFromConnectionString(cs, nil)
+		require.ErrorIs(t, err, ErrInvalidConfig, "%q", cs)
+		assert.Contains(t, err.Error(), want, "%q", cs)
+		assert.NotContains(t, err.Error(), "x!y*z")
 	}
 }
