@@ -10,12 +10,14 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/azuritetest"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 	"github.com/azdispatch/azdispatch/dashboard"
 )
 
 // The payloads page counts the package's blobs by kind, with their bytes,
 // from a dry-run sweep: a claim-checked message and a batch, live.
 func TestThePayloadsPageCountsBlobsAndBytesByKind(t *testing.T) {
+	azurite.SkipIfShort(t) // it needs an emulator, as the module's other storage tests do
 	t.Parallel()
 	ctx := context.Background()
 	emulator := azuritetest.Start(t, nil)
