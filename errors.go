@@ -130,8 +130,9 @@ var (
 	// if it ever returns.
 	ErrHandlersAbandoned = errors.New("azdispatch: handlers or deletes outlasted the drain and were abandoned")
 
-	// ErrNotReady is wrapped by [Listener.Ready]'s error, together with the cause.
-	ErrNotReady = errors.New("azdispatch: listener not ready")
+	// ErrNotReady is wrapped by the error of [Listener.Ready] and
+	// [Scheduler.Ready], together with the cause.
+	ErrNotReady = errors.New("azdispatch: not ready")
 )
 
 // errNotStarted is the result of a handler call that never started because

@@ -64,6 +64,65 @@ type Scheduler[T any] struct {
 	mu        sync.Mutex
 	schedules map[string]*scheduled[T]
 	run       *schedulerRun // nil unless Run is running
+	// failing holds, by schedule, the failures in a row of its state's
+	// reads and writes (or its sends), and the last: for Ready.
+	failing map[string]failureRun
+}
+
+// failureRun is one schedule's failures in a row.
+type failureRun struct {
+	n     int
+	since time.Time
+	last  error
+}
+
+// readySchedulerFailures is how many failures in a row of one schedule
+// make a scheduler not ready: with the back-off of 1, 2 and 4 s, about
+// seven seconds of a store that does not answer.
+const readySchedulerFailures = 3
+
+// Ready reports whether the scheduler is doing its work, for a readiness
+// probe (an endpoint.Health check): nil while [Scheduler.Run] is running
+// and every schedule's state can be read and written; otherwise an error
+// matching [ErrNotReady] that says why (not running, or a schedule whose
+// requests failed three times in a row, with the last failure). It makes
+// no request.
+func (s *Scheduler[T]) Ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run == nil {
+		return fmt.Errorf("%w: the scheduler is not running", ErrNotReady)
+	}
+	var errs []error
+	for name, f := range s.failing {
+		if f.n >= readySchedulerFailures {
+			errs = append(errs, fmt.Errorf("schedule %q failed %d times in a row since %s: %w", name, f.n, f.since.UTC().Format(time.RFC3339), f.last))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrNotReady, errors.Join(errs...))
+	}
+	return nil
+}
+
+// outcome records how a step of schedule name went, for Ready.
+func (s *Scheduler[T]) outcome(name string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.failing, name)
+		return
+	}
+	if s.failing == nil {
+		s.failing = map[string]failureRun{}
+	}
+	f := s.failing[name]
+	if f.n == 0 {
+		f.since = time.Now()
+	}
+	f.n++
+	f.last = err
+	s.failing[name] = f
 }
 
 // scheduled is a schedule added to a scheduler.
@@ -153,6 +212,7 @@ func (s *Scheduler[T]) Remove(name string) bool {
 			sc.stop()
 		}
 		delete(s.schedules, name)
+		delete(s.failing, name)
 	}
 	return ok
 }
@@ -176,6 +236,7 @@ func (s *Scheduler[T]) Run(ctx context.Context) error {
 	<-ctx.Done()
 	s.mu.Lock()
 	s.run = nil
+	s.failing = nil
 	for _, sc := range s.schedules {
 		sc.stop = nil
 	}
@@ -228,6 +289,9 @@ func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		wake, err := s.step(ctx, sc)
+		if ctx.Err() == nil {
+			s.outcome(sc.Name, err)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/azdispatch/azdispatch/internal/storagefault"
 	"github.com/azdispatch/azdispatch/internal/timetable"
 )
 
@@ -283,4 +288,51 @@ func TestASchedulerOverAShardedQueueAgainstTheEmulator(t *testing.T) {
 	for i := range 3 {
 		assert.Equal(t, 1, handled[fmt.Sprintf("%d/%d", last.Unix(), i)], "the last occurrence's message %d", i)
 	}
+}
+
+// A scheduler is ready while it runs and its schedules' state can be read
+// and written; one whose store keeps failing says so, for a readiness probe,
+// and is ready again once the store answers. (It had no readiness: a
+// scheduler whose store failed never showed on /readyz.)
+func TestASchedulerWhoseStoreFailsIsNotReady(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	connectionString(t)
+	blob, err := url.Parse(emulator.inst.BlobEndpoint())
+	require.NoError(t, err)
+	a := answeringAccount(t, func(req *http.Request) *http.Response {
+		if down.Load() && req.URL.Host == blob.Host {
+			return storagefault.ServiceError(req, http.StatusServiceUnavailable, "ServerBusy", nil)
+		}
+		return nil
+	})
+	q, err := a.Queue(uniqueName(t))
+	require.NoError(t, err)
+	store, err := a.PayloadStore(uniqueName(t))
+	require.NoError(t, err)
+	p, err := NewPublisher[string](q, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	s, err := NewScheduler(p, &SchedulerOptions{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, s.Add(Schedule[string]{Name: "tick", Every: time.Hour, Messages: func(context.Context, Occurrence) ([]string, error) { return nil, nil }}))
+	require.ErrorIs(t, s.Ready(), ErrNotReady, "not running")
+
+	down.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	waitFor(t, "not ready while its store fails", func() bool {
+		err := s.Ready()
+		return err != nil && strings.Contains(err.Error(), "failed")
+	})
+	err = s.Ready()
+	assert.ErrorIs(t, err, ErrNotReady)
+	assert.Contains(t, err.Error(), `schedule "tick"`)
+	assert.Contains(t, err.Error(), "ServerBusy")
+	down.Store(false)
+	waitFor(t, "ready again once the store answers", func() bool { return s.Ready() == nil })
 }

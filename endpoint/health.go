@@ -183,7 +183,7 @@ var errNotLive = errors.New("azdispatch: not live")
 //	  {"name":"orders","ready":true,
 //	   "degraded":"azdispatch: orders: 1 of 4 shards out: shard \"orders-1\" out since …: no answer within 2s …"},
 //	  {"name":"billing","ready":false,"since":"2025-01-02T15:04:05Z",
-//	   "reason":"azdispatch: listener not ready: fatal storage error since …: 403 AuthenticationFailed"}]}
+//	   "reason":"azdispatch: not ready: fatal storage error since …: 403 AuthenticationFailed"}]}
 //
 // A check that is ready with part of it out (a [Degrader]: a listener over
 // a sharded queue one of whose accounts does not answer) says what in
