@@ -10,8 +10,8 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/azuritetest"
-	"github.com/azdispatch/azdispatch/internal/azurite"
 	"github.com/azdispatch/azdispatch/dashboard"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // The payloads page counts the package's blobs by kind, with their bytes,
