@@ -33,8 +33,12 @@ var (
 	// wrapped by Run's error.
 	ErrOwnershipLost = errors.New("azdispatch: ownership lost")
 
-	// ErrMessageTooLarge is wrapped by every [*MessageTooLargeError].
-	ErrMessageTooLarge = errors.New("azdispatch: message too large")
+	// ErrMessageTooLarge is matched by every error of something too large:
+	// a [*MessageTooLargeError] (a text over what a queue message takes,
+	// with no payload store to offload it to), and a payload over its
+	// [PayloadLimits], which a publisher refuses before any request and a
+	// listener poisons. Each says which limit, and which option sets it.
+	ErrMessageTooLarge = payload.ErrTooLarge
 
 	// ErrInvalidText means a message text holds something the XML the
 	// service speaks cannot carry (invalid UTF-8 or a forbidden control
@@ -104,9 +108,12 @@ var (
 	// and the blob kept for inspection.
 	ErrPayloadCorrupt = payload.ErrCorrupt
 
-	// ErrPayloadTooLarge means a payload exceeds [PayloadLimits]: a publisher
-	// refuses it before any request, a listener poisons it.
-	ErrPayloadTooLarge = payload.ErrTooLarge
+	// ErrPayloadTooLarge is [ErrMessageTooLarge], the one sentinel of
+	// "too large", under its earlier name.
+	//
+	// Deprecated: use ErrMessageTooLarge, which every error of a size over
+	// a limit matches.
+	ErrPayloadTooLarge = ErrMessageTooLarge
 
 	// ErrNoHealthyShard is returned by a [ShardedQueue]'s Send, Receive and
 	// Depth when no shard could serve the request: every shard was backed

@@ -119,8 +119,8 @@ func (l *Listener[T]) interrupted(t *try) action {
 func (l *Listener[T]) payloadFailed(t *try, err error) action {
 	l.storageFailed(err)
 	switch {
-	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt), errors.Is(err, ErrPayloadTooLarge):
-		return poison(err.Error())
+	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt), errors.Is(err, ErrMessageTooLarge):
+		return poison(limitOption(err, "ListenerOptions").Error())
 	case t.ctx.Err() != nil:
 		return l.interrupted(t)
 	}

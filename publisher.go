@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -175,8 +176,8 @@ type SentBatch struct {
 //
 // It fails before any request with a [*ConfigError] for no items or bad
 // options, with [ErrNoBlobService] when the publisher has no payload store,
-// and with [ErrPayloadTooLarge] when the batch exceeds the publisher's
-// [PayloadLimits].
+// and with [ErrMessageTooLarge] when the batch exceeds the publisher's
+// [PayloadLimits] (the error names the limit to raise).
 func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptions) (SentBatch, error) {
 	if len(items) == 0 {
 		return SentBatch{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
@@ -222,12 +223,12 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, 
 			return SentBatch{}, fmt.Errorf("azdispatch: encode item %d: %w", i, err)
 		}
 		if err := w.Add(text); err != nil {
-			return SentBatch{}, err
+			return SentBatch{}, limitOption(err, "PublisherOptions")
 		}
 	}
 	ptr, err := p.offload(ctx, payload.KindBatch, w, r)
 	if err != nil {
-		return SentBatch{}, err
+		return SentBatch{}, limitOption(err, "PublisherOptions")
 	}
 	text := p.dueLine(r) + line + ptr.Encode()
 	m, err := p.deliver(ctx, text, r)
@@ -448,9 +449,24 @@ func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r 
 	}
 	w := payload.NewWriter(p.limits)
 	if err := w.Add(text); err != nil {
-		return nil, err
+		return nil, limitOption(err, "PublisherOptions")
 	}
 	return p.offload(ctx, payload.KindSingle, w, r)
+}
+
+// limitOption adds to an error of a payload over one of its limits which
+// option sets that limit (options names the publisher's or the
+// listener's), so that the one to raise is named; other errors are
+// returned as they are.
+func limitOption(err error, options string) error {
+	var le *payload.LimitError
+	if !errors.As(err, &le) {
+		return err
+	}
+	if options == "PublisherOptions" {
+		return fmt.Errorf("%w: to send it, raise PublisherOptions.PayloadLimits.%s, and ListenerOptions.PayloadLimits.%s of the listeners with it", err, le.Limit, le.Limit)
+	}
+	return fmt.Errorf("%w: set by %s.PayloadLimits.%s", err, options, le.Limit)
 }
 
 // defaultTTL is the service's message lifetime when none is given.

@@ -101,3 +101,28 @@ func TestPublisherRefusesABadDelayBeforeOffloading(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Zero(t, acct.Transactions().Total(), "no request, no blob")
 }
+
+// A body over the publisher's payload limits is refused before any request
+// with the one sentinel of "too large" (whichever limit it is over, and
+// whether or not it would have gone to a blob), and the error names the
+// option to raise. (A 100 MiB body matched ErrPayloadTooLarge where other
+// sizes matched ErrMessageTooLarge, and named only "MaxItemSize".)
+func TestABodyTooLargeNamesTheOptionToRaise(t *testing.T) {
+	t.Parallel()
+	ctx, cost := CountTransactions(context.Background())
+	q := testQueue(t)
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw(), PayloadLimits: PayloadLimits{MaxItemSize: 1 << 20}})
+	require.NoError(t, err)
+	_, err = p.Send(ctx, strings.Repeat("x", 2<<20))
+	require.ErrorIs(t, err, ErrMessageTooLarge)
+	assert.ErrorIs(t, err, ErrPayloadTooLarge, "the same sentinel under its old name")
+	assert.Contains(t, err.Error(), "PublisherOptions.PayloadLimits.MaxItemSize")
+	assert.Contains(t, err.Error(), "ListenerOptions.PayloadLimits.MaxItemSize")
+	assert.Contains(t, err.Error(), "2097152 bytes")
+
+	_, err = p.SendBatch(ctx, []string{"a", strings.Repeat("x", 2<<20)}, nil)
+	require.ErrorIs(t, err, ErrMessageTooLarge)
+	assert.Contains(t, err.Error(), "item 1")
+	assert.Contains(t, err.Error(), "PublisherOptions.PayloadLimits.MaxItemSize")
+	assert.Zero(t, cost().Total(), "refused before any request")
+}

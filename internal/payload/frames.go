@@ -47,16 +47,16 @@ func NewWriter(lim Limits) *Writer {
 // MaxItems or take the payload past MaxExpandedSize.
 func (w *Writer) Add(text string) error {
 	if len(text) > w.lim.MaxItemSize {
-		return fmt.Errorf("%w: item %d is %d bytes, more than MaxItemSize %d", ErrTooLarge, w.items, len(text), w.lim.MaxItemSize)
+		return &LimitError{Limit: "MaxItemSize", What: fmt.Sprintf("item %d", w.items), Size: int64(len(text)), Max: int64(w.lim.MaxItemSize)}
 	}
 	if w.items >= w.lim.MaxItems {
-		return fmt.Errorf("%w: more than MaxItems %d items", ErrTooLarge, w.lim.MaxItems)
+		return &LimitError{Limit: "MaxItems", What: "the batch", Size: int64(w.items + 1), Max: int64(w.lim.MaxItems)}
 	}
 	head := strconv.Itoa(len(text)) + "\n"
-	w.expanded += int64(len(head) + len(text))
-	if w.expanded > w.lim.MaxExpandedSize {
-		return fmt.Errorf("%w: more than MaxExpandedSize %d bytes uncompressed", ErrTooLarge, w.lim.MaxExpandedSize)
+	if w.expanded+int64(len(head)+len(text)) > w.lim.MaxExpandedSize {
+		return &LimitError{Limit: "MaxExpandedSize", What: "the payload uncompressed", Size: w.expanded + int64(len(head)+len(text)), Max: w.lim.MaxExpandedSize}
 	}
+	w.expanded += int64(len(head) + len(text))
 	_, _ = io.WriteString(w.gz, head) // a bytes.Buffer does not fail
 	_, _ = io.WriteString(w.gz, text)
 	w.items++
@@ -72,7 +72,7 @@ func (w *Writer) Items() int { return w.items }
 func (w *Writer) Finish() ([]byte, error) {
 	_ = w.gz.Close() // a bytes.Buffer does not fail
 	if int64(w.buf.Len()) > w.lim.MaxBlobSize {
-		return nil, fmt.Errorf("%w: %d bytes compressed, more than MaxBlobSize %d", ErrTooLarge, w.buf.Len(), w.lim.MaxBlobSize)
+		return nil, &LimitError{Limit: "MaxBlobSize", What: "the payload compressed", Size: int64(w.buf.Len()), Max: w.lim.MaxBlobSize}
 	}
 	return w.buf.Bytes(), nil
 }
@@ -153,7 +153,7 @@ func (fr *Reader) length() (int64, error) {
 		return 0, fr.fault(nil, fmt.Sprintf("bad length %q", line[:len(line)-1]))
 	}
 	if n > int64(fr.lim.MaxItemSize) {
-		return 0, fmt.Errorf("%w: an item of %d bytes, more than MaxItemSize %d", ErrTooLarge, n, fr.lim.MaxItemSize)
+		return 0, &LimitError{Limit: "MaxItemSize", What: "an item", Size: n, Max: int64(fr.lim.MaxItemSize)}
 	}
 	return n, nil
 }
@@ -162,7 +162,7 @@ func (fr *Reader) length() (int64, error) {
 // into ErrCorrupt otherwise.
 func (fr *Reader) fault(err error, what string) error {
 	if errors.Is(err, errExpandedTooLarge) || fr.count.left < 0 {
-		return fmt.Errorf("%w: more than MaxExpandedSize %d bytes uncompressed", ErrTooLarge, fr.lim.MaxExpandedSize)
+		return &LimitError{Limit: "MaxExpandedSize", What: "the payload uncompressed", Max: fr.lim.MaxExpandedSize}
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
