@@ -146,12 +146,12 @@ func NewAccount(serviceURL string, cred azcore.TokenCredential, opts *AccountOpt
 	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClient(serviceURL, cred, co)
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
+		return nil, wrapf(err, "new account client")
 	}
 	a := newAccount(svc, tx, clock, co)
 	if u := blobServiceURL(serviceURL, opts); u != "" {
 		if a.blob, err = service.NewClient(u, cred, blobOptions(co)); err != nil {
-			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
+			return nil, wrapf(err, "new blob client")
 		}
 	}
 	return a, nil
@@ -171,7 +171,7 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithSharedKeyCredential(serviceURL, cred, co)
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: new account client: %w", err)
+		return nil, wrapf(err, "new account client")
 	}
 	a := newAccount(svc, tx, clock, co)
 	if u := blobServiceURL(serviceURL, opts); u != "" {
@@ -180,7 +180,7 @@ func NewAccountWithSharedKey(serviceURL, accountName, accountKey string, opts *A
 			return nil, errBadAccountKey
 		}
 		if a.blob, err = service.NewClientWithSharedKeyCredential(u, bcred, blobOptions(co)); err != nil {
-			return nil, fmt.Errorf("azdispatch: new blob client: %w", err)
+			return nil, wrapf(err, "new blob client")
 		}
 	}
 	return a, nil
@@ -204,12 +204,12 @@ func NewAccountWithSAS(serviceURLWithSAS string, opts *AccountOptions) (*Account
 	co, tx, clock := clientOptions(opts)
 	svc, err := azqueue.NewServiceClientWithNoCredential(serviceURLWithSAS, co)
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: new account client: %w", redact.URLError(err))
+		return nil, wrapf(redact.URLError(err), "new account client")
 	}
 	a := newAccount(svc, tx, clock, co)
 	if u := blobServiceURL(serviceURLWithSAS, opts); u != "" {
 		if a.blob, err = service.NewClientWithNoCredential(u, blobOptions(co)); err != nil {
-			return nil, fmt.Errorf("azdispatch: new blob client: %w", redact.URLError(err))
+			return nil, wrapf(redact.URLError(err), "new blob client")
 		}
 	}
 	return a, nil
@@ -288,7 +288,7 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 	co, _, clock := clientOptions(opts)
 	client, err := azqueue.NewQueueClientWithNoCredential(queueURLWithSAS, co)
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: new queue client: %w", redact.URLError(err))
+		return nil, wrapf(redact.URLError(err), "new queue client")
 	}
 	return &Queue{name: name, client: client, tx: new(counter), clock: clock}, nil
 }
@@ -351,7 +351,7 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter, *svc
 // caller's deadline, met early, so it matches context.DeadlineExceeded,
 // and no storage's fault (a sharded queue does not back its shard off
 // for it).
-var errNoTurnBeforeDeadline = fmt.Errorf("azdispatch: no turn of AccountOptions.Limiter before the context's deadline: %w", context.DeadlineExceeded)
+var errNoTurnBeforeDeadline = wrapf(context.DeadlineExceeded, "no turn of AccountOptions.Limiter before the context's deadline")
 
 // The limiter sits in an account's pipeline twice. limitPolicy, per call,
 // waits for the first attempt's turn on the caller's context, before the
@@ -377,7 +377,7 @@ func (p limitPolicy) Do(req *policy.Request) (*http.Response, error) {
 			// context; that is the context's deadline, met early.
 			return nil, errNoTurnBeforeDeadline
 		}
-		return nil, fmt.Errorf("azdispatch: AccountOptions.Limiter: %w", err)
+		return nil, wrapf(err, "AccountOptions.Limiter")
 	}
 	return req.WithContext(context.WithValue(ctx, attemptsKey{}, new(atomic.Int32))).Next()
 }

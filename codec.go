@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"unicode/utf8"
 )
 
 // Codec turns values into message text and back. Listeners decode with
@@ -18,7 +20,10 @@ type Codec interface {
 // JSON returns the default codec: the value as JSON text. HTML characters
 // (<, >, &) are written as they are, not as \u003c escapes, because the
 // service counts message size before XML escaping and the escapes would cost
-// six bytes each.
+// six bytes each. A string that is not valid UTF-8, which encoding/json
+// would silently turn into U+FFFD, is refused with an error matching
+// [ErrInvalidText], as every codec of this package refuses it: for bytes,
+// use a []byte field (base64 in JSON) or [Raw] with [Base64].
 func JSON() Codec { return jsonCodec{} }
 
 // Base64 wraps inner so that the message text is the base64 of inner's text.
@@ -41,7 +46,67 @@ func (jsonCodec) Encode(v any) (string, error) {
 	if err := enc.Encode(v); err != nil {
 		return "", err
 	}
+	// encoding/json writes invalid UTF-8 in a string as the escape
+	// \ufffd, without a word: the body would arrive changed. Only a text
+	// that holds U+FFFD, escaped or not, can be such a one, so only then
+	// is the value looked through.
+	if bytes.Contains(b.Bytes(), []byte(`\ufffd`)) || bytes.Contains(b.Bytes(), []byte("\uFFFD")) {
+		if path, bad := invalidUTF8(reflect.ValueOf(v), "body", 0); bad {
+			return "", fmt.Errorf("%w: %s is not valid UTF-8, which JSON would replace with U+FFFD", ErrInvalidText, path)
+		}
+	}
 	return string(escapeNoncharacters(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))), nil
+}
+
+// maxUTF8Depth bounds the walk of invalidUTF8: encoding/json refuses
+// deeper nesting, and cycles, already.
+const maxUTF8Depth = 64
+
+// invalidUTF8 finds a string in v, as encoding/json would write it (struct
+// fields, map keys and values, slices, arrays, pointers and interfaces),
+// that is not valid UTF-8, and says where it is.
+func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
+	if !v.IsValid() || depth > maxUTF8Depth {
+		return "", false
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return path, !utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return invalidUTF8(v.Elem(), path, depth+1)
+	case reflect.Struct:
+		t := v.Type()
+		for i := range v.NumField() {
+			if !t.Field(i).IsExported() {
+				continue
+			}
+			if p, bad := invalidUTF8(v.Field(i), path+"."+t.Field(i).Name, depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if p, bad := invalidUTF8(it.Key(), path+" (a key)", depth+1); bad {
+				return p, true
+			}
+			if p, bad := invalidUTF8(it.Value(), path+"[…]", depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes: base64 in JSON
+		}
+		for i := range v.Len() {
+			if p, bad := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // escapeNoncharacters writes U+FFFE and U+FFFF, which encoding/json leaves

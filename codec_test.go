@@ -104,3 +104,38 @@ func TestCodecTypeIsCheckedAtConstruction(t *testing.T) {
 	_, err = NewPublisher[struct{ A int }](q, &PublisherOptions{Codec: Base64(Raw())})
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 }
+
+// Text that is not valid UTF-8 is refused by every codec, not sent changed:
+// encoding/json writes it as U+FFFD without a word, and the default JSON
+// codec used to send a Publisher[string]'s body so. A real U+FFFD is sent.
+func TestEveryCodecRefusesTextThatIsNotUTF8(t *testing.T) {
+	t.Parallel()
+	bad := "caf\xe9"
+	type order struct {
+		Name  string
+		Lines []map[string]string
+		Raw   []byte
+	}
+	for name, v := range map[string]any{
+		"a string":            bad,
+		"a struct's field":    order{Name: bad},
+		"a map's value":       order{Lines: []map[string]string{{"sku": bad}}},
+		"a map's key":         map[string]int{bad: 1},
+		"behind an interface": []any{1, &order{Name: bad}},
+	} {
+		_, err := JSON().Encode(v)
+		require.ErrorIs(t, err, ErrInvalidText, name)
+	}
+	for name, v := range map[string]any{
+		"a real U+FFFD":       "replacement \uFFFD character",
+		"bytes, as base64":    order{Raw: []byte(bad)},
+		"a struct, all valid": order{Name: "café", Lines: []map[string]string{{"sku": "x"}}},
+	} {
+		_, err := JSON().Encode(v)
+		require.NoError(t, err, name)
+	}
+	// Raw leaves the text as it is; the check before the send refuses it.
+	text, err := Raw().Encode(bad)
+	require.NoError(t, err)
+	assert.ErrorIs(t, checkText(text, serviceMessageLimit), ErrInvalidText)
+}

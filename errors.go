@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -141,6 +142,65 @@ var (
 	// [Scheduler.Ready], together with the cause.
 	ErrNotReady = errors.New("azdispatch: not ready")
 )
+
+// prefix begins every error text of this package, once.
+const prefix = "azdispatch: "
+
+// wrapped is an error of this package around another: what was being
+// done, then the error, whose own "azdispatch: " is left out, so that a
+// text names the package once however deep its chain ("azdispatch: cancel
+// m1: message already cancelled", not "… m1: azdispatch: message …").
+type wrapped struct {
+	doing string
+	err   error
+}
+
+// wrapf wraps err with what was being done (a format and its arguments).
+func wrapf(err error, format string, args ...any) error {
+	return &wrapped{doing: fmt.Sprintf(format, args...), err: err}
+}
+
+func (w *wrapped) Error() string {
+	return prefix + w.doing + ": " + strings.TrimPrefix(w.err.Error(), prefix)
+}
+
+func (w *wrapped) Unwrap() error { return w.err }
+
+// bare is err whose text leaves out its own "azdispatch: ", for an error of
+// this package that quotes it in the middle of its own text.
+type bare struct{ err error }
+
+func (b bare) Error() string { return strings.TrimPrefix(b.err.Error(), prefix) }
+
+func (b bare) Unwrap() error { return b.err }
+
+// joined is errors.Join whose text leaves out each error's own
+// "azdispatch: ", for the list inside an error of this package.
+type joined []error
+
+// joinErrs joins errs as errors.Join does (nil for none).
+func joinErrs(errs ...error) error {
+	var j joined
+	for _, err := range errs {
+		if err != nil {
+			j = append(j, err)
+		}
+	}
+	if len(j) == 0 {
+		return nil
+	}
+	return j
+}
+
+func (j joined) Error() string {
+	parts := make([]string, len(j))
+	for i, err := range j {
+		parts[i] = strings.TrimPrefix(err.Error(), prefix)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (j joined) Unwrap() []error { return j }
 
 // errNotStarted is the result of a handler call that never started because
 // the listener began to shut down while the message waited for a handler.

@@ -112,7 +112,7 @@ func NewLease(a *Account, name string, opts *LeaseOptions) (*Lease, error) {
 	bb := cc.NewBlockBlobClient(name)
 	lc, err := lease.NewBlobClient(bb, nil) // a fresh random lease ID per contender
 	if err != nil {
-		return nil, fmt.Errorf("azdispatch: lease client: %w", err)
+		return nil, wrapf(err, "lease client")
 	}
 	l := &Lease{name: name, opts: c, container: cc, blob: bb, client: lc}
 	l.log = c.Logger.With("lease", l.path())
@@ -337,7 +337,7 @@ func (l *Lease) advance(ctx context.Context) (int64, error) {
 		}
 		meta, prev, err := splitFence(props.Metadata)
 		if err != nil {
-			return 0, fmt.Errorf("azdispatch: lease %s: %w", l.path(), err)
+			return 0, wrapf(err, "lease %s", l.path())
 		}
 		next := prev + 1
 		meta[leaseFenceMeta] = to.Ptr(strconv.FormatInt(next, 10))

@@ -174,8 +174,7 @@ func (l *Listener[T]) fatalTooLong(now time.Time) error {
 	if err == nil || now.Sub(since) < l.opts.FatalTimeout {
 		return nil
 	}
-	return fmt.Errorf("azdispatch: listener on %q stopped after a fatal storage error stood for %v: %w",
-		l.src.Name(), now.Sub(since).Round(time.Second), err)
+	return wrapf(err, "listener on %q stopped after a fatal storage error stood for %v", l.src.Name(), now.Sub(since).Round(time.Second))
 }
 
 // fatalCheckEvery is how often Run looks for a fatal error that has stood

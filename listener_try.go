@@ -449,7 +449,7 @@ func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
 	case t.s.run.Err() != nil:
 		return errNotStarted
 	}
-	return fmt.Errorf("azdispatch: rate limit: %w", err)
+	return wrapf(err, "rate limit")
 }
 
 // takePayload reserves n bytes of the listener's payload budget for t,

@@ -170,7 +170,7 @@ func ReadFront(ctx context.Context, src Source) (Front, error) {
 	}
 	f, err := readFront(ctx, p)
 	if err != nil {
-		return Front{}, fmt.Errorf("azdispatch: front of %s: %w", src.Name(), err)
+		return Front{}, wrapf(err, "front of %s", src.Name())
 	}
 	return f, nil
 }
@@ -209,7 +209,7 @@ func (s *ShardedQueue) readFront(ctx context.Context) (Front, error) {
 		return err
 	})
 	if err != nil {
-		return Front{}, fmt.Errorf("azdispatch: front of %s: %w", s.Name(), err)
+		return Front{}, wrapf(err, "front of %s", s.Name())
 	}
 	var all Front
 	for _, f := range fronts {

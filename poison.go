@@ -224,7 +224,7 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 				res.Invalid++
 			case env.MessageID != "" && moved[env.key()]:
 				if err := poison.Delete(ctx, d); err != nil {
-					return res, fmt.Errorf("azdispatch: requeue: deleting duplicate envelope %s: %w", d.ID, err)
+					return res, wrapf(err, "requeue: deleting duplicate envelope %s", d.ID)
 				}
 				delete(left, d.ID)
 				res.Duplicates++
@@ -269,7 +269,7 @@ func releaseLeft(ctx context.Context, poison Source, left map[string]*Delivery) 
 				return
 			}
 			mu.Lock()
-			errs = append(errs, fmt.Errorf("azdispatch: requeue: making %s visible again: %w", d.ID, err))
+			errs = append(errs, wrapf(err, "requeue: making %s visible again", d.ID))
 			mu.Unlock()
 		})
 	}
@@ -290,10 +290,10 @@ func (e *PoisonEnvelope) key() envelopeKey {
 
 func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env *PoisonEnvelope) error {
 	if _, err := to.Send(ctx, env.Body, &SendOptions{TTL: env.lifetime()}); err != nil {
-		return fmt.Errorf("azdispatch: requeue %s: %w", d.ID, err)
+		return wrapf(err, "requeue %s", d.ID)
 	}
 	if err := poison.Delete(ctx, d); err != nil {
-		return fmt.Errorf("azdispatch: requeue %s: sent, but not deleted from the poison queue (it may be requeued twice): %w", d.ID, err)
+		return wrapf(err, "requeue %s: sent, but not deleted from the poison queue (it may be requeued twice)", d.ID)
 	}
 	return nil
 }

@@ -183,7 +183,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 		return SentBatch{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
 	}
 	if p.store == nil {
-		return SentBatch{}, fmt.Errorf("azdispatch: send batch: %w", p.noStore())
+		return SentBatch{}, wrapf(p.noStore(), "send batch")
 	}
 	o, r, err := p.routeFor(ctx, opts)
 	if err != nil {
@@ -220,7 +220,7 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, 
 	for i, item := range items {
 		text, err := p.codec.Encode(item)
 		if err != nil {
-			return SentBatch{}, fmt.Errorf("azdispatch: encode item %d: %w", i, err)
+			return SentBatch{}, wrapf(err, "encode item %d", i)
 		}
 		if err := w.Add(text); err != nil {
 			return SentBatch{}, limitOption(err, "PublisherOptions")
@@ -336,7 +336,7 @@ func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (sentMessag
 func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata) (m sentMessage, sent string, err error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
-		return m, "", fmt.Errorf("azdispatch: encode: %w", err)
+		return m, "", wrapf(err, "encode")
 	}
 	line, err := meta.line()
 	if err != nil {

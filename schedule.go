@@ -155,7 +155,7 @@ func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOpt
 	}
 	if !o.At.IsZero() {
 		if err := learnServiceTime(ctx, p.target); err != nil {
-			return o, route{}, fmt.Errorf("azdispatch: send at %s: %w", o.At.UTC().Format(time.RFC3339), err)
+			return o, route{}, wrapf(err, "send at %s", o.At.UTC().Format(time.RFC3339))
 		}
 	}
 	return o, p.routeOf(o), nil
@@ -176,7 +176,7 @@ func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 	case o.UniqueKey != "" && o.UniqueFor <= 0:
 		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: fmt.Sprintf("%v: a unique key needs a window", o.UniqueFor)}
 	case o.UniqueKey != "" && p.store == nil:
-		return fmt.Errorf("azdispatch: a unique send keeps its key in the payload store: %w", p.noStore())
+		return wrapf(p.noStore(), "a unique send keeps its key in the payload store")
 	}
 	return nil
 }
@@ -332,7 +332,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	if q == nil {
 		return &ConfigError{Field: "Cancel's token", Reason: fmt.Sprintf("names queue %q, which is not %s or one of its shards", c.Queue, p.target.Name())}
 	}
-	fail := func(err error) error { return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err) }
+	fail := func(err error) error { return wrapf(err, "cancel %s", c.ID) }
 	// Whether it has expired, and how long its record must live, are
 	// judged on the service's clock: learn it first, if nothing has told
 	// it yet.
@@ -433,7 +433,7 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, re
 	case meta.State == payload.StateUndetermined:
 		// Received since its send, or the delete failed: delivered long
 		// ago, or still waiting to be (a listener would drop it now).
-		return fmt.Errorf("azdispatch: cancel %s: it was due more than 30 days ago, and a delivery's record is kept 30 days: %w", c.ID, ErrCancelUndetermined)
+		return wrapf(ErrCancelUndetermined, "cancel %s: it was due more than 30 days ago, and a delivery's record is kept 30 days", c.ID)
 	case c.Hops:
 		// Hidden again since, or the delete failed: either way the
 		// listener finds the record when the message is due, and drops it.
@@ -452,11 +452,11 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, re
 		// or a listener may have received it. The service cannot tell
 		// the two apart any more.
 		settle(payload.StateUndetermined)
-		return fmt.Errorf("azdispatch: cancel %s: the answer of its delete was lost, and the retry found the message gone: %w", c.ID, ErrCancelUndetermined)
+		return wrapf(ErrCancelUndetermined, "cancel %s: the answer of its delete was lost, and the retry found the message gone", c.ID)
 	}
 	// No listener hides it again: a receive was its delivery.
 	settle(payload.StateDelivered)
-	return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, ErrAlreadyDelivered)
+	return wrapf(ErrAlreadyDelivered, "cancel %s", c.ID)
 }
 
 // pendingLimit is how long a pending cancel record is waited for: a
@@ -486,7 +486,7 @@ func (p *Publisher[T]) settledRecord(ctx context.Context, rec *record) (*record,
 func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) error {
 	err := q.Delete(ctx, &Delivery{ID: c.ID, Queue: q.name, Receipt: &popReceipt{queue: q, value: c.Receipt}})
 	if err != nil && !errors.Is(err, ErrOwnershipLost) {
-		return fmt.Errorf("azdispatch: cancel %s: %w", c.ID, err)
+		return wrapf(err, "cancel %s", c.ID)
 	}
 	return err
 }
@@ -537,7 +537,7 @@ func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Dur
 		case errors.Is(err, ErrPayloadMissing) && try < 2:
 			continue // given back between our write and our read: take it
 		case err != nil:
-			return nil, fmt.Errorf("azdispatch: unique key: %w", err)
+			return nil, wrapf(err, "unique key")
 		case created:
 			held = rec
 		case !rec.expired():
@@ -550,7 +550,7 @@ func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Dur
 			case bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound):
 				return nil, fmt.Errorf("%w (taken over by another send just now)", ErrDuplicate)
 			case err != nil:
-				return nil, fmt.Errorf("azdispatch: unique key: %w", err)
+				return nil, wrapf(err, "unique key")
 			}
 		}
 	}

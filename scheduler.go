@@ -100,7 +100,7 @@ func (s *Scheduler[T]) Ready() error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrNotReady, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", ErrNotReady, joinErrs(errs...))
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func NewScheduler[T any](p *Publisher[T], opts *SchedulerOptions) (*Scheduler[T]
 	}
 	store := recordsOf(p.target, p.store)
 	if store == nil {
-		return nil, fmt.Errorf("azdispatch: a scheduler keeps its state in the payload store: %w", p.noStore())
+		return nil, wrapf(p.noStore(), "a scheduler keeps its state in the payload store")
 	}
 	return &Scheduler[T]{p: p, store: store, opts: o, schedules: map[string]*scheduled[T]{}, stagger: rand.N(maxStagger),
 		log: o.Logger.With("queue", p.target.Name(), "instance", o.Instance)}, nil
@@ -272,7 +272,7 @@ func (s *Scheduler[T]) States(ctx context.Context) ([]ScheduleState, error) {
 			continue
 		}
 		if err != nil {
-			return states, fmt.Errorf("azdispatch: schedule %q: %w", sc.Name, err)
+			return states, wrapf(err, "schedule %q", sc.Name)
 		}
 		st, err := timetable.DecodeState(r.Value)
 		if err != nil {

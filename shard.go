@@ -506,12 +506,12 @@ func (s *ShardedQueue) Degraded() error {
 			when = "tried again at " + h.RetryAt.UTC().Format(time.RFC3339)
 		}
 		out = append(out, fmt.Errorf("shard %q out since %s, after %d failures, %s: %w",
-			h.Shard, h.Since.UTC().Format(time.RFC3339), h.Failures, when, h.LastError))
+			h.Shard, h.Since.UTC().Format(time.RFC3339), h.Failures, when, bare{h.LastError}))
 	}
 	if len(out) == 0 {
 		return nil
 	}
-	return fmt.Errorf("azdispatch: %s: %d of %d shards out: %w", s.set.name, len(out), len(s.members), errors.Join(out...))
+	return wrapf(joinErrs(out...), "%s: %d of %d shards out", s.set.name, len(out), len(s.members))
 }
 
 // The poison queues of a sharded queue sit beside its shards: shard
@@ -668,7 +668,7 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 		// stops at it): with a shard that failed or could not be asked,
 		// it cannot be said.
 		return nil, fmt.Errorf("%w: receive on %q: %d of %d shards could not be asked: %w", ErrNoHealthyShard, s.set.name,
-			len(s.members)-len(asked), len(s.members), errors.Join(append(errs, s.lastErrors(asked))...))
+			len(s.members)-len(asked), len(s.members), joinErrs(append(errs, s.lastErrors(asked))...))
 	}
 	// Messages a failing shard brought are returned with its error: they
 	// are hidden already, and a listener handles them all the same.
@@ -690,5 +690,5 @@ func (s *ShardedQueue) lastErrors(asked []int) error {
 			errs = append(errs, fmt.Errorf("shard %q is being tried again by another request", s.set.shards[i].Name()))
 		}
 	}
-	return errors.Join(errs...)
+	return joinErrs(errs...)
 }

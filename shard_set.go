@@ -178,7 +178,7 @@ func (set *shardSet) try(ctx context.Context, i, size int, failover bool, call f
 	noAnswer := err != nil && tctx.Err() != nil && ctx.Err() == nil && tries.answered.Load() == 0
 	cancel()
 	if noAnswer {
-		err = fmt.Errorf("shard %q: %w within %v (ShardedQueueOptions.TryTimeout): %w", set.shards[i].Name(), errNoAnswer, d.Round(time.Millisecond), err)
+		err = fmt.Errorf("shard %q: %w within %v (ShardedQueueOptions.TryTimeout): %w", set.shards[i].Name(), errNoAnswer, d.Round(time.Millisecond), bare{err})
 	}
 	if set.exhaustive && isQueueNotFound(err) {
 		return err // a poison queue nothing was poisoned into yet: not a failing shard
@@ -264,7 +264,7 @@ func (set *shardSet) record(ctx context.Context, i int, started time.Time, err e
 func (s *ShardedQueue) noHealthy(op string, errs []error, now time.Time) error {
 	set := s.set
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, errors.Join(errs...))
+		return fmt.Errorf("%w: %s on %q: %w", ErrNoHealthyShard, op, set.name, joinErrs(errs...))
 	}
 	next := time.Time{}
 	var last []error
@@ -282,7 +282,7 @@ func (s *ShardedQueue) noHealthy(op string, errs []error, now time.Time) error {
 		when = "the first is being tried again by another request"
 	}
 	return fmt.Errorf("%w: %s on %q: every shard is backed off (last: %w); %s",
-		ErrNoHealthyShard, op, set.name, errors.Join(last...), when)
+		ErrNoHealthyShard, op, set.name, joinErrs(last...), when)
 }
 
 // poisonSet builds the set of the shards' poison queues once.
