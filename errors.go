@@ -310,11 +310,12 @@ func (e *StorageError) Unwrap() error { return e.Err }
 // what the operation needs (see [sasperm.Hint]); "" for any other error.
 func (e *StorageError) permissionHint() string {
 	var req *http.Request
+	var message string
 	var re *azcore.ResponseError
 	if errors.As(e.Err, &re) && re.RawResponse != nil {
-		req = re.RawResponse.Request
+		req, message = re.RawResponse.Request, re.Error()
 	}
-	return sasperm.Hint(string(e.Op), e.StatusCode, e.Code, req)
+	return sasperm.Explain(string(e.Op), e.StatusCode, e.Code, message, req)
 }
 
 // Is reports [ErrOwnershipLost] for a stale pop receipt on a delete or

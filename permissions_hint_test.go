@@ -1,12 +1,18 @@
 package azdispatch
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/txcount"
 )
@@ -50,7 +56,7 @@ func TestPermissionHintNamesWhatTheOperationNeeds(t *testing.T) {
 		{refused(OpReceive, "orders", 403, "AuthorizationServiceMismatch", "GET", q+"/messages"),
 			`azdispatch: receive on queue "orders": 403 AuthorizationServiceMismatch (an account SAS needs the Queue service for this)`},
 		{refused(opCreate, "orders", 403, "AuthorizationFailure", "PUT", q),
-			`azdispatch: create on queue "orders": 403 AuthorizationFailure (the credential needs the Create permission on the queue; or the credential has expired, or the account's network rules refuse this client)`},
+			`azdispatch: create on queue "orders": 403 AuthorizationFailure (the credential needs the Create permission on the queue; or the account's network rules refuse this client)`},
 		{blobErr("", refused(opBlobWrite, "", 403, "AuthorizationPermissionMismatch", "PUT", b+"?restype=container")),
 			`azdispatch: blob write on blob "azdispatch-payloads/": 403 AuthorizationPermissionMismatch (the credential needs the Create permission on the container)`},
 		{blobErr("x", refused(opBlobWrite, "", 403, "AuthorizationPermissionMismatch", "PUT", b+"/x?comp=metadata")),
@@ -61,9 +67,10 @@ func TestPermissionHintNamesWhatTheOperationNeeds(t *testing.T) {
 			`azdispatch: blob read on blob "azdispatch-payloads/x": 403 AuthorizationServiceMismatch (an account SAS needs the Blob service for this)`},
 		{blobErr("", refused(opBlobList, "", 403, "AuthorizationPermissionMismatch", "GET", b+"?restype=container&comp=list")),
 			`azdispatch: blob list on blob "azdispatch-payloads/": 403 AuthorizationPermissionMismatch (the credential needs the List permission on the container)`},
-		// Not a refusal for want of a permission: no hint.
+		// Not a refusal for want of a permission: the credential itself
+		// was refused, and the error says what makes that happen.
 		{refused(OpSend, "orders", 403, "AuthenticationFailed", "POST", q+"/messages"),
-			`azdispatch: send on queue "orders": 403 AuthenticationFailed`},
+			`azdispatch: send on queue "orders": 403 AuthenticationFailed (the credential was refused: a wrong key, an expired or altered SAS, or this machine's clock is more than 15 minutes off the service's)`},
 		{refused(OpSend, "orders", 404, "QueueNotFound", "POST", q+"/messages"),
 			`azdispatch: send on queue "orders": 404 QueueNotFound`},
 		{refused(opOther, "orders", 403, "AuthorizationPermissionMismatch", "GET", q),
@@ -82,4 +89,44 @@ func TestEveryOpHasAPermissionHint(t *testing.T) {
 		assert.NotEmpty(t, se.permissionHint(), "%s", o)
 		assert.NotEqual(t, txcount.Other, txcount.Named(string(o)), "%s is counted as itself", o)
 	}
+}
+
+// Against the emulator: a wrong account key, on a queue send and on the
+// blob write of a claim check, says the key was refused, not that a
+// permission is missing; an expired SAS says the token was refused.
+func TestARefusedCredentialSaysWhichAndWhy(t *testing.T) {
+	t.Parallel()
+	needStorage(t)
+	ctx := context.Background()
+	wrong, err := NewAccountWithSharedKey(emulator.inst.QueueEndpoint(), "devstoreaccount1", "QUJDRA==",
+		&AccountOptions{BlobServiceURL: emulator.inst.BlobEndpoint()})
+	require.NoError(t, err)
+	q, err := wrong.Queue(uniqueName(t))
+	require.NoError(t, err)
+	_, err = q.Send(ctx, "x", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the account key is wrong")
+	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
+	require.NoError(t, err)
+	_, err = p.Send(ctx, strings.Repeat("x", MaxMessageSize+1)) // a claim check: a blob write first
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the account key is wrong")
+	assert.NotContains(t, err.Error(), "permission on the blob")
+
+	cred, err := azqueue.NewSharedKeyCredential("devstoreaccount1", emulatorKey)
+	require.NoError(t, err)
+	perms, res := sasPermissions(), sasResources()
+	expired, err := sas.AccountSignatureValues{
+		Protocol: sas.ProtocolHTTPSandHTTP, StartTime: time.Now().Add(-2 * time.Hour), ExpiryTime: time.Now().Add(-time.Hour),
+		Permissions: perms.String(), ResourceTypes: res.String(),
+	}.SignWithSharedKey(cred)
+	require.NoError(t, err)
+	a, err := NewAccountWithSAS(emulator.inst.QueueEndpoint()+"?"+expired.Encode(), nil)
+	require.NoError(t, err)
+	eq, err := a.Queue(uniqueName(t))
+	require.NoError(t, err)
+	_, err = eq.Send(ctx, "x", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the SAS token was refused")
+	assert.NotContains(t, err.Error(), "sig=")
 }

@@ -255,11 +255,12 @@ func storageText(se *azdispatch.StorageError, depth int) string {
 		s += " (" + c + ")"
 	}
 	var req *http.Request
+	var message string
 	var re *azcore.ResponseError
 	if errors.As(se.Err, &re) && re.RawResponse != nil {
-		req = re.RawResponse.Request
+		req, message = re.RawResponse.Request, re.Error()
 	}
-	return s + sasperm.Hint(op, se.StatusCode, se.Code, req)
+	return s + sasperm.Explain(op, se.StatusCode, se.Code, message, req)
 }
 
 // What scrub takes out of an error's own words.

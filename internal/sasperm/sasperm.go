@@ -6,6 +6,7 @@ package sasperm
 import (
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // access is what one storage operation asks of its credential, as "Create an
@@ -107,7 +108,70 @@ func Hint(op string, status int, code string, req *http.Request) string {
 	case "AuthorizationServiceMismatch":
 		return " (an account SAS needs the " + a.service + " service for this)"
 	case "AuthorizationFailure":
-		return " (" + needs + "; or the credential has expired, or the account's network rules refuse this client)"
+		if credentialOf(req) == sharedKey {
+			// An account key has every permission: the account refuses
+			// the request as a whole.
+			return " (the account refuses this client: its network rules, or shared key access disabled on the account)"
+		}
+		return " (" + needs + "; or the account's network rules refuse this client)"
 	}
 	return ""
+}
+
+// The credentials a request can carry, as Refused names them.
+const (
+	sharedKey = "the account key"
+	sasToken  = "the SAS token"
+	token     = "the Microsoft Entra token"
+)
+
+// credentialOf says which credential req carried; "" if it cannot tell.
+func credentialOf(req *http.Request) string {
+	if req == nil {
+		return ""
+	}
+	auth := req.Header.Get("Authorization")
+	switch {
+	case strings.HasPrefix(auth, "SharedKey"):
+		return sharedKey
+	case strings.HasPrefix(auth, "Bearer"):
+		return token
+	case req.URL != nil && req.URL.Query().Get("sig") != "":
+		return sasToken
+	}
+	return ""
+}
+
+// Explain is what an error of a refused request should add to the
+// service's code: Refused's reason if the credential itself was refused,
+// and Hint's otherwise.
+func Explain(op string, status int, code, message string, req *http.Request) string {
+	if r := Refused(status, code, message, req); r != "" {
+		return r
+	}
+	return Hint(op, status, code, req)
+}
+
+// Refused says, for a request whose credential the service did not accept
+// at all (403 AuthenticationFailed; Azurite's blob service answers
+// AuthorizationFailure, with the same message), which credential and what
+// makes it refused, apart from a missing permission (see Hint); "" for any
+// other answer. message is the service's error message.
+func Refused(status int, code, message string, req *http.Request) string {
+	if status != http.StatusForbidden {
+		return ""
+	}
+	if code != "AuthenticationFailed" && !(code == "AuthorizationFailure" && strings.Contains(message, "failed to authenticate")) {
+		return ""
+	}
+	const clock = "or this machine's clock is more than 15 minutes off the service's"
+	switch credentialOf(req) {
+	case sharedKey:
+		return " (the signature was refused: the account key is wrong, " + clock + "; a key has every permission)"
+	case sasToken:
+		return " (the SAS token was refused: it has expired or is not valid yet (its se and st), its signature does not match (another key signed it, or it was altered), " + clock + ")"
+	case token:
+		return " (the Microsoft Entra token was refused: it has expired, or is for another tenant or audience)"
+	}
+	return " (the credential was refused: a wrong key, an expired or altered SAS, " + clock + ")"
 }

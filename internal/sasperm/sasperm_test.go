@@ -21,3 +21,28 @@ func TestHintNamesWhatTheRequestNeeded(t *testing.T) {
 	assert.Empty(t, Hint("receive", http.StatusServiceUnavailable, "ServerBusy", nil))
 	assert.Empty(t, Hint("no such request", http.StatusForbidden, "AuthorizationPermissionMismatch", nil))
 }
+
+// A credential refused as a whole (its signature) is told apart from a
+// missing permission, and the reason names the credential: with an account
+// key there are no permissions to lack. (A wrong key on a blob write said
+// it needed the Create permission.)
+func TestARefusedSignatureIsToldApartFromAMissingPermission(t *testing.T) {
+	key := httptest.NewRequest(http.MethodPut, "https://acct.blob.core.windows.net/payloads/b", nil)
+	key.Header.Set("Authorization", "SharedKey acct:c2ln")
+	sas := httptest.NewRequest(http.MethodPost, "https://acct.queue.core.windows.net/q/messages?sv=1&se=2020-01-01&sig=x", nil)
+	bearer := httptest.NewRequest(http.MethodPost, "https://acct.queue.core.windows.net/q/messages", nil)
+	bearer.Header.Set("Authorization", "Bearer eyJ")
+	const authMsg = "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."
+
+	got := Explain("blob write", 403, "AuthorizationFailure", authMsg, key)
+	assert.Contains(t, got, "the account key is wrong")
+	assert.NotContains(t, got, "permission on", "a key has no permissions to lack")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, key), "the account key is wrong")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, sas), "expired or is not valid yet")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, bearer), "Entra token was refused")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, nil), "15 minutes")
+
+	assert.Contains(t, Explain("send", 403, "AuthorizationPermissionMismatch", "not authorized", sas), "needs the Add permission")
+	assert.Contains(t, Explain("blob write", 403, "AuthorizationFailure", "This request is not authorized to perform this operation.", key), "network rules")
+	assert.Empty(t, Explain("send", 503, "ServerBusy", "", sas))
+}
