@@ -7,7 +7,7 @@
 // scaling up for a burst and back down as they go idle.
 //
 // It starts a private Azurite (the Azure Storage emulator) unless
-// AZDISPATCH_CONNECTION_STRING names a running emulator or a storage account.
+// AZURE_STORAGE_CONNECTION_STRING names a running emulator or a storage account.
 //
 //	go run ./examples/autoscale
 package main
@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/azuritetest"
 	"github.com/azdispatch/azdispatch/endpoint"
-	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // roleEnv marks the copy of this program that runs the worker; the queue's
@@ -63,12 +63,12 @@ func main() {
 func run(burst int, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	emulator, err := azurite.Start(ctx, nil)
+	cs, _, stop, err := connectionString(ctx)
 	if err != nil {
 		return err
 	}
-	defer emulator.Stop()
-	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(), nil)
+	defer stop()
+	account, err := azdispatch.NewAccountFromConnectionString(cs, nil)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func run(burst int, out io.Writer) error {
 		return err
 	}
 
-	w, err := startWorker(ctx, emulator.ConnectionString(), queue.Name(), out)
+	w, err := startWorker(ctx, cs, queue.Name(), out)
 	if err != nil {
 		return err
 	}
@@ -156,14 +156,14 @@ type workerProcess struct {
 	err      error
 }
 
-func startWorker(ctx context.Context, connectionString, queue string, out io.Writer) (*workerProcess, error) {
+func startWorker(ctx context.Context, cs, queue string, out io.Writer) (*workerProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), roleEnv+"=worker", queueEnv+"="+queue,
-		azurite.EnvConnectionString+"="+connectionString)
+		"AZURE_STORAGE_CONNECTION_STRING="+cs)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -218,4 +218,19 @@ func (w *workerProcess) stop() error {
 		w.err = w.cmd.Wait()
 	})
 	return w.err
+}
+
+// connectionString is the storage account's connection string: the one
+// AZURE_STORAGE_CONNECTION_STRING names, or, without it, a private Azurite
+// (the Azure Storage emulator, which needs Node.js) started for the run,
+// which stop ends.
+func connectionString(ctx context.Context) (cs, where string, stop func(), err error) {
+	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
+		return cs, "the account in AZURE_STORAGE_CONNECTION_STRING", func() {}, nil
+	}
+	emulator, err := azuritetest.New(ctx, nil)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return emulator.ConnectionString(0), "a private Azurite", func() { _ = emulator.Close() }, nil
 }

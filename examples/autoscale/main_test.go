@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 // The example, smaller: the worker handles every order and scales back down.
 func TestAutoscaleHandlesEveryOrder(t *testing.T) {
 	azurite.SkipIfShort(t)
+	// The test suite's account, if it names one; never the one a
+	// developer keeps for real work in AZURE_STORAGE_CONNECTION_STRING.
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv(azurite.EnvConnectionString))
 	if err := run(100, io.Discard); err != nil {
 		t.Fatal(err)
 	}

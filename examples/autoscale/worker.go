@@ -14,7 +14,6 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/endpoint"
-	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // worker is the listening process. It prints one line per event the
@@ -35,7 +34,7 @@ func listen() error {
 		cancel()
 	}()
 
-	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv(azurite.EnvConnectionString), nil)
+	account, err := azdispatch.NewAccountFromConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"), nil)
 	if err != nil {
 		return err
 	}

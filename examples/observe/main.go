@@ -8,7 +8,7 @@
 // memory here; a service would export it instead.
 //
 // It starts a private Azurite (the Azure Storage emulator) unless
-// AZDISPATCH_CONNECTION_STRING names a running emulator or a storage account.
+// AZURE_STORAGE_CONNECTION_STRING names a running emulator or a storage account.
 //
 //	go run ./examples/observe         # the traces as trees, and the metrics
 //	go run ./examples/observe -json   # one record, for scripts
@@ -30,7 +30,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/azuritetest"
 	"github.com/azdispatch/azdispatch/otelazdispatch"
 )
 
@@ -54,12 +54,12 @@ func main() {
 const batchItems = 3
 
 func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
-	emulator, err := azurite.Start(ctx, nil)
+	cs, _, stop, err := connectionString(ctx)
 	if err != nil {
 		return err
 	}
-	defer emulator.Stop()
-	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(), nil)
+	defer stop()
+	account, err := azdispatch.NewAccountFromConnectionString(cs, nil)
 	if err != nil {
 		return err
 	}
@@ -195,4 +195,19 @@ func runUntil[T any](ctx context.Context, l *azdispatch.Listener[T], done <-chan
 	}
 	stop()
 	return <-result
+}
+
+// connectionString is the storage account's connection string: the one
+// AZURE_STORAGE_CONNECTION_STRING names, or, without it, a private Azurite
+// (the Azure Storage emulator, which needs Node.js) started for the run,
+// which stop ends.
+func connectionString(ctx context.Context) (cs, where string, stop func(), err error) {
+	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
+		return cs, "the account in AZURE_STORAGE_CONNECTION_STRING", func() {}, nil
+	}
+	emulator, err := azuritetest.New(ctx, nil)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return emulator.ConnectionString(0), "a private Azurite", func() { _ = emulator.Close() }, nil
 }

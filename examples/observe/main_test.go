@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,6 +22,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and the transactions metric has the requests by kind.
 func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
 	azurite.SkipIfShort(t)
+	// The test suite's account, if it names one; never the one a
+	// developer keeps for real work in AZURE_STORAGE_CONNECTION_STRING.
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv(azurite.EnvConnectionString))
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out, 3, true))
 	var s summary
@@ -72,6 +76,9 @@ func assertMessageTimesAndAge(t *testing.T, s summary) {
 // The trees print without error.
 func TestObservePrintsTrees(t *testing.T) {
 	azurite.SkipIfShort(t)
+	// The test suite's account, if it names one; never the one a
+	// developer keeps for real work in AZURE_STORAGE_CONNECTION_STRING.
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv(azurite.EnvConnectionString))
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out, 1, false))
 	assert.Contains(t, out.String(), "└─ ")

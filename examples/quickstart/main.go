@@ -3,7 +3,7 @@
 // and prints what happened to every message.
 //
 // It starts a private Azurite (the Azure Storage emulator) unless
-// AZDISPATCH_CONNECTION_STRING names a running emulator or a storage account.
+// AZURE_STORAGE_CONNECTION_STRING names a running emulator or a storage account.
 //
 //	go run ./examples/quickstart
 package main
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/azuritetest"
 )
 
 // Order is the message type: what a web tier would put on the queue.
@@ -39,18 +39,13 @@ func main() {
 
 func run(orders int, verbose bool) error {
 	ctx := context.Background()
-	// The emulator, or the account named by AZDISPATCH_CONNECTION_STRING.
-	emulator, err := azurite.Start(ctx, nil)
+	cs, where, stop, err := connectionString(ctx)
 	if err != nil {
 		return err
 	}
-	defer emulator.Stop()
-	where := "a private Azurite"
-	if emulator.External() {
-		where = "the account in " + azurite.EnvConnectionString
-	}
+	defer stop()
 
-	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(), nil)
+	account, err := azdispatch.NewAccountFromConnectionString(cs, nil)
 	if err != nil {
 		return err
 	}
@@ -161,4 +156,19 @@ func run(orders int, verbose bool) error {
 	}
 	fmt.Printf("\nevery message accounted for: %d processed + %d poisoned = %d sent\n", s.Succeeded, s.Poisoned, sent)
 	return nil
+}
+
+// connectionString is the storage account's connection string: the one
+// AZURE_STORAGE_CONNECTION_STRING names, or, without it, a private Azurite
+// (the Azure Storage emulator, which needs Node.js) started for the run,
+// which stop ends.
+func connectionString(ctx context.Context) (cs, where string, stop func(), err error) {
+	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
+		return cs, "the account in AZURE_STORAGE_CONNECTION_STRING", func() {}, nil
+	}
+	emulator, err := azuritetest.New(ctx, nil)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return emulator.ConnectionString(0), "a private Azurite", func() { _ = emulator.Close() }, nil
 }

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/azuritetest"
 )
 
 // Job is the unit of work; Customer keys it, so one worker sees all of a
@@ -88,23 +88,28 @@ func run(ctx context.Context, c config) error {
 	return w.report(c, published)
 }
 
-// startAccounts starts n private Azurite processes, one per account (or
-// opens the account in AZDISPATCH_CONNECTION_STRING n times).
+// startAccounts starts n private Azurite processes (azuritetest: it needs
+// Node.js), one per account, or opens the account
+// AZURE_STORAGE_CONNECTION_STRING names n times.
 func startAccounts(ctx context.Context, n int) ([]*azdispatch.Account, func(), error) {
-	var emulators []*azurite.Instance
+	var emulators []*azuritetest.Server
 	stop := func() {
 		for _, em := range emulators {
-			_ = em.Stop()
+			_ = em.Close()
 		}
 	}
 	var accounts []*azdispatch.Account
 	for range n {
-		em, err := azurite.Start(ctx, nil)
-		if err != nil {
-			return nil, stop, err
+		cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
+		if cs == "" {
+			em, err := azuritetest.New(ctx, nil)
+			if err != nil {
+				return nil, stop, err
+			}
+			emulators = append(emulators, em)
+			cs = em.ConnectionString(0)
 		}
-		emulators = append(emulators, em)
-		a, err := azdispatch.NewAccountFromConnectionString(em.ConnectionString(), nil)
+		a, err := azdispatch.NewAccountFromConnectionString(cs, nil)
 		if err != nil {
 			return nil, stop, err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
@@ -11,6 +12,9 @@ import (
 // one worker, one distributor at a time.
 func TestShardedExampleEndToEnd(t *testing.T) {
 	azurite.SkipIfShort(t)
+	// The test suite's account, if it names one; never the one a
+	// developer keeps for real work in AZURE_STORAGE_CONNECTION_STRING.
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv(azurite.EnvConnectionString))
 	if err := run(context.Background(), config{accounts: 2, shards: 4, jobs: 80}); err != nil {
 		t.Fatal(err)
 	}
