@@ -354,16 +354,17 @@ func TestAFailedHopNearItsDueTimeIsNotATry(t *testing.T) {
 	clock.Advance(week) // 3 s before due: hidden again, but the update fails
 	waitUntil(t, "the hop's update tried", func() bool { return q.Transactions().Update >= 2 })
 	// Its visibility ends a second before it is due: received, and held
-	// for that second (a span the listener waits on its own clock, which
-	// a manual clock does not move).
+	// until then on the queue's clock, which the test moves.
 	clock.Advance(2 * time.Second)
-	held := time.Now()
+	waitUntil(t, "received, and held", func() bool { return l.State().InFlight == 1 })
+	time.Sleep(200 * time.Millisecond)
+	require.Empty(t, h.get(), "held while the queue's clock reads before its due time")
+	clock.Advance(time.Second)
 	waitUntil(t, "handled", func() bool { return l.State().Succeeded == 1 })
-	assert.GreaterOrEqual(t, time.Since(held), 900*time.Millisecond, "held until due")
 	calls := h.get()
 	require.Len(t, calls, 1)
 	assert.Equal(t, int64(1), calls[0].m.DequeueCount, "the failed hop was not a try")
-	assert.Equal(t, s.Due.Add(-time.Second), calls[0].at, "received a second early by the queue's clock, then held")
+	assert.Equal(t, s.Due, calls[0].at, "received a second early by the queue's clock, and held until due")
 	assert.Zero(t, l.State().Poisoned)
 }
 
@@ -547,4 +548,31 @@ func TestSendAtCenturiesAhead(t *testing.T) {
 		require.ErrorIs(t, err, azdispatch.ErrInvalidConfig, "%v", bad)
 		assert.Contains(t, err.Error(), "1970 to 9999", "the real limit")
 	}
+}
+
+// A message received shortly before it is due is held until then on the
+// queue's clock, not the machine's: on a manual clock the handler does not
+// run while the clock reads before its due time, however long the test
+// waits. (It was held on the local clock, and ran while a manual clock read
+// up to 30 s early.)
+func TestAMessageHeldUntilDueWaitsForTheQueuesClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("delay-held", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	s, err := pub.SendAfter(ctx, "later", week+2*time.Second)
+	require.NoError(t, err)
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+
+	clock.Advance(week) // back 2 s before its due time: held, not hidden again
+	time.Sleep(3 * time.Second)
+	require.Empty(t, h.get(), "ran while the queue's clock read before its due time")
+	clock.Advance(2 * time.Second)
+	waitUntil(t, "handled once due", func() bool { return len(h.get()) == 1 })
+	assert.False(t, h.get()[0].at.Before(s.Due), "on or after its due time by the queue's clock")
 }

@@ -237,7 +237,8 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 		// says otherwise would keep a failing message from its poisoning.
 		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", dueline.ErrMalformed, due.Seen, d.DequeueCount)), true
 	}
-	wait := due.Due(d.InsertedAt).Sub(l.receivedAt(d))
+	dueAt := due.Due(d.InsertedAt)
+	wait := dueAt.Sub(l.receivedAt(d))
 	if wait <= 0 {
 		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
 		return action{}, false
@@ -245,16 +246,28 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 	if wait > min(l.opts.VisibilityTimeout, maxHold) {
 		return hideAgain(d, due, min(wait, l.hop)), true
 	}
-	// A span counted from now on the local clock, which is after the
-	// answer whose Date it was measured from: never early.
-	until := time.Now().Add(wait)
 	ctx, done := t.untilRunEnds()
-	held := syncx.Sleep(ctx, time.Until(until), nil)
+	var held bool
+	var left func() time.Duration
+	if l.records != nil && l.records.Known() {
+		// On the source's clock, as the record store keeps it (the
+		// service's, carried forward from a Date that is a lower bound:
+		// never early; a memqueue's, manual in a test, which the hold
+		// waits for rather than the local clock).
+		held = l.records.Sleep(ctx, dueAt, nil)
+		left = func() time.Duration { return dueAt.Sub(l.records.Now()) }
+	} else {
+		// A span counted from now on the local clock, which is after
+		// the answer whose Date it was measured from: never early.
+		until := time.Now().Add(wait)
+		held = syncx.Sleep(ctx, time.Until(until), nil)
+		left = func() time.Duration { return time.Until(until) }
+	}
 	done()
 	if !held {
 		// Stopping, or the try ended: hidden again for what remains, so
 		// that this delivery does not count as a try.
-		return hideAgain(d, due, max(time.Until(until), time.Second)), true
+		return hideAgain(d, due, max(left(), time.Second)), true
 	}
 	d.DequeueCount = 1
 	return action{}, false

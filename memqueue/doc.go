@@ -30,7 +30,16 @@
 //
 // Time comes from a [Clock]: a [ManualClock] lets a test move a queue's
 // time forward (visibility timeouts, retry delays, expiry) without
-// sleeping. Fault hooks make calls fail ([Queue.FailNext]), act but report
+// sleeping. Everything a listener decides on the service's clock follows
+// it: when a delayed or scheduled message is due (a message received a
+// little before its due time is held until the manual clock reaches it,
+// through the queue's records), its time in queue, a scheduler's waits and
+// claims. A listener's own timers run on the machine's clock, as they do
+// against the service, and do not wait for a manual one: the idle back-off
+// between receives ([azdispatch.ListenerOptions].Idle), renewals at half
+// the visibility timeout, HandlerTimeout, DrainTimeout, the turns of a
+// RateLimit, and a [azdispatch.ShardedQueue]'s EmptySkip and back-offs; a
+// test sets them short rather than move the manual clock for them. Fault hooks make calls fail ([Queue.FailNext]), act but report
 // failure as if the response had been lost ([Queue.LoseNext]), or pass
 // through a function of your own ([Options.Intercept]), so that a test can
 // watch its handler redelivered.
