@@ -57,6 +57,6 @@ func ExampleListener_Ready() {
 	fmt.Println("run returned a fatal error:", errors.Is(err, azdispatch.ErrFatal))
 	// Output:
 	// ready: true
-	// state: azdispatch: receive on queue "orders": 403 AuthenticationFailed
+	// state: azdispatch: receive on queue "orders": 403 AuthenticationFailed (the credential was refused: a wrong key, an expired or altered SAS, or this machine's clock is more than 15 minutes off the service's)
 	// run returned a fatal error: true
 }
