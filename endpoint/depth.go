@@ -74,8 +74,8 @@ type DepthOptions struct {
 //
 //	{"queue":"orders","depth":123,"due":80,"oldest_age_s":42,"desired_workers":3,
 //	 "at":"2025-01-02T15:04:05.123Z","shards":[
-//	  {"name":"orders-0","account":"acct1","depth":60,"due":17,"oldest_age_s":42},
-//	  {"name":"orders-1","account":"acct2","depth":63,"due":63,"oldest_age_s":17}]}
+//	  {"name":"orders-0","account":"acct1","host":"acct1.queue.core.windows.net","depth":60,"due":17,"oldest_age_s":42},
+//	  {"name":"orders-1","account":"acct2","host":"acct2.queue.core.windows.net","depth":63,"due":63,"oldest_age_s":17}]}
 //
 // The depth counts every message in the queue, invisible ones (being
 // handled, or waiting for a retry) included, as the service's approximate
@@ -168,8 +168,10 @@ type DepthOptions struct {
 // Readings are cached (see [DepthOptions.CacheFor]), failures too, so that a
 // failing account is not asked more often than a healthy one. It serves GET
 // and HEAD; other methods get 405. Mount it behind whatever authentication
-// the process uses: the answer names queues and accounts, never a URL or
-// credential.
+// the process uses: the answer names queues, accounts and each shard's
+// "host" (the host and port of its queue service, as [azdispatch.Queue.Host]
+// has it, which tells apart two accounts of one name: two emulators, or one
+// name in two clouds), never a whole URL, a SAS or a credential.
 type DepthHandler struct {
 	name   string
 	shards []depthShard
@@ -181,8 +183,8 @@ type DepthHandler struct {
 
 // depthShard is one queue whose depth is read: a shard, or the source itself.
 type depthShard struct {
-	name, account string
-	src           azdispatch.Source
+	name, account, host string
+	src                 azdispatch.Source
 }
 
 // peeker is a source that can peek, as [azdispatch.OldestAge] needs: a
@@ -220,6 +222,7 @@ type depthReport struct {
 type shardDepth struct {
 	Name      string   `json:"name"`
 	Account   string   `json:"account,omitempty"`
+	Host      string   `json:"host,omitempty"` // the queue service's host and port; absent for a source without one
 	Depth     *int     `json:"depth,omitempty"`
 	Due       *int     `json:"due,omitempty"`
 	OldestAge *float64 `json:"oldest_age_s,omitempty"`
@@ -254,10 +257,10 @@ func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, 
 	}
 	if sq, ok := src.(*azdispatch.ShardedQueue); ok {
 		for _, sh := range sq.Shards() {
-			h.shards = append(h.shards, depthShard{name: sh.Name(), account: accountOf(sh), src: sh})
+			h.shards = append(h.shards, depthShard{name: sh.Name(), account: accountOf(sh), host: hostOf(sh), src: sh})
 		}
 	} else {
-		h.shards = []depthShard{{name: src.Name(), account: accountOf(src), src: src}}
+		h.shards = []depthShard{{name: src.Name(), account: accountOf(src), host: hostOf(src), src: src}}
 	}
 	if !h.opts.NoAge {
 		// Refused now rather than at every reading: a source that cannot
@@ -294,6 +297,15 @@ func checkDepthOptions(o *DepthOptions) error {
 func accountOf(s azdispatch.Source) string {
 	if q, ok := s.(*azdispatch.Queue); ok && q.Account() != nil {
 		return q.Account().Name()
+	}
+	return ""
+}
+
+// hostOf is the host (and port) of a queue's service, as
+// [azdispatch.Queue.Host] has it; empty for sources of other kinds.
+func hostOf(s azdispatch.Source) string {
+	if q, ok := s.(interface{ Host() string }); ok {
+		return q.Host()
 	}
 	return ""
 }
@@ -361,7 +373,7 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 	fronts := make([]azdispatch.Front, len(h.shards))
 	var wg sync.WaitGroup
 	for i, sh := range h.shards {
-		rep.Shards[i] = shardDepth{Name: sh.name, Account: sh.account}
+		rep.Shards[i] = shardDepth{Name: sh.name, Account: sh.account, Host: sh.host}
 		wg.Go(func() {
 			n, err := sh.src.Depth(ctx)
 			if err != nil {
