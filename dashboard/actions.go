@@ -178,8 +178,6 @@ func (h *Handler) serveAct(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), actionTimeout)
 	defer cancel()
-	ctx, count := azdispatch.CountTransactions(ctx)
-	defer func() { h.own.add(count()) }()
 	log := h.opts.Logger.With("action", do)
 	switch do {
 	case "requeue", "purge":
@@ -277,8 +275,6 @@ func (h *Handler) actAll(w http.ResponseWriter, r *http.Request, do string, f po
 		what = "delete " + f.describe()
 	}
 	id, err := h.jobs.start(what, total, func(ctx context.Context, p progress) (string, error) {
-		ctx, count := azdispatch.CountTransactions(ctx)
-		defer func() { h.own.add(count()) }()
 		defer h.poison.invalidate()
 		defer h.overview.invalidate()
 		var done atomic.Int64
@@ -325,8 +321,6 @@ func (h *Handler) actSweep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := h.jobs.start("sweep "+store.Container(), 0, func(ctx context.Context, p progress) (string, error) {
-		ctx, count := azdispatch.CountTransactions(ctx)
-		defer func() { h.own.add(count()) }()
 		defer h.payloads.invalidate()
 		res, err := azdispatch.Sweep(ctx, store, nil)
 		p(res.Deleted, 0)

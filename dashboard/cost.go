@@ -1,52 +1,81 @@
 package dashboard
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/txcount"
 )
 
-// tally sums transaction counts: the dashboard's own requests, counted on
-// the contexts of its readings and actions with
-// [azdispatch.CountTransactions].
-type tally struct {
-	mu sync.Mutex
-	t  azdispatch.Transactions
+// tally counts the dashboard's own requests, live: its counter is
+// attached (see attach) to the context of every HTTP request the dashboard
+// serves and of every job it runs, so that a reading's requests, a test
+// send's, a job's, are counted as they are made, by the same call that
+// counts them in their account's (or memqueue's) counter, and just after
+// it. So a sample that reads this count first and the accounts' second
+// never finds the dashboard ahead of everything (see [Handler.totals]).
+type tally struct{ c txcount.Counter }
+
+// attach returns a copy of ctx whose requests the tally counts.
+func (t *tally) attach(ctx context.Context) context.Context { return txcount.With(ctx, &t.c) }
+
+// add is what a reading or an action used to report its own count with
+// when it ended. The tally has counted every one of those requests as it
+// was made, so add adds nothing: it is kept only for the callers that
+// still report, until they stop. (Adding at the end is what made the cost
+// page contradict itself: a sample taken between a reading's requests and
+// their report had the accounts ahead of the dashboard.)
+func (t *tally) add(azdispatch.Transactions) {}
+
+// get returns the counts so far.
+func (t *tally) get() azdispatch.Transactions {
+	c := &t.c
+	return azdispatch.Transactions{
+		Receive: c.Load(txcount.Receive), EmptyReceive: c.Empty(), Delete: c.Load(txcount.Delete),
+		Update: c.Load(txcount.Update), Send: c.Load(txcount.Send), Depth: c.Load(txcount.Depth),
+		Create: c.Load(txcount.Create), BlobRead: c.Load(txcount.BlobRead), BlobWrite: c.Load(txcount.BlobWrite),
+		BlobDelete: c.Load(txcount.BlobDelete), BlobLease: c.Load(txcount.BlobLease),
+		BlobList: c.Load(txcount.BlobList), Other: c.Load(txcount.Other),
+	}
 }
 
-func (c *tally) add(t azdispatch.Transactions) {
-	c.mu.Lock()
-	c.t = plus(c.t, t)
-	c.mu.Unlock()
-}
-
-func (c *tally) get() azdispatch.Transactions {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
+// combine applies f to a and b, kind by kind.
+func combine(a, b azdispatch.Transactions, f func(x, y int64) int64) azdispatch.Transactions {
+	return azdispatch.Transactions{
+		Receive: f(a.Receive, b.Receive), EmptyReceive: f(a.EmptyReceive, b.EmptyReceive),
+		Delete: f(a.Delete, b.Delete), Update: f(a.Update, b.Update), Send: f(a.Send, b.Send),
+		Depth: f(a.Depth, b.Depth), Create: f(a.Create, b.Create),
+		BlobRead: f(a.BlobRead, b.BlobRead), BlobWrite: f(a.BlobWrite, b.BlobWrite),
+		BlobDelete: f(a.BlobDelete, b.BlobDelete), BlobLease: f(a.BlobLease, b.BlobLease),
+		BlobList: f(a.BlobList, b.BlobList), Other: f(a.Other, b.Other),
+	}
 }
 
 // plus adds two counts, kind by kind.
 func plus(a, b azdispatch.Transactions) azdispatch.Transactions {
-	return azdispatch.Transactions{
-		Receive: a.Receive + b.Receive, EmptyReceive: a.EmptyReceive + b.EmptyReceive,
-		Delete: a.Delete + b.Delete, Update: a.Update + b.Update, Send: a.Send + b.Send,
-		Depth: a.Depth + b.Depth, Create: a.Create + b.Create,
-		BlobRead: a.BlobRead + b.BlobRead, BlobWrite: a.BlobWrite + b.BlobWrite,
-		BlobDelete: a.BlobDelete + b.BlobDelete, BlobLease: a.BlobLease + b.BlobLease,
-		BlobList: a.BlobList + b.BlobList, Other: a.Other + b.Other,
-	}
+	return combine(a, b, func(x, y int64) int64 { return x + y })
 }
 
 // minus is a − b, kind by kind.
 func minus(a, b azdispatch.Transactions) azdispatch.Transactions {
-	neg := azdispatch.Transactions{
-		Receive: -b.Receive, EmptyReceive: -b.EmptyReceive, Delete: -b.Delete, Update: -b.Update,
-		Send: -b.Send, Depth: -b.Depth, Create: -b.Create, BlobRead: -b.BlobRead, BlobWrite: -b.BlobWrite,
-		BlobDelete: -b.BlobDelete, BlobLease: -b.BlobLease, BlobList: -b.BlobList, Other: -b.Other,
-	}
-	return plus(a, neg)
+	return combine(a, b, func(x, y int64) int64 { return x - y })
+}
+
+// shares are a window's counts, from its first sample to its last: the
+// dashboard's own, and all, made of the dashboard's and the rest of the
+// process's, so that all is never less than the dashboard's, kind by kind
+// and in total. The rest is what the accounts counted beyond the
+// dashboard's, and never less than none: the dashboard's can exceed what
+// its accounts counted only when one of its requests was on its way at
+// the first sample (counted in its account, not yet in the tally), or
+// went to an account the dashboard does not show (a payload store on
+// another account); those requests are then in all as the dashboard's.
+func shares(first, last costSample) (own, all azdispatch.Transactions) {
+	own = minus(last.own, first.own)
+	rest := combine(minus(last.all, first.all), own, func(x, y int64) int64 { return max(x-y, 0) })
+	return own, plus(own, rest)
 }
 
 // kinds names each kind of Transactions for the cost table, in the
@@ -75,7 +104,12 @@ var kinds = []struct {
 // totals is everything counted now: every account's clients (the
 // service's listeners and publishers on the same accounts included, and
 // the dashboard's reads), and the queues with counts of their own.
+//
+// The dashboard's own count is read first: each request is counted in its
+// account before it is in the dashboard's tally, so what the tally holds
+// then, its account holds too.
 func (h *Handler) totals() costSample {
+	own := h.own.get()
 	var all azdispatch.Transactions
 	for _, a := range h.topo.accounts {
 		all = plus(all, a.Transactions())
@@ -83,7 +117,7 @@ func (h *Handler) totals() costSample {
 	for _, c := range h.topo.counted {
 		all = plus(all, c.Transactions())
 	}
-	return costSample{all: all, own: h.own.get()}
+	return costSample{all: all, own: own}
 }
 
 // costSample is the counts at one moment.

@@ -7,26 +7,34 @@ import (
 	"time"
 )
 
+// minRateWindow is the shortest window an hourly rate is worked out
+// from: a few seconds' count says nothing of an hour (one reading in 2 s
+// would read as tens of thousands of requests an hour). Until the window
+// reaches it, the page shows the counts over the window, and says how long
+// the window is.
+const minRateWindow = time.Minute
+
 // costRow is one kind of transaction on the cost page.
 type costRow struct {
 	Kind, About       string
-	All, Own          int64 // in the window
+	All, Own          int64 // in the window; Own is a part of All
 	AllHour, OwnHour  string
 	AllPrice, OwnCost string
 	Part              bool
 }
 
 type costBody struct {
-	Rows          []costRow
-	Total         costRow
-	Window        time.Duration
-	Price         string // per 10,000, as set
-	Currency      string
-	Priced        bool
-	Accounts      []string
-	OwnEachRead   string
-	CacheFor      time.Duration
-	NotCountedFor []string
+	Rows        []costRow
+	Total       costRow
+	Window      time.Duration
+	Rated       bool          // the window is long enough for rates per hour
+	RatesAfter  time.Duration // minRateWindow
+	Price       string        // per 10,000, as set
+	Currency    string
+	Priced      bool
+	Accounts    []string // each account's name and host
+	OwnEachRead string
+	CacheFor    time.Duration
 }
 
 // readPrice is the price per 10,000 a viewer set on the page, else the
@@ -45,25 +53,22 @@ func (h *Handler) serveCost(w http.ResponseWriter, r *http.Request) {
 	h.costs.sample(now, h.totals()) // free: counters in this process
 	first, last, _ := h.costs.span()
 	price := h.readPrice(r)
-	b := costBody{Currency: h.opts.Currency, Priced: price > 0, CacheFor: h.opts.CacheFor}
+	b := costBody{Currency: h.opts.Currency, Priced: price > 0, CacheFor: h.opts.CacheFor, RatesAfter: minRateWindow}
 	if price > 0 {
 		b.Price = strconv.FormatFloat(price, 'f', -1, 64)
 	}
 	for _, a := range h.topo.accounts {
-		b.Accounts = append(b.Accounts, a.Name())
+		b.Accounts = append(b.Accounts, a.Name()+" at "+a.Host())
 	}
-	b.Window = last.at.Sub(first.at).Round(time.Second)
-	all, own := minus(last.all, first.all), minus(last.own, first.own)
-	perHour := func(n int64) float64 {
-		if b.Window <= 0 {
-			return 0
-		}
-		return float64(n) * float64(time.Hour) / float64(b.Window)
-	}
+	span := last.at.Sub(first.at)
+	b.Window = span.Round(time.Second)
+	b.Rated = span >= minRateWindow
+	own, all := shares(first, last)
+	perHour := func(n int64) float64 { return float64(n) * float64(time.Hour) / float64(span) }
 	mk := func(kind, about string, a, o int64, part bool) costRow {
 		row := costRow{Kind: kind, About: about, All: a, Own: o, Part: part,
 			AllHour: "—", OwnHour: "—", AllPrice: "—", OwnCost: "—"}
-		if b.Window > 0 {
+		if b.Rated {
 			row.AllHour = fmt.Sprintf("%.0f", perHour(a))
 			row.OwnHour = fmt.Sprintf("%.0f", perHour(o))
 			if price > 0 {

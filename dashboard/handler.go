@@ -100,6 +100,9 @@ func New(opts *Options) (*Handler, error) {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
 	}
 	h := &Handler{opts: o, topo: newTopology(&o), pages: p, hist: newHistory(o.CacheFor), life: newLifetime()}
+	// Jobs run under the lifetime's context: their requests are the
+	// dashboard's own, counted as they are made (see tally).
+	h.life.ctx = h.own.attach(h.life.ctx)
 	h.jobs = newJobs(h.life, o.Now, o.Logger)
 	h.overview = newCache(h.life, o.CacheFor, o.Now, h.readOverview)
 	h.poison = newCache(h.life, o.CacheFor, o.Now, h.readPoison)
@@ -125,7 +128,8 @@ func (h *Handler) Close() error {
 }
 
 // Transactions returns the storage requests the dashboard itself has made:
-// its readings and its actions.
+// its readings, its actions and its jobs, counted as they are made (those
+// under way included).
 func (h *Handler) Transactions() azdispatch.Transactions { return h.own.get() }
 
 // contentSecurityPolicy allows the dashboard's own script, stylesheet and
@@ -228,6 +232,9 @@ func (h *Handler) routes() http.Handler {
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
+		// Every request the dashboard makes for this one (a reading it
+		// starts goes on under its values) is the dashboard's own.
+		r = r.WithContext(h.own.attach(r.Context()))
 		protected.ServeHTTP(w, r)
 	})
 }
