@@ -5,14 +5,21 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
 // ovRow is one row of the overview: a queue, a sharded set, a shard or an
 // account.
 type ovRow struct {
-	Name, Kind                        string
-	Set                               string // a shard's set
+	Name, Kind string
+	Set        string // a shard's set
+	// Host is the endpoint's host (and port) of a queue, shard or account
+	// ("" for a queue without one, as a memqueue), and Where says it with
+	// the account's name: two accounts of one name (two emulators, one
+	// name in two clouds) differ in it. Never more than a host: no URL,
+	// SAS or key.
+	Host, Where                       string
 	Depth, Poison, Age                val
 	DepthSpark, PoisonSpark, AgeSpark template.HTML
 	Health, HealthClass               string // a shard's health, in words
@@ -59,7 +66,13 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		if s.isSharded() {
 			kind = fmt.Sprintf("sharded set (%d shards)", len(s.units))
 		}
-		b.Sets = append(b.Sets, row("set-", s.name, kind, aggregate(rd, s.units)))
+		sr := row("set-", s.name, kind, aggregate(rd, s.units))
+		if len(s.units) == 1 && !s.isSharded() {
+			sr.Host, sr.Where = s.units[0].where()
+		} else {
+			sr.Where = hostsOf(s.units)
+		}
+		b.Sets = append(b.Sets, sr)
 		b.Sources = append(b.Sources, s.name)
 		if !s.isSharded() {
 			continue
@@ -88,6 +101,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		for _, u := range s.units {
 			rr := row("", u.name, "shard", rd.Units[u.name])
 			rr.Set = s.name
+			rr.Host, rr.Where = u.where()
 			rr.Health, rr.HealthClass = health[u.name], classes[u.name]
 			switch ur := rd.Units[u.name]; {
 			case rr.HealthClass == "bad":
@@ -108,7 +122,11 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 				us = append(us, u)
 			}
 		}
-		b.Accounts = append(b.Accounts, row("account-", a.Name(), fmt.Sprintf("account (%d queues)", len(us)), aggregate(rd, us)))
+		ar := row("account-", a.Name(), fmt.Sprintf("account (%d queues)", len(us)), aggregate(rd, us))
+		if ar.Host = a.Host(); ar.Host != "" {
+			ar.Where = "at " + ar.Host
+		}
+		b.Accounts = append(b.Accounts, ar)
 	}
 	sortRows := func(rows []ovRow) {
 		slices.SortStableFunc(rows, func(x, y ovRow) int {
@@ -135,4 +153,37 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		Title: "Overview", Nav: "overview", Write: h.writable(r), ReadAgo: fmtDuration(h.since(at)),
 		Notice: notice(r), Body: b,
 	})
+}
+
+// hoster is a queue that names its endpoint's host: an [azdispatch.Queue].
+type hoster interface{ Host() string }
+
+// where is the host of u's endpoint, and a line naming its account there:
+// "account acct at 127.0.0.1:10001"; both "" for a queue with no host (a
+// memqueue).
+func (u *unit) where() (host, line string) {
+	hq, ok := u.queue.(hoster)
+	if !ok || hq.Host() == "" {
+		return "", ""
+	}
+	host = hq.Host()
+	if u.account != nil {
+		return host, "account " + u.account.Name() + " at " + host
+	}
+	return host, "at " + host
+}
+
+// hostsOf lists the distinct hosts of units' endpoints, for a sharded
+// set's row: "on 127.0.0.1:10001, 127.0.0.1:10011"; "" when none has one.
+func hostsOf(units []*unit) string {
+	var hosts []string
+	for _, u := range units {
+		if h, _ := u.where(); h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return ""
+	}
+	return "on " + strings.Join(hosts, ", ")
 }
