@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +28,7 @@ var notices = map[string]string{
 	"requeued":     "The message was requeued: it is back in its queue.",
 	"purged":       "The message was deleted from its poison queue.",
 	"not-found":    "That message was not found in its poison queue any more (handled by someone else?): nothing changed.",
-	"sent":         "The test message was sent.",
+	"sent":         "The test message was sent: the listener's handler will process it like any other message.",
 	"job-started":  "The job has started; its progress shows below.",
 	"job-busy":     "Another job is running: wait for it to end.",
 	"read-only":    "This dashboard is read-only: nothing was changed.",
@@ -199,8 +200,14 @@ func (h *Handler) serveAct(w http.ResponseWriter, r *http.Request) {
 		case src == nil:
 			h.fail(w, r, http.StatusBadRequest, "There is no such queue.")
 			return
-		case text == "" || len(text) > maxTestText:
-			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("A test message needs a text of 1 to %d bytes.", maxTestText))
+		case strings.TrimSpace(text) == "":
+			// No default: a made-up body can decode as a real message,
+			// and a real handler would act on it.
+			h.fail(w, r, http.StatusBadRequest, "Refused: the test message is empty, and there is no default. "+
+				"Write the message the listener's handler should receive: it will process it like any other message.")
+			return
+		case len(text) > maxTestText:
+			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Refused: a test message holds at most %d bytes.", maxTestText))
 			return
 		case xmltext.Check(text) != nil:
 			// Refused here, before storage would refuse it.
