@@ -27,9 +27,9 @@ type costBody struct {
 	Rows        []costRow
 	Total       costRow
 	Window      time.Duration
-	Rated       bool          // the window is long enough for rates per hour
-	RatesAfter  time.Duration // minRateWindow
-	Price       string        // per 10,000, as set
+	Rated       bool   // the window is long enough for rates per hour
+	RatesAfter  string // minRateWindow, in words
+	Price       string // per 10,000, as set
 	Currency    string
 	Priced      bool
 	Accounts    []string // each account's name and host
@@ -53,7 +53,7 @@ func (h *Handler) serveCost(w http.ResponseWriter, r *http.Request) {
 	h.costs.sample(now, h.totals()) // free: counters in this process
 	first, last, _ := h.costs.span()
 	price := h.readPrice(r)
-	b := costBody{Currency: h.opts.Currency, Priced: price > 0, CacheFor: h.opts.CacheFor, RatesAfter: minRateWindow}
+	b := costBody{Currency: h.opts.Currency, Priced: price > 0, CacheFor: h.opts.CacheFor, RatesAfter: fmt.Sprintf("%g min", minRateWindow.Minutes())}
 	if price > 0 {
 		b.Price = strconv.FormatFloat(price, 'f', -1, 64)
 	}
