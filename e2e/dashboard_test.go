@@ -317,7 +317,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		// A test message, sent from the overview.
 		b.do(t, chromedp.Navigate(s.url), chromedp.WaitVisible(chromedp.CSS("form.send")))
 		screenshot(t, b, "overview-write")
-		b.do(t, chromedp.Click(chromedp.CSS(`form.send button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+		b.do(t, chromedp.SendKeys(chromedp.CSS("form.send textarea"), `{"order":"test"}`), // no default text
+			chromedp.Click(chromedp.CSS(`form.send button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 		assert.Equal(t, poisonCount+1, f.depth(t, f.orders))
 		assert.Empty(t, b.takeProblems())
 		s.checkPaths(t)
