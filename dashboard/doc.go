@@ -21,7 +21,8 @@
 //
 //   - overview (prefix/): each queue, sharded set, shard and account with its
 //     depth, poison depth and the age of its oldest message
-//     ([azdispatch.OldestAge]), a shard's health as its
+//     ([azdispatch.OldestAge]), its account's endpoint host
+//     ([azdispatch.Account.Host]), a shard's health as its
 //     [azdispatch.ShardedQueue] sees it, and a sparkline of each over the
 //     last hour;
 //   - poison (prefix/poison): the envelopes at the front of each poison
@@ -33,8 +34,11 @@
 //     the oldest age against [Options.TargetAge];
 //   - listeners (prefix/listeners): the live [azdispatch.State] of each
 //     listener registered with [Handler.Register];
-//   - cost (prefix/cost): billable transactions per hour by kind, the
-//     dashboard's own included, priced at [Options.PricePer10K].
+//   - cost (prefix/cost): billable transactions by kind, all of this
+//     process's on the dashboard's accounts and the dashboard's own as a
+//     part of them, per hour and priced at [Options.PricePer10K] once at
+//     least a minute has been counted (before that, the counts and how
+//     long they cover).
 //
 // Data the dashboard cannot read shows as absent ("—" with the reason),
 // never as zero.
@@ -58,7 +62,9 @@
 // its own authorization narrows that per request with [Options.ReadOnly].
 // In write mode it can requeue or purge one poison message, or every one
 // matching a filter (a background job with progress, stopped by
-// [Handler.Close]), send a test message, and run a sweep. Every destructive
+// [Handler.Close]), send a test message (no default text: the listener's
+// handler processes it like any other message, and an empty one is
+// refused), and run a sweep. Every destructive
 // action goes through a confirmation page, and no GET changes anything.
 //
 // Every response carries a strict Content-Security-Policy (no inline script
@@ -67,10 +73,11 @@
 // bodies are bounded, and so is every value read from a request. Paths are
 // matched exactly: no redirect but the bare prefix's, none that leaves the
 // prefix, and only the embedded assets by name under prefix/static/. No page
-// shows a connection string, an account key, a SAS or a blob URL, nor where
-// storage is: an error says what failed (the request, its queue, the
-// service's status and code, or "connection refused", "timed out", …),
-// never a host, an address or a URL.
+// shows a connection string, an account key, a SAS or a URL. Where storage
+// is shows only as each account's host on the overview and the cost page
+// (so that two accounts of one name are told apart); an error says what
+// failed (the request, its queue, the service's status and code, or
+// "connection refused", "timed out", …), never a host, an address or a URL.
 //
 // The dashboard has no opinion on authentication: wrap the handler in your
 // own (see the package's Example).
