@@ -18,6 +18,9 @@ type depthRow struct {
 	Account     string `json:"account"`
 	Depth       int    `json:"depth"`
 	PoisonDepth int    `json:"poison_depth"`
+	// Missing says the queue does not exist: a shard never sent to, whose
+	// depth of 0 is no reading. The table shows "no queue".
+	Missing bool `json:"missing,omitempty"`
 	// Visible, with -visible, is how many messages a peek saw: all the
 	// visible ones, unless it is Full (32, a peek's most). Depth less
 	// Visible is then the hidden ones: delayed, or being handled; the
@@ -53,7 +56,10 @@ each queue has waited, by the service's clock, to the second: an approximation, 
 service keeps no strict order and a peek sees no hidden message. Three requests per queue:
 its depth, its poison queue's depth, and a peek of up to 32 messages for the age; and one more
 for a queue that reads empty, to tell it from one that does not exist: a queue (or every
-shard of a set) that does not exist fails the command, as a mistyped name.
+shard of a set) that does not exist fails the command, as a mistyped name; a shard of a set
+that was never created is shown as "no queue" (missing in JSON), not as empty.
+
+Depth takes one target; the dashboard shows several at once.
 
 With -visible, that peek also counts the visible messages, ready to be received, up to
 32 (a peek's most), at no further request. The rest of the depth is hidden, delayed or being handled. The
@@ -63,12 +69,12 @@ service tells those two apart nowhere, and counts no further than 32.`)
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, needQueue)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, err := o.target.open(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 
 	units := t.units()
 	doc := depthDoc{Target: t.name(), Queues: make([]depthRow, len(units))}
@@ -95,7 +101,7 @@ service tells those two apart nowhere, and counts no further than 32.`)
 			case missing[i]:
 				// Nothing waits in a queue that does not exist: no
 				// request to say so.
-				r.OldestAge = new(0.0)
+				r.Missing, r.OldestAge = true, new(0.0)
 			default:
 				e1 = readFront(ctx, u.queue, visible, r)
 			}
@@ -135,8 +141,12 @@ service tells those two apart nowhere, and counts no further than 32.`)
 		}
 		row(tw, head...)
 		for _, r := range doc.Queues {
-			if r.Error != "" {
+			switch {
+			case r.Error != "":
 				row(tw, r.Queue, r.Account, "error", "error", "error")
+				continue
+			case r.Missing:
+				row(tw, r.Queue, r.Account, "no queue", r.PoisonDepth, "-")
 				continue
 			}
 			cells := []any{r.Queue, r.Account, r.Depth, r.PoisonDepth, ageCell(r.OldestAge)}

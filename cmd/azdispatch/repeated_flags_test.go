@@ -1,0 +1,39 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A flag that takes one value, given twice, is refused (exit 2) before any
+// request, naming both values, instead of the last kept silently; targets
+// repeat only where a command takes several (dashboard), and there -base
+// and -shards must pair. No emulator: nothing is asked of storage, and the
+// account named is one that nothing answers for.
+func TestARepeatedFlagIsRefused(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "UseDevelopmentStorage=true"}
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"depth", "-queue", "orders", "-queue", "invoices"}, "-queue given 2 times (orders, invoices): azdispatch depth works on one queue or set and takes one; only azdispatch dashboard takes several targets"},
+		{[]string{"send", "-queue", "orders", "text", "-queue", "invoices"}, "-queue given 2 times (orders, invoices)"},
+		{[]string{"peek", "-base", "a", "-shards", "2", "-base", "b", "-shards", "2"}, "-base given 2 times (a, b)"},
+		{[]string{"depth", "-base", "a", "-shards", "2", "-shards", "3"}, "-shards given 2 times (2, 3)"},
+		{[]string{"poison", "list", "-queue", "orders", "-base", "b", "-shards", "2"}, "give -queue or -base, not both"},
+		{[]string{"peek", "-queue", "orders", "-n", "1", "-n", "2"}, `-n given twice ("1", then "2"): it takes one value`},
+		{[]string{"depth", "-queue", "orders", "-timeout", "1m", "-timeout", "2m"}, `-timeout given twice ("1m", then "2m")`},
+		{[]string{"send", "-queue", "orders", "-json", "-ttl", "1h", "-json", "text"}, `-json given twice ("true", then "true")`},
+		{[]string{"dashboard", "-base", "a", "-base", "b", "-shards", "2"}, "2 -base and 1 -shards: give one -shards for each -base, in the same order"},
+		{[]string{"dashboard", "-queue", "orders", "-addr", "127.0.0.1:0", "-addr", "127.0.0.1:1"}, `-addr given twice ("127.0.0.1:0", then "127.0.0.1:1")`},
+	} {
+		r := run(t, env, "", c.args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", c.args, r)
+		assert.Contains(t, r.stderr, c.says, "%v", c.args)
+	}
+	var doc errorDoc
+	runJSON(t, env, exitUsage, &doc, "depth", "-queue", "orders", "-queue", "invoices")
+	assert.Contains(t, doc.Error, "-queue given 2 times")
+}
