@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -48,9 +48,13 @@ type depthDoc struct {
 func runDepth(ctx context.Context, c *cli, args []string) error {
 	var o common
 	var visible bool
-	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N) [-visible] [flags]",
+	o.target.several = true
+	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N)... [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
-their total, with the same for their poison queues. Invisible messages (being handled,
+their total, with the same for their poison queues. Several targets make one table and
+one total, in the order given: repeat -queue, or -base with its own -shards each (the
+first -shards goes with the first -base), as in
+  azdispatch depth -queue orders -queue invoices -base events -shards 4 Invisible messages (being handled,
 or delayed) are included. OLDEST is how long the oldest of the messages at the front of
 each queue has waited, by the service's clock, to the second: an approximation, since the
 service keeps no strict order and a peek sees no hidden message. Three requests per queue:
@@ -58,8 +62,6 @@ its depth, its poison queue's depth, and a peek of up to 32 messages for the age
 for a queue that reads empty, to tell it from one that does not exist: a queue (or every
 shard of a set) that does not exist fails the command, as a mistyped name; a shard of a set
 that was never created is shown as "no queue" (missing in JSON), not as empty.
-
-Depth takes one target; the dashboard shows several at once.
 
 With -visible, that peek also counts the visible messages, ready to be received, up to
 32 (a peek's most), at no further request. The rest of the depth is hidden, delayed or being handled. The
@@ -71,13 +73,22 @@ service tells those two apart nowhere, and counts no further than 32.`)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	t, err := o.target.open(ctx, c, needQueue)
+	ts, err := o.target.openAll(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
 
-	units := t.units()
-	doc := depthDoc{Target: t.name(), Queues: make([]depthRow, len(units))}
+	// units of every target, in order; of[i] is the target of units[i].
+	var units []unit
+	var of []int
+	var names []string
+	for k, t := range ts {
+		for _, u := range t.units() {
+			units, of = append(units, u), append(of, k)
+		}
+		names = append(names, t.name())
+	}
+	doc := depthDoc{Target: strings.Join(names, ", "), Queues: make([]depthRow, len(units))}
 	errs := make([]error, len(units))
 	missing := make([]bool, len(units))
 	var wg sync.WaitGroup
@@ -112,13 +123,21 @@ service tells those two apart nowhere, and counts no further than 32.`)
 		})
 	}
 	wg.Wait()
-	if !slices.Contains(missing, false) {
-		// Not one of them exists: a mistyped name, not an empty queue.
-		// (Some shards of a set missing is normal: they are created when
-		// first sent to.)
+	for k := range ts {
+		exists := false
+		for i := range units {
+			exists = exists || (of[i] == k && !missing[i])
+		}
+		if exists {
+			continue
+		}
+		// Not one queue of this target exists: a mistyped name, not an
+		// empty queue. (A shard of a set never sent to is missing alone.)
 		for i, r := range doc.Queues {
-			doc.Queues[i].Error = errNoSuchQueue.Error()
-			errs[i] = fmt.Errorf("%s: %w", r.Queue, errNoSuchQueue)
+			if of[i] == k {
+				doc.Queues[i].Error = errNoSuchQueue.Error()
+				errs[i] = fmt.Errorf("%s: %w", r.Queue, errNoSuchQueue)
+			}
 		}
 	}
 	oldest, aged := 0.0, true

@@ -123,9 +123,10 @@ if NAME-i exists for an i ≥ N, or the last shard that exists comes before NAME
 command fails (exit 2) naming both counts, rather than leave shards out or show queues that
 do not exist; a shard below the last that was never created is shown as missing. Where
 the accounts' queues cannot be listed (no permission to), stderr says so and the command
-goes on without the check. Each command takes one target, except dashboard: repeat
--queue, or -base with its own -shards each. Any other flag that takes one value may be
-given once (-account-env and -account-url repeat, for several accounts).
+goes on without the check. Each command takes one target, except depth and dashboard:
+repeat -queue, or -base with its own -shards each (the first -shards goes with the first
+-base). Any other flag that takes one value may be given once (-account-env and
+-account-url repeat, for several accounts).
 Credentials come only from the environment: -account-env VAR (repeatable; default
 AZURE_STORAGE_CONNECTION_STRING) names variables holding connection strings; or
 -account-url URL (repeatable) signs in with DefaultAzureCredential. Nothing printed

@@ -21,12 +21,12 @@ func twoAccounts(t *testing.T, connA, connB string) (*azdispatch.Account, *azdis
 	return a, b
 }
 
-// fullSet creates a set of n shards named base over a and b, with one
+// fullSet creates a set of n shards named base over accounts, with one
 // message in each shard.
-func fullSet(t *testing.T, base string, n int, a, b *azdispatch.Account) []azdispatch.Shard {
+func fullSet(t *testing.T, base string, n int, accounts ...*azdispatch.Account) []azdispatch.Shard {
 	t.Helper()
 	ctx := context.Background()
-	shards, err := azdispatch.AccountShards(base, n, a, b)
+	shards, err := azdispatch.AccountShards(base, n, accounts...)
 	require.NoError(t, err)
 	sq, err := azdispatch.NewShardedQueue(base, shards, nil)
 	require.NoError(t, err)

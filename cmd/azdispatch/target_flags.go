@@ -82,7 +82,10 @@ func (l *intListFlag) repeatable() {}
 // -queue, -base and -shards are collected as lists whatever the command, so
 // that a repeated one is refused with a message of its own (see check)
 // rather than the last kept: only a command that takes several targets
-// (dashboard) accepts several.
+// (depth, dashboard) accepts several. The others act on one queue or set
+// (send, peek, poison, sweep, schedules): several would mean a send to
+// which, or a purge of what, which a flag repeated by mistake must not
+// decide.
 type targetFlags struct {
 	command          string // "azdispatch depth", for messages
 	several          bool   // the command takes several targets
@@ -136,7 +139,7 @@ func (f *targetFlags) check(need queueRequired) error {
 			values []string
 		}{{"queue", queues}, {"base", bases}, {"shards", strings.Split(f.shards.String(), ",")}} {
 			if len(r.values) > 1 {
-				return usageErrorf("-%s given %d times (%s): %s works on one queue or set and takes one; only azdispatch dashboard takes several targets",
+				return usageErrorf("-%s given %d times (%s): %s works on one queue or set and takes one; only depth and dashboard take several targets",
 					r.flag, len(r.values), strings.Join(r.values, ", "), f.command)
 			}
 		}
