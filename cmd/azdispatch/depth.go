@@ -51,10 +51,7 @@ func runDepth(ctx context.Context, c *cli, args []string) error {
 	o.target.several = true
 	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N)... [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
-their total, with the same for their poison queues. Several targets make one table and
-one total, in the order given: repeat -queue, or -base with its own -shards each (the
-first -shards goes with the first -base), as in
-  azdispatch depth -queue orders -queue invoices -base events -shards 4 Invisible messages (being handled,
+their total, with the same for their poison queues. Invisible messages (being handled,
 or delayed) are included. OLDEST is how long the oldest of the messages at the front of
 each queue has waited, by the service's clock, to the second: an approximation, since the
 service keeps no strict order and a peek sees no hidden message. Three requests per queue:
@@ -65,7 +62,12 @@ that was never created is shown as "no queue" (missing in JSON), not as empty.
 
 With -visible, that peek also counts the visible messages, ready to be received, up to
 32 (a peek's most), at no further request. The rest of the depth is hidden, delayed or being handled. The
-service tells those two apart nowhere, and counts no further than 32.`)
+service tells those two apart nowhere, and counts no further than 32.
+
+Several targets make one table and one total, in the order given: repeat -queue, or -base
+with its own -shards each (the first -shards goes with the first -base). For example:
+
+  azdispatch depth -queue orders -queue invoices -base events -shards 4`)
 	o.register(fs)
 	fs.BoolVar(&visible, "visible", false, "also count the visible messages of each queue (up to 32, with the peek that reads the age)")
 	if err := c.parseNoArgs(fs, args); err != nil {

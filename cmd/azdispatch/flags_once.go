@@ -1,11 +1,15 @@
 package main
 
-import "flag"
+import (
+	"flag"
+	"strconv"
+)
 
 // A flag that takes one value may be given once. The flag package keeps
-// the last of several silently, so "depth -queue a … -queue b" (a script
-// that adds -queue to a line that has one) would read b and say nothing of
-// a. Flags that take several values (-account-env, -account-url, and the
+// the last of several silently, so "peek -n 5 … -n 1" (a script that adds a
+// flag to a line that has it) would show one message and say nothing of
+// the 5. A switch given twice with the same meaning (-json … -json) loses
+// nothing and passes; -write … -write=false is refused. Flags that take several values (-account-env, -account-url, and the
 // targets of commands that take several) are lists, marked repeatable.
 
 // repeatable is a flag.Value that keeps every value it is given.
@@ -21,6 +25,9 @@ type onceValue struct {
 }
 
 func (v *onceValue) Set(s string) error {
+	if v.given && v.IsBoolFlag() && sameBool(v.first, s) {
+		return nil // a switch said twice (-json … -json) means one thing
+	}
 	if v.given {
 		*v.repeated = usageErrorf("-%s given twice (%q, then %q): it takes one value", v.name, v.first, s)
 		return *v.repeated
@@ -66,4 +73,11 @@ func (v *onceValue) String() string {
 		return ""
 	}
 	return v.Value.String()
+}
+
+// sameBool reports whether two values of a boolean flag mean the same.
+func sameBool(a, b string) bool {
+	x, errA := strconv.ParseBool(a)
+	y, errB := strconv.ParseBool(b)
+	return errA == nil && errB == nil && x == y
 }

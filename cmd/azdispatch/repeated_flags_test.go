@@ -26,7 +26,9 @@ func TestARepeatedFlagIsRefused(t *testing.T) {
 		{[]string{"poison", "list", "-queue", "orders", "-base", "b", "-shards", "2"}, "give -queue or -base, not both"},
 		{[]string{"peek", "-queue", "orders", "-n", "1", "-n", "2"}, `-n given twice ("1", then "2"): it takes one value`},
 		{[]string{"depth", "-queue", "orders", "-timeout", "1m", "-timeout", "2m"}, `-timeout given twice ("1m", then "2m")`},
-		{[]string{"send", "-queue", "orders", "-json", "-ttl", "1h", "-json", "text"}, `-json given twice ("true", then "true")`},
+		{[]string{"dashboard", "-queue", "orders", "-write", "-write=false"}, `-write given twice ("true", then "false")`},
+		// A switch said twice means one thing: what fails is the -queue.
+		{[]string{"send", "-queue", "orders", "-json", "-ttl", "1h", "-json", "-queue", "other", "text"}, "-queue given 2 times (orders, other)"},
 		{[]string{"dashboard", "-base", "a", "-base", "b", "-shards", "2"}, "2 -base and 1 -shards: give one -shards for each -base, in the same order"},
 		{[]string{"dashboard", "-queue", "orders", "-addr", "127.0.0.1:0", "-addr", "127.0.0.1:1"}, `-addr given twice ("127.0.0.1:0", then "127.0.0.1:1")`},
 	} {
