@@ -21,6 +21,9 @@ func TestShardsUncheckedWhenTheQueuesCannotBeListed(t *testing.T) {
 	t.Parallel()
 	accounts(t)
 	em := harness.emulators[0]
+	if em.AccountKey() == "" {
+		t.Skip("an external account given without its key: no SAS can be signed for it here")
+	}
 	cred, err := azqueue.NewSharedKeyCredential(em.AccountName(), em.AccountKey())
 	require.NoError(t, err)
 	perms := sas.AccountPermissions{Read: true, Write: true, Add: true, Create: true, Update: true, Process: true}
