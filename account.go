@@ -239,6 +239,29 @@ func (a *Account) Queues() []*Queue {
 	return qs
 }
 
+// QueueNames lists the names of this account's queues that start with
+// prefix, sorted, in one List Queues request per 5,000 names: for tools
+// that find which queues exist, such as which shards of a set were created.
+// It needs permission to list the account's queues, which a SAS for one
+// queue does not give.
+func (a *Account) QueueNames(ctx context.Context, prefix string) ([]string, error) {
+	pager := a.service.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: &prefix})
+	var names []string
+	for pager.More() {
+		page, err := pager.NextPage(tagRequest(ctx, opOther, nil))
+		if err != nil {
+			return nil, storageError(opOther, prefix+"*", err)
+		}
+		for _, q := range page.Queues {
+			if q != nil && q.Name != nil {
+				names = append(names, *q.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
 // Queue returns the queue called name in this account: 3 to 56 lowercase
 // letters, digits and single inner hyphens (the service allows 63; the rest
 // is kept for the "-poison" suffix of its poison queue). It makes no request:

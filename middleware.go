@@ -202,6 +202,11 @@ type Outgoing struct {
 	ID        string
 	Size      int
 	Offloaded bool
+	// SentTo is, once Next returns nil, the name of the queue that took
+	// the message: the shard a [*ShardedQueue] chose (by key, or round
+	// robin with failover), otherwise the target's own. Empty for a
+	// [Publisher.SendBatch] and for a [Target] that does not tell.
+	SentTo string
 
 	chain   []SendMiddleware
 	pos     int

@@ -401,7 +401,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	}
 	_, rest, _ := dueline.Parse(text)
 	_, rest, _ = ParseMetadata(rest)
-	s.ID, s.Size, s.Offloaded, s.sent = m.ID, len(text), payload.IsPointer(rest), m
+	s.ID, s.Size, s.Offloaded, s.SentTo, s.sent = m.ID, len(text), payload.IsPointer(rest), m.Queue, m
 	return nil
 }
 

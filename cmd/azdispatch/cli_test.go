@@ -294,7 +294,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"nonsense"}, exitUsage, "unknown command"},
 		{[]string{"poison"}, exitUsage, "poison needs a command"},
 		{[]string{"depth"}, exitUsage, "-queue"},
-		{[]string{"depth", "-queue", "a-queue", "-base", "b"}, exitUsage, "not both"},
+		{[]string{"peek", "-queue", "a-queue", "-base", "b"}, exitUsage, "not both"}, // depth and dashboard take both
 		{[]string{"depth", "-base", "b"}, exitUsage, "-shards"},
 		{[]string{"depth", "-queue", "Not_A_Name"}, exitUsage, "queue name"},
 		{[]string{"depth", "-queue", "a-queue", "-account-env", "AZ_UNSET_VARIABLE"}, exitUsage, "AZ_UNSET_VARIABLE is empty"},

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
-	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/dashboard"
 )
 
@@ -23,10 +23,20 @@ func runDashboard(ctx context.Context, c *cli, args []string) error {
 	var addr string
 	var write bool
 	var opts dashboard.Options
-	fs := c.flagSet("dashboard", "dashboard (-queue NAME | -base NAME -shards N) [-addr HOST:PORT] [-write] [flags]",
-		`Serves the web dashboard of a queue or sharded set (the dashboard package): depths,
-poison messages, payloads, schedules, latency and cost, refreshed in the browser. Read-only
-unless -write, which enables requeue, purge, test sends and sweeps (each confirmed on a page).
+	o.target.several = true
+	fs := c.flagSet("dashboard", "dashboard (-queue NAME | -base NAME -shards N)... [-addr HOST:PORT] [-write] [flags]",
+		`Serves the web dashboard of queues and sharded sets (the dashboard package): depths,
+poison messages, payloads, schedules, latency and cost, refreshed in the browser.
+
+It shows every target given, in the order given: repeat -queue for several queues, and
+-base for several sets, each -base with its own -shards (the first -shards goes with the
+first -base, and so on). All of them are in the accounts given: a -queue in the one account,
+the shards of a set spread over the accounts as for one set. Payloads and schedules are read
+from the first account's -payload-container. For example:
+
+  azdispatch dashboard -queue orders -queue invoices -base events -shards 4
+
+Read-only unless -write, which enables requeue, purge, test sends and sweeps (each confirmed on a page).
 It listens on `+defaultDashboardAddr+` by default; the dashboard has no authentication of its own,
 so binding elsewhere (-addr 0.0.0.0:8080) warns: put it behind a proxy with TLS and sign-in.
 It runs until interrupted (Ctrl-C).`)
@@ -40,17 +50,24 @@ It runs until interrupted (Ctrl-C).`)
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, needQueue)
+	// The targets are opened (and each set's -shards checked against the
+	// queues that exist) within -timeout; serving is not bounded.
+	octx, cancel := o.withTimeout(ctx)
+	ts, err := o.target.openAll(octx, c, needQueue)
+	cancel()
 	if err != nil {
 		return err
 	}
-	switch {
-	case t.queue != nil:
-		opts.Sources = []azdispatch.Shard{t.queue}
-	default:
-		opts.Sources = []azdispatch.Shard{t.sharded}
+	var names []string
+	for _, t := range ts {
+		if t.queue != nil {
+			opts.Sources = append(opts.Sources, t.queue)
+		} else {
+			opts.Sources = append(opts.Sources, t.sharded)
+		}
+		names = append(names, t.name())
 	}
-	opts.Payloads = t.store
+	opts.Payloads = ts[0].store
 	opts.Write = write
 	opts.Logger = slog.New(slog.NewTextHandler(c.stderr, nil))
 	h, err := dashboard.New(&opts)
@@ -71,7 +88,7 @@ It runs until interrupted (Ctrl-C).`)
 	if write {
 		mode = "write mode: actions enabled"
 	}
-	fmt.Fprintf(c.stdout, "azdispatch dashboard of %s (%s) on http://%s/\n", t.name(), mode, ln.Addr())
+	fmt.Fprintf(c.stdout, "azdispatch dashboard of %s (%s) on http://%s/\n", strings.Join(names, ", "), mode, ln.Addr())
 	c.emitted = true
 
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 5 * time.Minute}

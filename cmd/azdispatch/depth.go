@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -18,6 +18,9 @@ type depthRow struct {
 	Account     string `json:"account"`
 	Depth       int    `json:"depth"`
 	PoisonDepth int    `json:"poison_depth"`
+	// Missing says the queue does not exist: a shard never sent to, whose
+	// depth of 0 is no reading. The table shows "no queue".
+	Missing bool `json:"missing,omitempty"`
 	// Visible, with -visible, is how many messages a peek saw: all the
 	// visible ones, unless it is Full (32, a peek's most). Depth less
 	// Visible is then the hidden ones: delayed, or being handled; the
@@ -45,7 +48,8 @@ type depthDoc struct {
 func runDepth(ctx context.Context, c *cli, args []string) error {
 	var o common
 	var visible bool
-	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N) [-visible] [flags]",
+	o.target.several = true
+	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N)... [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
 their total, with the same for their poison queues. Invisible messages (being handled,
 or delayed) are included. OLDEST is how long the oldest of the messages at the front of
@@ -53,25 +57,40 @@ each queue has waited, by the service's clock, to the second: an approximation, 
 service keeps no strict order and a peek sees no hidden message. Three requests per queue:
 its depth, its poison queue's depth, and a peek of up to 32 messages for the age; and one more
 for a queue that reads empty, to tell it from one that does not exist: a queue (or every
-shard of a set) that does not exist fails the command, as a mistyped name.
+shard of a set) that does not exist fails the command, as a mistyped name; a shard of a set
+that was never created is shown as "no queue" (missing in JSON), not as empty.
 
 With -visible, that peek also counts the visible messages, ready to be received, up to
 32 (a peek's most), at no further request. The rest of the depth is hidden, delayed or being handled. The
-service tells those two apart nowhere, and counts no further than 32.`)
+service tells those two apart nowhere, and counts no further than 32.
+
+Several targets make one table and one total, in the order given: repeat -queue, or -base
+with its own -shards each (the first -shards goes with the first -base). For example:
+
+  azdispatch depth -queue orders -queue invoices -base events -shards 4`)
 	o.register(fs)
 	fs.BoolVar(&visible, "visible", false, "also count the visible messages of each queue (up to 32, with the peek that reads the age)")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, needQueue)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	ts, err := o.target.openAll(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 
-	units := t.units()
-	doc := depthDoc{Target: t.name(), Queues: make([]depthRow, len(units))}
+	// units of every target, in order; of[i] is the target of units[i].
+	var units []unit
+	var of []int
+	var names []string
+	for k, t := range ts {
+		for _, u := range t.units() {
+			units, of = append(units, u), append(of, k)
+		}
+		names = append(names, t.name())
+	}
+	doc := depthDoc{Target: strings.Join(names, ", "), Queues: make([]depthRow, len(units))}
 	errs := make([]error, len(units))
 	missing := make([]bool, len(units))
 	var wg sync.WaitGroup
@@ -95,7 +114,7 @@ service tells those two apart nowhere, and counts no further than 32.`)
 			case missing[i]:
 				// Nothing waits in a queue that does not exist: no
 				// request to say so.
-				r.OldestAge = new(0.0)
+				r.Missing, r.OldestAge = true, new(0.0)
 			default:
 				e1 = readFront(ctx, u.queue, visible, r)
 			}
@@ -106,13 +125,21 @@ service tells those two apart nowhere, and counts no further than 32.`)
 		})
 	}
 	wg.Wait()
-	if !slices.Contains(missing, false) {
-		// Not one of them exists: a mistyped name, not an empty queue.
-		// (Some shards of a set missing is normal: they are created when
-		// first sent to.)
+	for k := range ts {
+		exists := false
+		for i := range units {
+			exists = exists || (of[i] == k && !missing[i])
+		}
+		if exists {
+			continue
+		}
+		// Not one queue of this target exists: a mistyped name, not an
+		// empty queue. (A shard of a set never sent to is missing alone.)
 		for i, r := range doc.Queues {
-			doc.Queues[i].Error = errNoSuchQueue.Error()
-			errs[i] = fmt.Errorf("%s: %w", r.Queue, errNoSuchQueue)
+			if of[i] == k {
+				doc.Queues[i].Error = errNoSuchQueue.Error()
+				errs[i] = fmt.Errorf("%s: %w", r.Queue, errNoSuchQueue)
+			}
 		}
 	}
 	oldest, aged := 0.0, true
@@ -135,8 +162,12 @@ service tells those two apart nowhere, and counts no further than 32.`)
 		}
 		row(tw, head...)
 		for _, r := range doc.Queues {
-			if r.Error != "" {
+			switch {
+			case r.Error != "":
 				row(tw, r.Queue, r.Account, "error", "error", "error")
+				continue
+			case r.Missing:
+				row(tw, r.Queue, r.Account, "no queue", r.PoisonDepth, "-")
 				continue
 			}
 			cells := []any{r.Queue, r.Account, r.Depth, r.PoisonDepth, ageCell(r.OldestAge)}

@@ -55,7 +55,9 @@ func TestDepthShowsTheOldestAge(t *testing.T) {
 }
 
 // On a set, each shard has its own age, and the document the greatest;
-// an empty shard reads 0, and so does one that does not exist yet.
+// an empty shard reads 0, and so does one that does not exist yet (below
+// the last that does: a set whose last shards do not exist reads as a
+// smaller one, see TestShardsThatDoNotMatchTheSetFail), marked missing.
 func TestDepthShowsTheOldestAgePerShard(t *testing.T) {
 	t.Parallel()
 	connA, connB := accounts(t)
@@ -69,9 +71,9 @@ func TestDepthShowsTheOldestAgePerShard(t *testing.T) {
 	set, err := azdispatch.AccountShards(base, 3, a, b)
 	require.NoError(t, err)
 	ctx := context.Background()
-	// Shard 0 (account A) holds an old message, shard 1 (account B) is
-	// created and empty, shard 2 does not exist.
-	for _, i := range []int{0, 1} {
+	// Shard 0 (account A) holds an old message, shard 2 (account A) is
+	// created and empty, shard 1 (account B) does not exist.
+	for _, i := range []int{0, 2} {
 		require.NoError(t, set[i].(*azdispatch.Queue).Create(ctx))
 	}
 	_, err = set[0].Send(ctx, "old", nil)
@@ -86,12 +88,15 @@ func TestDepthShowsTheOldestAgePerShard(t *testing.T) {
 			require.NotNil(t, r.OldestAge, "%v: shard %d", args, i)
 		}
 		assert.GreaterOrEqual(t, *depth.Queues[0].OldestAge, 1.0, args)
-		assert.Zero(t, *depth.Queues[1].OldestAge, "%v: an empty shard", args)
-		assert.Zero(t, *depth.Queues[2].OldestAge, "%v: a shard not created yet", args)
+		assert.Zero(t, *depth.Queues[2].OldestAge, "%v: an empty shard", args)
+		assert.False(t, depth.Queues[2].Missing, args)
+		assert.Zero(t, *depth.Queues[1].OldestAge, "%v: a shard not created yet", args)
+		assert.True(t, depth.Queues[1].Missing, "%v: a shard not created yet", args)
 		require.NotNil(t, depth.OldestAge)
 		assert.Equal(t, *depth.Queues[0].OldestAge, *depth.OldestAge, args)
 	}
 	out := run(t, env, "", append([]string{"depth"}, target...)...)
 	require.Equal(t, exitOK, out.code, out)
 	assert.Regexp(t, `TOTAL\s+1\s+0\s+\d+s`, out.stdout)
+	assert.Regexp(t, base+`-1\s+devstoreaccount1 \(AZ_ACCOUNT_B\)\s+no queue\s+0\s+-\n`, out.stdout, "not shown as depth 0")
 }

@@ -28,6 +28,7 @@ func (c *cli) flagSet(name, synopsis, about string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "Usage: azdispatch %s\n\n%s\n\nFlags:\n", synopsis, about)
+		unwrapOnce(fs)
 		fs.SetOutput(c.stderr)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -55,6 +56,8 @@ func (o *common) withTimeout(ctx context.Context) (context.Context, context.Canc
 // everything is an argument. It returns the positional arguments.
 func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
+	var repeated error
+	giveOnce(fs, &repeated)
 	defer func() {
 		if f := fs.Lookup("json"); f != nil {
 			c.json = f.Value.String() == "true"
@@ -64,6 +67,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, errHelp // the flag package has printed the usage
+			}
+			if repeated != nil {
+				return nil, fmt.Errorf("%w (run %s -h for help)", repeated, fs.Name())
 			}
 			return nil, usageErrorf("%w (run %s -h for help)", err, fs.Name())
 		}

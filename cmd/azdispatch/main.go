@@ -118,6 +118,15 @@ func (c *cli) usage() {
 const commonHelp = `
 Target: -queue NAME (one queue), or -base NAME -shards N (queues NAME-0 … NAME-(N-1),
 spread over the accounts given, shard i in account i mod the number of accounts).
+-shards is checked against the shards that exist, listed with one request per account:
+if NAME-i exists for an i ≥ N, or the last shard that exists comes before NAME-(N-1), the
+command fails (exit 2) naming both counts, rather than leave shards out or show queues that
+do not exist; a shard below the last that was never created is shown as missing. Where
+the accounts' queues cannot be listed (no permission to), stderr says so and the command
+goes on without the check. Each command takes one target, except depth and dashboard:
+repeat -queue, or -base with its own -shards each (the first -shards goes with the first
+-base). Any other flag that takes one value may be given once (-account-env and
+-account-url repeat, for several accounts).
 Credentials come only from the environment: -account-env VAR (repeatable; default
 AZURE_STORAGE_CONNECTION_STRING) names variables holding connection strings; or
 -account-url URL (repeatable) signs in with DefaultAzureCredential. Nothing printed

@@ -156,18 +156,26 @@ func run(t *testing.T, env map[string]string, stdin string, args ...string) resu
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, harness.bin, args...)
+	cmd.Env = environ(env)
+	cmd.Stdin = strings.NewReader(stdin)
+	return runCmd(t, cmd, args)
+}
+
+// environ is the test's environment with the variables env and none of the
+// caller's storage credentials.
+func environ(env map[string]string) []string {
+	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(strings.ToUpper(k), "AZURE_") || strings.HasPrefix(strings.ToUpper(k), "AZDISPATCH_") {
 			continue
 		}
-		cmd.Env = append(cmd.Env, kv)
+		out = append(out, kv)
 	}
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		out = append(out, k+"="+v)
 	}
-	cmd.Stdin = strings.NewReader(stdin)
-	return runCmd(t, cmd, args)
+	return out
 }
 
 // runCmd runs cmd, made by run or a test of its own, and collects what it

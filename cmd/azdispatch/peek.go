@@ -161,12 +161,12 @@ is visible (due, or between a listener's receive and its hop). One request per q
 	if n < 1 || n > azdispatch.MaxBatch {
 		return usageErrorf("-n must be 1 to %d", azdispatch.MaxBatch)
 	}
-	t, err := o.target.open(c, needQueue)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, err := o.target.open(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 	if err := t.mustExist(ctx, false); err != nil {
 		return err
 	}

@@ -113,12 +113,12 @@ Exits 3 when the poison queues hold anything, so that a script can alert on it.`
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, needQueue)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, err := o.target.open(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}
@@ -170,12 +170,12 @@ list shows it) or the envelope's own ID in the poison queue. `+peekNote)
 	if len(pos) != 1 {
 		return usageErrorf("poison show takes one ID")
 	}
-	t, err := o.target.open(c, needQueue)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, err := o.target.open(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}
@@ -305,12 +305,12 @@ too, hidden while the requeue runs, and visible again when it ends.`)
 	if err := sel.check(); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, needQueue)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, err := o.target.open(ctx, c, needQueue)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}

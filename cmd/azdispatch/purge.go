@@ -44,8 +44,7 @@ dequeue counts grow by one.`)
 	if err := sel.check(); err != nil {
 		return err
 	}
-	t, err := o.target.open(c, needQueue)
-	if err != nil {
+	if err := o.target.check(needQueue); err != nil {
 		return err
 	}
 	if !yes && !c.terminal() {
@@ -53,6 +52,10 @@ dequeue counts grow by one.`)
 	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
+	t, err := o.target.open(ctx, c, needQueue)
+	if err != nil {
+		return err
+	}
 	// Before asking: a mistyped name fails without a question.
 	if err := t.mustExist(ctx, true); err != nil {
 		return err

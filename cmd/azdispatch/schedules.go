@@ -52,12 +52,12 @@ request per 5,000 blobs of the container, and one read per schedule.`)
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	t, queue, err := o.target.openPayloads(c)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, queue, err := o.target.openPayloads(ctx, c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 	states, lerr := t.store.Schedules(ctx)
 	if lerr != nil && len(states) == 0 {
 		return lerr // nothing to show: an empty list would read as "no schedules"

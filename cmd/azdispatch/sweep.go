@@ -43,12 +43,12 @@ A dry run that finds payloads to delete exits 3.`)
 	if grace <= 0 {
 		return usageErrorf("-grace must be positive")
 	}
-	t, queue, err := o.target.openPayloads(c)
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	t, queue, err := o.target.openPayloads(ctx, c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
 	res, serr := azdispatch.Sweep(ctx, t.store, &azdispatch.SweepOptions{Grace: grace, Queue: queue, DryRun: !apply})
 	doc := sweepDoc{
 		Container: t.store.Container(), Queue: queue, DryRun: !apply,

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -21,47 +20,18 @@ import (
 	"github.com/azdispatch/azdispatch/internal/netx"
 )
 
-// defaultAccountEnv is the variable read for the connection string when no
-// -account-env or -account-url is given: the Azure CLI's own.
-const defaultAccountEnv = "AZURE_STORAGE_CONNECTION_STRING"
-
-// listFlag is a flag that may be repeated, keeping every value in order.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-// targetFlags say which queue (or sharded set) a command works on and which
-// accounts hold it. Credentials never come from a flag's value, which a
-// shell history or a process listing would show: only from the environment,
-// or from Microsoft Entra ID with -account-url.
-type targetFlags struct {
-	queue, base      string
-	shards           int
-	accountEnv       listFlag
-	accountURL       listFlag
-	payloadContainer string
-	retries          int
-}
-
-func (f *targetFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.queue, "queue", "", "the `name` of one queue")
-	fs.StringVar(&f.base, "base", "", "the base `name` of a sharded set: queues <base>-0 … <base>-(N-1)")
-	fs.IntVar(&f.shards, "shards", 0, "how many shards (`N`) the set named by -base has")
-	fs.Var(&f.accountEnv, "account-env", "an environment `variable` holding an account's connection string; repeat for a set over several accounts, in order (default "+defaultAccountEnv+")")
-	fs.Var(&f.accountURL, "account-url", "an account's queue service `URL` (https://<account>.queue.core.windows.net), signed in with DefaultAzureCredential; repeat for several accounts")
-	fs.StringVar(&f.payloadContainer, "payload-container", "azdispatch-payloads", "the blob `container` of offloaded payloads, in the first account")
-	fs.IntVar(&f.retries, "retries", 3, "SDK retries of a failed request (0 for none)")
-}
-
-// target is what the flags name, opened.
+// target is one queue or sharded set the flags name, opened.
 type target struct {
 	accounts []*azdispatch.Account
 	labels   []string // per account, for output: its name, as the depth endpoint gives it (with where it came from when names repeat); never a credential
 	queue    *azdispatch.Queue
 	sharded  *azdispatch.ShardedQueue
+	base     string                   // -base, also without -shards (sweep, schedules)
 	store    *azdispatch.PayloadStore // nil when the account has no blob service
 	storeErr error                    // why store is nil
+	// shards is what the queues that exist say of a sharded set; nil for a
+	// queue, or when the accounts' queues could not be listed.
+	shards *shardCensus
 }
 
 // queueRequired says whether a command needs -queue or -base.
@@ -72,23 +42,74 @@ const (
 	anyQueue  queueRequired = false // sweep: the queue only narrows it
 )
 
-// open checks the flags and opens the accounts and the queue they name.
-// Every credential read is registered with red before anything can fail.
-func (f *targetFlags) open(c *cli, need queueRequired) (*target, error) {
-	switch {
-	case f.queue != "" && f.base != "":
-		return nil, usageErrorf("give -queue or -base, not both")
-	case bool(need) && f.queue == "" && f.base == "":
-		return nil, usageErrorf("name a queue with -queue, or a sharded set with -base and -shards")
-	case f.base != "" && bool(need) && f.shards < 1:
-		return nil, usageErrorf("-base needs -shards, 1 or more")
-	case f.shards != 0 && f.base == "":
-		return nil, usageErrorf("-shards needs -base")
-	case len(f.accountEnv) > 0 && len(f.accountURL) > 0:
-		return nil, usageErrorf("give accounts with -account-env or with -account-url, not both")
-	case f.retries < 0:
-		return nil, usageErrorf("-retries must not be negative")
+// open checks the flags and opens the accounts and the one queue or set
+// they name (none, for a command that takes anyQueue). A sharded set's
+// -shards is checked against the queues that exist (see shardCensus) with
+// ctx. Every credential read is registered with red before anything can
+// fail.
+func (f *targetFlags) open(ctx context.Context, c *cli, need queueRequired) (*target, error) {
+	ts, err := f.openAll(ctx, c, need)
+	if err != nil {
+		return nil, err
 	}
+	return ts[0], nil
+}
+
+// openAll is open for a command that takes several targets: one target
+// per -queue and per -base, in the order given (at least one, a target
+// with no queue when none was named), sharing the accounts.
+func (f *targetFlags) openAll(ctx context.Context, c *cli, need queueRequired) ([]*target, error) {
+	if err := f.check(need); err != nil {
+		return nil, err
+	}
+	accounts, labels, err := f.openAccounts(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.queues()) > 0 && len(accounts) > 1 {
+		return nil, usageErrorf("-queue takes one account; a set over several accounts is named with -base and -shards")
+	}
+	store, storeErr := accounts[0].PayloadStore(f.payloadContainer)
+	if storeErr != nil && !errors.Is(storeErr, azdispatch.ErrNoBlobService) {
+		return nil, usageError{storeErr}
+	}
+	var ts []*target
+	sets := 0
+	for _, spec := range f.specs {
+		t := &target{accounts: accounts, labels: labels, store: store, storeErr: storeErr}
+		switch {
+		case !spec.sharded:
+			t.queue, err = accounts[0].Queue(spec.name)
+		case sets < len(f.shards):
+			t.base = spec.name
+			var shards []azdispatch.Shard
+			shards, err = azdispatch.AccountShards(spec.name, f.shards[sets], accounts...)
+			if err == nil {
+				t.sharded, err = azdispatch.NewShardedQueue(spec.name, shards, nil)
+			}
+			sets++
+		default:
+			t.base = spec.name
+		}
+		if err != nil {
+			return nil, usageError{err}
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		ts = append(ts, &target{accounts: accounts, labels: labels, store: store, storeErr: storeErr})
+	}
+	for _, t := range ts {
+		if err := t.takeCensus(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return ts, nil
+}
+
+// openAccounts opens the accounts the flags name, with the labels output
+// gives them.
+func (f *targetFlags) openAccounts(c *cli) ([]*azdispatch.Account, []string, error) {
 	opts := &azdispatch.AccountOptions{Client: &azqueue.ClientOptions{}}
 	opts.Client.Retry = policy.RetryOptions{MaxRetries: int32(f.retries), TryTimeout: 30 * time.Second}
 	// An operator at a prompt learns at once that nothing listens at the
@@ -98,27 +119,28 @@ func (f *targetFlags) open(c *cli, need queueRequired) (*target, error) {
 	if f.retries == 0 {
 		opts.Client.Retry.MaxRetries = -1 // the SDK reads 0 as its default of 3
 	}
-	t := &target{}
+	var accounts []*azdispatch.Account
+	var sources []string
 	if len(f.accountURL) > 0 {
 		cred, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
-			return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
+			return nil, nil, fmt.Errorf("DefaultAzureCredential: %w", err)
 		}
 		for _, raw := range f.accountURL {
 			u, err := url.Parse(raw)
 			if err != nil || u.Host == "" || u.Scheme == "" {
-				return nil, usageErrorf("-account-url %q is not a URL", c.red.redact(raw))
+				return nil, nil, usageErrorf("-account-url %q is not a URL", c.red.redact(raw))
 			}
 			if u.RawQuery != "" {
 				// A SAS in the URL would be a secret in a flag.
-				return nil, usageErrorf("-account-url must not carry a query (a SAS belongs in a connection string in the environment)")
+				return nil, nil, usageErrorf("-account-url must not carry a query (a SAS belongs in a connection string in the environment)")
 			}
 			a, err := azdispatch.NewAccount(raw, cred, opts)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			t.accounts = append(t.accounts, a)
-			t.labels = append(t.labels, u.Host)
+			accounts = append(accounts, a)
+			sources = append(sources, u.Host)
 		}
 	} else {
 		vars := f.accountEnv
@@ -129,39 +151,17 @@ func (f *targetFlags) open(c *cli, need queueRequired) (*target, error) {
 			conn := c.getenv(v)
 			c.red.add(conn)
 			if strings.TrimSpace(conn) == "" {
-				return nil, usageErrorf("environment variable %s is empty or unset: it must hold the account's connection string", v)
+				return nil, nil, usageErrorf("environment variable %s is empty or unset: it must hold the account's connection string", v)
 			}
 			a, err := azdispatch.NewAccountFromConnectionString(conn, opts)
 			if err != nil {
-				return nil, fmt.Errorf("account from %s: %w", v, err)
+				return nil, nil, fmt.Errorf("account from %s: %w", v, err)
 			}
-			t.accounts = append(t.accounts, a)
-			t.labels = append(t.labels, v)
+			accounts = append(accounts, a)
+			sources = append(sources, v)
 		}
 	}
-	t.labels = accountLabels(t.accounts, t.labels)
-	if f.queue != "" && len(t.accounts) > 1 {
-		return nil, usageErrorf("-queue takes one account; a set over several accounts is named with -base and -shards")
-	}
-	t.store, t.storeErr = t.accounts[0].PayloadStore(f.payloadContainer)
-	if t.storeErr != nil && !errors.Is(t.storeErr, azdispatch.ErrNoBlobService) {
-		return nil, usageError{t.storeErr}
-	}
-	var err error
-	switch {
-	case f.queue != "":
-		t.queue, err = t.accounts[0].Queue(f.queue)
-	case f.base != "" && f.shards > 0:
-		var shards []azdispatch.Shard
-		shards, err = azdispatch.AccountShards(f.base, f.shards, t.accounts...)
-		if err == nil {
-			t.sharded, err = azdispatch.NewShardedQueue(f.base, shards, nil)
-		}
-	}
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return t, nil
+	return accounts, accountLabels(accounts, sources), nil
 }
 
 // name is the queue's or the set's name, as publishers record it.
@@ -172,7 +172,7 @@ func (t *target) name() string {
 	case t.sharded != nil:
 		return t.sharded.Name()
 	}
-	return ""
+	return t.base
 }
 
 // unit is one queue of the target with its poison queue: the queue itself,
@@ -200,6 +200,24 @@ func (t *target) units() []unit {
 		}
 	}
 	return out
+}
+
+// locate names the queue called name among the target's: its name and
+// account, and its index if it is a shard of a set. A name that is none of
+// them (a target that did not say where it sent) is given as the target.
+func (t *target) locate(name string) (queue, account string, shard *int) {
+	for i, u := range t.units() {
+		if u.queue.Name() == name {
+			if t.sharded != nil {
+				shard = &i
+			}
+			return name, u.account, shard
+		}
+	}
+	if t.sharded != nil {
+		return "", "", nil // which shard is not known: say nothing rather than guess
+	}
+	return t.name(), t.labels[0], nil
 }
 
 // existence is a queue that can say whether it exists, as a *Queue can.
@@ -286,17 +304,13 @@ func accountLabels(accounts []*azdispatch.Account, sources []string) []string {
 // (sweep, schedules), which needs the first account's blob service, and
 // returns the name payloads and schedules record for it: the queue's, or
 // a sharded set's base name.
-func (f *targetFlags) openPayloads(c *cli) (*target, string, error) {
-	t, err := f.open(c, anyQueue)
+func (f *targetFlags) openPayloads(ctx context.Context, c *cli) (*target, string, error) {
+	t, err := f.open(ctx, c, anyQueue)
 	if err != nil {
 		return nil, "", err
 	}
 	if t.store == nil {
 		return nil, "", fmt.Errorf("the first account has no blob service for payloads: %w", t.storeErr)
 	}
-	queue := f.queue
-	if queue == "" {
-		queue = f.base
-	}
-	return t, queue, nil
+	return t, t.name(), nil
 }
