@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/sas"
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
