@@ -50,7 +50,11 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 	tx := q.Transactions()
 	assert.Equal(t, int64(1), tx.Update, "one Update Message for the hop")
 	assert.Equal(t, int64(1), tx.Delete)
-	assert.Equal(t, int64(2), tx.Receive-tx.EmptyReceive, "the hop's receive and the delivery's")
+	// The hop's receive and the delivery's, and on a loaded machine perhaps
+	// one more: a receive that comes within a visibility timeout of the due
+	// time holds the message, and a hold stalled past that timeout lets the
+	// message be received again (handled once all the same, as above).
+	assert.GreaterOrEqual(t, tx.Receive-tx.EmptyReceive, int64(2), "the hop's receive and the delivery's")
 }
 
 // SendAt against the emulator hides the message by the service's clock as

@@ -96,6 +96,7 @@ func assertPoisonedAlone(t *testing.T, q *Queue, s State, batchID string, item i
 // ended the batch's whole try: the items running beside it were cut off
 // and poisoned with it, and those after it never ran.)
 func TestABatchGoesOnWithoutAnItemThatIgnoresItsTimeout(t *testing.T) {
+	long(t)
 	t.Parallel()
 	q := testQueue(t)
 	sent := sendBatch(t, q, 8, nil)
@@ -206,6 +207,7 @@ func TestAWaitForAHandlerTokenCostsNoCPU(t *testing.T) {
 // as a throttled account would. Every message comes back while its delete
 // is still being tried, and is only deleted: each handler runs once.
 func TestDeletesThrottledForTwentySecondsRunEachHandlerOnce(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const n, failFor = 50, 20 * time.Second
 	var until atomic.Int64

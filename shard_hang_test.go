@@ -245,6 +245,7 @@ func (h *hangingTransport) Do(req *http.Request) (*http.Response, error) {
 // see checkHungAccount. The hang here is a transport's; on Unix,
 // TestAShardedQueueRoutesAroundAPausedEmulator stops a real emulator.
 func TestAShardedQueueRoutesAroundAnAccountThatHangs(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	t.Parallel()
 	cs := azdispatch.EmulatorConnectionString(t)
 	healthy, err := azdispatch.NewAccountFromConnectionString(cs, nil)

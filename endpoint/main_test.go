@@ -27,6 +27,7 @@ import (
 // azurite.ShortRunError); otherwise a missing Azurite fails them.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	azurite.WidenParallel()
 	if _, err := azurite.ShortRunError(); err != nil {
 		fmt.Fprintln(os.Stderr, "endpoint tests:", err)
 		os.Exit(1)

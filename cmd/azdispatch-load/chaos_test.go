@@ -24,6 +24,7 @@ import (
 // The verdict is asserted, and that every fault kind happened; the seed is
 // logged, so a failure can be replayed with -seed.
 func TestChaosShortRunKeepsEveryMessage(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	azurite.SkipIfShort(t)
 	t.Parallel()
 	cfg := chaosQuick(time.Minute)

@@ -33,11 +33,17 @@ func SkipUnlessLong(tb testing.TB) {
 }
 
 // WidenParallel lets more of a package's parallel tests run at once than
-// the machine has cores (go test's default), unless -parallel was given:
-// tests against an emulator spend their time waiting on it and on timers,
-// not computing, so a 2-core machine would otherwise run two at a time and
-// sit idle. Call it from TestMain after flag.Parse.
+// the machine has cores (go test's default), unless -parallel was given or
+// the long tests run: tests against an emulator spend their time waiting on
+// it and on timers, not computing, so a 2-core machine would otherwise run
+// two at a time and sit idle. The long tests hold the emulator to bounds of
+// a second or two (a hung account is told from a slow one by a 2 s
+// deadline), which a crowded emulator would break by chance, so with them
+// the default stands. Call it from TestMain after flag.Parse.
 func WidenParallel() {
+	if Long() {
+		return
+	}
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
 	if f := flag.Lookup("test.parallel"); f != nil && !given {
