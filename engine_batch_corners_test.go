@@ -166,6 +166,7 @@ func runAlone(t *testing.T, test, marker string) (inChild bool) {
 // the process then uses under 5 % of a core. (The wait used to spin: a
 // full core for as long as the item waited.)
 func TestAWaitForAHandlerTokenCostsNoCPU(t *testing.T) {
+	long(t)
 	if !runAlone(t, "TestAWaitForAHandlerTokenCostsNoCPU", "CPU while") {
 		return
 	}
