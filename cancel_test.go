@@ -125,6 +125,7 @@ func TestCancelBeforeTheFirstHop(t *testing.T) {
 // its record kept for a second cancel until a sweep. A message never
 // cancelled pays one conditional write when due.
 func TestCancelAfterSeveralHops(t *testing.T) {
+	long(t)
 	t.Parallel()
 	r := newCancelRig(t)
 	ctx := context.Background()
@@ -454,6 +455,7 @@ func TestACancelCutShortCanBeTriedAgain(t *testing.T) {
 // A record a cancel left pending (it stopped between its record and its
 // delete) is taken over once it is older than any cancel takes.
 func TestAnAbandonedPendingCancelIsTakenOver(t *testing.T) {
+	long(t)
 	t.Parallel()
 	ctx := context.Background()
 	r := newCancelRig(t)

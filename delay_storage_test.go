@@ -48,9 +48,17 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 	assert.Equal(t, int64(1), got[0].DequeueCount, "the hop was not a try")
 	assert.False(t, ranAt[0].Before(at.Add(-time.Second)), "not before its time by the service's clock (to its second)")
 	tx := q.Transactions()
-	assert.Equal(t, int64(1), tx.Update, "one Update Message for the hop")
 	assert.Equal(t, int64(1), tx.Delete)
-	assert.Equal(t, int64(2), tx.Receive-tx.EmptyReceive, "the hop's receive and the delivery's")
+	// One Update Message for the hop and the hop's receive and the
+	// delivery's; on a loaded machine perhaps more of each: a receive that
+	// comes within a visibility timeout of the due time (the service's Date
+	// is to the second) holds the message and renews its visibility at
+	// half-life, and a hold stalled past that timeout lets the message be
+	// received again. It is hidden again once and handled once all the same,
+	// as above.
+	assert.GreaterOrEqual(t, tx.Update, int64(1), "the hop's Update Message")
+	assert.GreaterOrEqual(t, tx.Receive-tx.EmptyReceive, int64(2), "the hop's receive and the delivery's")
+	assert.Equal(t, int64(1), l.State().Rehidden, "hidden again once")
 }
 
 // SendAt against the emulator hides the message by the service's clock as

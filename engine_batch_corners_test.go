@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -96,6 +96,7 @@ func assertPoisonedAlone(t *testing.T, q *Queue, s State, batchID string, item i
 // ended the batch's whole try: the items running beside it were cut off
 // and poisoned with it, and those after it never ran.)
 func TestABatchGoesOnWithoutAnItemThatIgnoresItsTimeout(t *testing.T) {
+	long(t)
 	t.Parallel()
 	q := testQueue(t)
 	sent := sendBatch(t, q, 8, nil)
@@ -165,6 +166,7 @@ func runAlone(t *testing.T, test, marker string) (inChild bool) {
 // the process then uses under 5 % of a core. (The wait used to spin: a
 // full core for as long as the item waited.)
 func TestAWaitForAHandlerTokenCostsNoCPU(t *testing.T) {
+	long(t)
 	if !runAlone(t, "TestAWaitForAHandlerTokenCostsNoCPU", "CPU while") {
 		return
 	}
@@ -206,6 +208,7 @@ func TestAWaitForAHandlerTokenCostsNoCPU(t *testing.T) {
 // as a throttled account would. Every message comes back while its delete
 // is still being tried, and is only deleted: each handler runs once.
 func TestDeletesThrottledForTwentySecondsRunEachHandlerOnce(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const n, failFor = 50, 20 * time.Second
 	var until atomic.Int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 	"net/http"
 	"regexp"
 	"runtime"
@@ -537,6 +538,7 @@ func slowFailingDeletes(until time.Time, took time.Duration) func(context.Contex
 // returns, not once its delete has finally failed. (The same run used to
 // call the handler again for most messages.)
 func TestDeletesFailingForTwentySecondsRunEachHandlerOnce(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	if testing.Short() {
 		t.Skip("runs for 20 s of failing deletes; memqueue only, no emulator")
 	}

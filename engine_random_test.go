@@ -19,13 +19,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 	"github.com/azdispatch/azdispatch/internal/cputime"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
 var (
 	engineSeed     = flag.Uint64("engine.seed", 0, "TestEngineRandomized: the seed to replay (0: a new one)")
-	engineDuration = flag.Duration("engine.duration", 0, "TestEngineRandomized: how long to run rounds for (0: 3 s with -short, 12 s otherwise)")
+	engineDuration = flag.Duration("engine.duration", 0, "TestEngineRandomized: how long to run rounds for (0: 3 s with -short, 12 s with AZDISPATCH_LONG=1, 4 s otherwise)")
 	engineReplay   = flag.Int("engine.round", -1, "TestEngineRandomized: run only this round of the seed's (-1: rounds from 0 for the duration)")
 )
 
@@ -62,9 +63,13 @@ func TestEngineRandomized(t *testing.T) {
 	}
 	budget := *engineDuration
 	if budget == 0 {
-		budget = 12 * time.Second
-		if testing.Short() {
+		switch {
+		case testing.Short():
 			budget = 3 * time.Second
+		case azurite.Long():
+			budget = 12 * time.Second
+		default:
+			budget = 4 * time.Second
 		}
 	}
 	t.Logf("seed %d: replay with -engine.seed=%d", seed, seed)

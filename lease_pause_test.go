@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 	"io"
 	"os"
 	"os/exec"
@@ -64,6 +65,7 @@ func planBlob(t testing.TB, connStr, name string) fencedBlob {
 // service refuses it because B changed the data, and A's next try is
 // refused because B's fence is greater. B's data stands.
 func TestLeaseFenceRefusesAHolderPausedPastItsLease(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	t.Parallel()
 	ctx := context.Background()
 	connStr := azdispatch.EmulatorConnectionString(t)

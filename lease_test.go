@@ -95,6 +95,7 @@ func ignoreCanceled(err error) error {
 }
 
 func TestLeaseIsTakenOverAfterTheHolderDies(t *testing.T) {
+	long(t)
 	t.Parallel()
 	a := testAccount(t, nil)
 	name := uniqueName(t)
@@ -119,6 +120,7 @@ func TestLeaseIsTakenOverAfterTheHolderDies(t *testing.T) {
 }
 
 func TestLeaseHolderCutOffFromStorageStopsBeforeTheNextOneStarts(t *testing.T) {
+	long(t)
 	t.Parallel()
 	var cut atomic.Bool
 	f := &faultTransport{fail: func(*http.Request) bool { return cut.Load() }}

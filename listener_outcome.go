@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"

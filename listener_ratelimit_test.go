@@ -56,6 +56,7 @@ func (c *callLog) record(name string, l interface{ State() azdispatch.State }) {
 // The test counts turns, not seconds, so that a slow machine cannot fail
 // it: "the first second" is the first 20 calls at 20 a second.
 func TestRateLimitSharesTurnsByDemandAndRenewsNoWaitingMessage(t *testing.T) {
+	t.Parallel()
 	const perSecond, small, large = 20, 20, 200
 	limiter := rate.NewLimiter(perSecond, 1)
 	calls := newCallLog(map[string]int{"large": large, "small": small})
@@ -135,6 +136,7 @@ func TestRateLimitSharesTurnsByDemandAndRenewsNoWaitingMessage(t *testing.T) {
 // short of); the lower one says the limit is used, with room for a loaded
 // machine.
 func TestRateLimitIsSharedAcrossListeners(t *testing.T) {
+	t.Parallel()
 	const limit = 40.0 // calls per second, both listeners together
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -198,6 +200,7 @@ func TestRateLimitWithNoBurstIsRefused(t *testing.T) {
 // message taken and no busy loop; set back, the listener goes on within
 // about a second.
 func TestARateLimitSetToZeroPausesReceiving(t *testing.T) {
+	t.Parallel()
 	for _, burstToo := range []bool{false, true} {
 		t.Run(fmt.Sprintf("burst to 0 too: %v", burstToo), func(t *testing.T) {
 			limiter := rate.NewLimiter(rate.Inf, 1)

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/sas"
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
@@ -31,6 +31,7 @@ import (
 // advice on how to get it, and never skips.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	azurite.WidenParallel()
 	left, err := azurite.ShortRunError()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "azdispatch tests:", err)
@@ -245,3 +246,10 @@ func EncodeEnvelopeForTest(e *PoisonEnvelope) (string, error) { return e.encode(
 
 // SyncBuffer is syncBuffer, for the external tests that capture logs.
 type SyncBuffer = syncBuffer
+
+// long marks a test that lasts tens of seconds (a soak, a storm, a hang, a
+// lease that must run out): see azurite.SkipUnlessLong.
+func long(t testing.TB) {
+	t.Helper()
+	azurite.SkipUnlessLong(t)
+}

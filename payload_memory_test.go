@@ -36,6 +36,7 @@ var payloadHeapFull = flag.Bool("payload-heap-full", false, "TestPayloadMemoryBo
 // ListenerOptions.PayloadMemory). The measurement runs in a process of its
 // own, so that the other tests' allocations do not count.
 func TestPayloadMemoryBoundsTheHeap(t *testing.T) {
+	long(t)
 	if os.Getenv(heapChildEnv) != "" {
 		measurePayloadHeap(t)
 		return
@@ -162,6 +163,7 @@ func peakHeapHandling(t *testing.T, q *Queue, n int, cfg *ListenerOptions) uint6
 // the items ran on handler slots with nothing reserved.) It runs in a
 // process of its own, as TestPayloadMemoryBoundsTheHeap does.
 func TestPayloadMemoryBoundsTheHeapOfBatchItems(t *testing.T) {
+	long(t)
 	if os.Getenv(heapChildEnv) != "" {
 		measureBatchItemHeap(t)
 		return

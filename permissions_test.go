@@ -8,8 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	blobsas "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
-	queuesas "github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
+	queuesas "github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/sas"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 

@@ -59,6 +59,7 @@ func (o *occurrenceLog) count(at time.Time) int {
 // emulator, each with its own account: every occurrence is handled
 // exactly once, and no second goes by without one.
 func TestSchedulersRacingAgainstTheEmulatorHandleEachOccurrenceOnce(t *testing.T) {
+	long(t)
 	t.Parallel()
 	q := testQueue(t)
 	occ := &occurrenceLog{seen: map[time.Time]int{}}

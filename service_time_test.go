@@ -72,6 +72,7 @@ func handledAt(t *testing.T, q *Queue) <-chan time.Time {
 // sent visible at once, and handled 1 m 30 s early, while the publisher
 // took its own clock for the service's.)
 func TestSendAtFromAClockAheadOfTheServiceIsNotEarly(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const offset = -2 * time.Minute // the service's clock, from this machine's
 	inst := skewedEmulator(t, offset)
@@ -97,6 +98,7 @@ func TestSendAtFromAClockAheadOfTheServiceIsNotEarly(t *testing.T) {
 // service's clock, not by this machine's. (It was hidden for the local
 // wait, and handled 2 hours late.)
 func TestSendAtFromAClockBehindTheServiceIsNotLate(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const offset = 2 * time.Hour
 	inst := skewedEmulator(t, offset)
@@ -121,6 +123,7 @@ func TestSendAtFromAClockBehindTheServiceIsNotLate(t *testing.T) {
 // hour short, and the message expired an hour before it was due: lost.)
 // The emulator's clock is moved past the due time rather than waited for.
 func TestSendAtFromAClockAheadLivesItsTTLPastItsDueTime(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const offset = -time.Hour
 	inst := skewedEmulator(t, offset)
@@ -147,6 +150,7 @@ func TestSendAtFromAClockAheadLivesItsTTLPastItsDueTime(t *testing.T) {
 // still waiting; or it returned nil, its record was swept early, and the
 // handler ran.)
 func TestCancelFromAClockAheadOfTheService(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const offset = -50 * time.Minute
 	inst := skewedEmulator(t, offset)
@@ -246,6 +250,7 @@ func TestANewScheduleStartsOnTheServicesClock(t *testing.T) {
 // The clock of an account is set by every answer, errors included: a 404
 // and a 403 tell the service's time as well as a success.
 func TestEveryAnswerTellsTheServicesTime(t *testing.T) {
+	long(t)
 	t.Parallel()
 	const offset = 3 * time.Hour
 	inst := skewedEmulator(t, offset)
@@ -278,6 +283,7 @@ func TestEveryAnswerTellsTheServicesTime(t *testing.T) {
 // wrote a new record and returned nil, for a message whose handler had
 // run.) One never received is still deleted by its send's receipt.
 func TestACancelLongAfterADeliveryCannotTell(t *testing.T) {
+	long(t)
 	t.Parallel()
 	inst := skewedEmulator(t, time.Nanosecond) // the real time, and a clock to move
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package azdispatch_test
 import (
 	"context"
 	"fmt"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,6 +158,7 @@ func (s *lateShard) resume() {
 // are looked for when they reappear, not at the listener's idle pace. (Two
 // such messages were handled 2 min 24 s after the shard came back.)
 func TestMessagesHiddenByALateReceiveAreLookedForWhenTheyReappear(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	t.Parallel()
 	ctx := context.Background()
 	a := memqueue.New("late-0", nil)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -245,6 +245,7 @@ func (h *hangingTransport) Do(req *http.Request) (*http.Response, error) {
 // see checkHungAccount. The hang here is a transport's; on Unix,
 // TestAShardedQueueRoutesAroundAPausedEmulator stops a real emulator.
 func TestAShardedQueueRoutesAroundAnAccountThatHangs(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	t.Parallel()
 	cs := azdispatch.EmulatorConnectionString(t)
 	healthy, err := azdispatch.NewAccountFromConnectionString(cs, nil)

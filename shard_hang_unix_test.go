@@ -8,12 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // A sharded queue over two emulators, one of which is stopped (SIGSTOP: it
 // accepts connections and never answers) for the hang, routes around it:
 // see checkHungAccount.
 func TestAShardedQueueRoutesAroundAPausedEmulator(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	t.Parallel()
 	healthy, err := azdispatch.NewAccountFromConnectionString(azdispatch.EmulatorConnectionString(t), nil)
 	require.NoError(t, err)

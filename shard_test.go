@@ -319,6 +319,7 @@ func TestShardedQueueFailsOnlyWhenEveryShardFails(t *testing.T) {
 }
 
 func TestShardedQueueKeepsGoingWhenAnAccountDies(t *testing.T) {
+	long(t)
 	t.Parallel()
 	ctx := context.Background()
 	needStorage(t)

@@ -21,6 +21,7 @@ import (
 // connection string reaches its own.
 func TestTwoAccountsEachWithTheirOwnQueues(t *testing.T) {
 	azurite.SkipIfShort(t)
+	t.Parallel()
 	emulator := azuritetest.Start(t, &azuritetest.Options{Accounts: 2})
 	require.Equal(t, 2, emulator.Accounts())
 	ctx := context.Background()
@@ -45,6 +46,7 @@ func TestTwoAccountsEachWithTheirOwnQueues(t *testing.T) {
 
 func TestAccountOutOfRangePanics(t *testing.T) {
 	azurite.SkipIfShort(t)
+	t.Parallel()
 	emulator := azuritetest.Start(t, nil)
 	assert.Panics(t, func() { emulator.ConnectionString(1) })
 }
@@ -55,6 +57,7 @@ func TestAccountOutOfRangePanics(t *testing.T) {
 // go test ./... covers it.)
 func TestAUserModuleTestsAgainstAzurite(t *testing.T) {
 	azurite.SkipIfShort(t)
+	t.Parallel()
 	dir, err := filepath.Abs(filepath.Join("..", "examples", "integration"))
 	require.NoError(t, err)
 	// A nested module is not part of this module's zip: run from the
@@ -85,6 +88,7 @@ func TestAUserModuleTestsAgainstAzurite(t *testing.T) {
 // queue's service time follows it.
 func TestAServerOnAMovedClock(t *testing.T) {
 	azurite.SkipIfShort(t)
+	t.Parallel()
 	emulator := azuritetest.Start(t, &azuritetest.Options{ClockOffset: -3 * time.Hour})
 	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(0), nil)
 	require.NoError(t, err)

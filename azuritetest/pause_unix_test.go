@@ -20,6 +20,7 @@ import (
 // resumed, it answers again.
 func TestAPausedServerHangsUntilResumed(t *testing.T) {
 	azurite.SkipIfShort(t)
+	t.Parallel()
 	emulator := azuritetest.Start(t, nil)
 	account, err := azdispatch.NewAccountFromConnectionString(emulator.ConnectionString(0), nil)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
@@ -27,6 +27,7 @@ import (
 // azurite.ShortRunError); otherwise a missing Azurite fails them.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	azurite.WidenParallel()
 	if _, err := azurite.ShortRunError(); err != nil {
 		fmt.Fprintln(os.Stderr, "endpoint tests:", err)
 		os.Exit(1)

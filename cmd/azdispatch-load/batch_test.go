@@ -12,6 +12,7 @@ import (
 // A small batch run checks the scenario end to end; its figures are measured
 // by running the program, not asserted here (the machine is shared).
 func TestBatchScenarioProducesARecordPerVariant(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	azurite.SkipIfShort(t)
 	*batchItems, *singleItems, *batchSize = 2000, 50, 1000
 	o := options{rounds: 1, limit: 60 * time.Second}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +24,7 @@ import (
 // The verdict is asserted, and that every fault kind happened; the seed is
 // logged, so a failure can be replayed with -seed.
 func TestChaosShortRunKeepsEveryMessage(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	azurite.SkipIfShort(t)
 	t.Parallel()
 	cfg := chaosQuick(time.Minute)

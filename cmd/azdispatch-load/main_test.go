@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 // A small drain run checks the program end to end; the ratios it prints are
 // measured by running the program, not asserted here (the machine is shared).
 func TestDrainScenarioProducesARecordPerVariant(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	azurite.SkipIfShort(t)
 	o := options{messages: 40, rounds: 1, limit: 30 * time.Second}
 	recs, lines, err := runDrain(context.Background(), o, io.Discard)

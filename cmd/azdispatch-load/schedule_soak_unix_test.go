@@ -18,6 +18,7 @@ import (
 // shared. The seed is logged, so a failure can be replayed with -seed.
 // Unix only: the scenario pauses processes with SIGSTOP.
 func TestScheduleShortRunHandlesEachOccurrenceOnce(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	azurite.SkipIfShort(t)
 	t.Parallel()
 	cfg := scheduleQuick(40 * time.Second)

@@ -13,6 +13,7 @@ import (
 // Small runs of the sharded and simulated scenarios check them end to end;
 // their figures come from running the program.
 func TestShardedScenarioRecordsEachAccountCount(t *testing.T) {
+	azurite.SkipUnlessLong(t)
 	azurite.SkipIfShort(t)
 	o := options{messages: 40, rounds: 1, limit: 60 * time.Second}
 	recs, _, err := runSharded(context.Background(), o, io.Discard)

@@ -42,6 +42,7 @@ var harness struct {
 // fails a passing run that left a goroutine running.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	azurite.WidenParallel()
 	if _, err := azurite.ShortRunError(); err != nil {
 		fmt.Fprintln(os.Stderr, "azdispatch CLI tests:", err)
 		os.Exit(1)
