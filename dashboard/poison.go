@@ -31,7 +31,7 @@ type poisonReading struct {
 // readPoison peeks at up to azdispatch.MaxBatch messages of each poison
 // queue, one request each: the service lets a peek see no further.
 func (h *Handler) readPoison(ctx context.Context) poisonReading {
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	ctx, cancel := withReadDeadline(ctx)
 	defer cancel()
 	ctx, count := azdispatch.CountTransactions(ctx)
 	defer func() { h.own.add(count()) }()
@@ -51,7 +51,7 @@ func (h *Handler) readPoison(ctx context.Context) poisonReading {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				out.Errors = append(out.Errors, u.poison.Name()+": "+cleanError(err))
+				out.Errors = append(out.Errors, u.poison.Name()+": "+readError(ctx, err))
 			}
 			if len(msgs) >= azdispatch.MaxBatch {
 				out.Full = append(out.Full, u.poison.Name())
