@@ -160,7 +160,7 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	if err != nil {
 		return poison(err.Error())
 	}
-	t.meta = meta
+	t.meta = senderMetadata(meta) // the IDs Requeue added are the envelope's, not the handler's
 	if payload.IsPointer(text) {
 		p, err := payload.ParsePointer(text, l.limits)
 		switch {

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -44,6 +46,13 @@ type PoisonEnvelope struct {
 	// with the lifetime it was sent with. Zero in envelopes written before
 	// it was recorded.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Earlier names the messages this one was requeued from, oldest
+	// first, at most [MaxEarlierIDs]: a message poisoned, moved back by
+	// [Requeue] and poisoned again names the ID it had before, so that an
+	// operator can follow it. [Requeue] carries them in the requeued
+	// message's [Metadata] under [MetadataRequeuedFrom]. Nil for a message
+	// never requeued, and in envelopes written before it was recorded.
+	Earlier []string `json:"earlier,omitempty"`
 	// Batch and Item name the batch item poisoned on its own, whose text
 	// is Body; Batch is empty for a whole message.
 	Batch string `json:"batch,omitempty"`
@@ -55,16 +64,20 @@ type PoisonEnvelope struct {
 	Body string `json:"-"`
 }
 
-// newPoisonEnvelope describes d, poisoned from source for reason.
+// newPoisonEnvelope describes d, poisoned from source for reason, with
+// the earlier IDs its metadata names if [Requeue] moved it back before.
 func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time) *PoisonEnvelope {
+	body := bodyText(d.Text)
 	return &PoisonEnvelope{
 		Queue: source, MessageID: d.ID, DequeueCount: d.DequeueCount, Reason: reason,
-		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), ExpiresAt: d.ExpiresAt, Body: bodyText(d.Text),
+		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), ExpiresAt: d.ExpiresAt, Body: body,
+		Earlier: earlierIn(body),
 	}
 }
 
-// encode returns the envelope as message text. The reason is shortened as
-// needed to keep the header within poisonHeaderReserve.
+// encode returns the envelope as message text. To keep the header within
+// poisonHeaderReserve it drops the earlier IDs but the latest, then
+// shortens the reason, then drops the last earlier ID.
 func (e *PoisonEnvelope) encode() (string, error) {
 	h := *e
 	for {
@@ -81,10 +94,16 @@ func (e *PoisonEnvelope) encode() (string, error) {
 		if len(poisonMagic)+len(header)+1 <= poisonHeaderReserve {
 			return poisonMagic + string(header) + "\n" + e.Body, nil
 		}
-		if h.Reason == "" {
+		switch {
+		case len(h.Earlier) > 1:
+			h.Earlier = h.Earlier[len(h.Earlier)-1:]
+		case h.Reason != "":
+			h.Reason = xmltext.TruncateUTF8(h.Reason, len(h.Reason)/2)
+		case len(h.Earlier) > 0:
+			h.Earlier = nil
+		default:
 			return "", fmt.Errorf("azdispatch: poison header of %d bytes does not fit", len(header))
 		}
-		h.Reason = xmltext.TruncateUTF8(h.Reason, len(h.Reason)/2)
 	}
 }
 
@@ -153,6 +172,12 @@ type RequeueOptions struct {
 	// Filter picks the envelopes to move; nil means all. Those it rejects
 	// stay in the poison queue.
 	Filter func(*PoisonEnvelope) bool
+	// KeepText sends each message back byte for byte as it was poisoned,
+	// without the [MetadataRequeuedFrom] entry that names its earlier ID:
+	// for a queue whose consumers do not understand a metadata line (the
+	// Azure Functions queue trigger, say) when the message had none.
+	// Defaults to false: a message poisoned again names the IDs it had.
+	KeepText bool
 }
 
 // RequeueResult counts what a [Requeue] did.
@@ -164,7 +189,10 @@ type RequeueResult struct {
 }
 
 // Requeue moves messages from a poison queue back to a target, restoring each
-// original text; the moved message starts again with a dequeue count of 0,
+// original text, with one [Metadata] entry added ([MetadataRequeuedFrom]: the
+// IDs the message had, so that its envelope names them if it is poisoned
+// again; [RequeueOptions.KeepText] leaves it out); the moved message starts
+// again with a dequeue count of 0,
 // and lives as long as the original was sent to live (a message sent never
 // to expire never expires; an envelope that does not say, written by an
 // older version, is requeued never to expire).
@@ -231,7 +259,7 @@ func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions
 			case o.Filter != nil && !o.Filter(env):
 				res.Skipped++
 			default:
-				if err := requeueOne(ctx, poison, to, d, env); err != nil {
+				if err := requeueOne(ctx, poison, to, d, env, !o.KeepText); err != nil {
 					return res, err
 				}
 				delete(left, d.ID)
@@ -288,8 +316,12 @@ func (e *PoisonEnvelope) key() envelopeKey {
 	return envelopeKey{id: e.MessageID, batch: e.Batch, item: e.Item}
 }
 
-func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env *PoisonEnvelope) error {
-	if _, err := to.Send(ctx, env.Body, &SendOptions{TTL: env.lifetime()}); err != nil {
+func requeueOne(ctx context.Context, poison Source, to Target, d *Delivery, env *PoisonEnvelope, chain bool) error {
+	text := env.Body
+	if chain && env.MessageID != "" {
+		text = withEarlier(text, append(slices.Clone(env.Earlier), env.MessageID))
+	}
+	if _, err := to.Send(ctx, text, &SendOptions{TTL: env.lifetime()}); err != nil {
 		return wrapf(err, "requeue %s", d.ID)
 	}
 	if err := poison.Delete(ctx, d); err != nil {
@@ -311,4 +343,103 @@ func (e *PoisonEnvelope) lifetime() time.Duration {
 		return -1
 	}
 	return ttl
+}
+
+// MetadataRequeuedFrom is the [Metadata] key under which [Requeue] writes
+// the IDs a message had before it was poisoned, oldest first, separated
+// by spaces: the listener that poisons it again copies them into its
+// envelope's [PoisonEnvelope.Earlier]. Listeners leave it out of the
+// metadata a handler's middleware sees ([Call].Metadata): it tells the
+// message's past, not what its sender said, and a handler that forwards
+// its metadata to a new message must not pass it on.
+const MetadataRequeuedFrom = "azdispatch-requeued-from"
+
+// MaxEarlierIDs bounds the earlier IDs a message carries, and its
+// envelope names: the latest ones are kept. A message requeued more often
+// than this has been poisoned for the same cause more than enough to be
+// followed.
+const MaxEarlierIDs = 8
+
+// maxEarlierID bounds one earlier ID a listener takes from a message's
+// metadata: a service message ID is a 36-character GUID; a longer one is
+// not one, and is left out rather than let a hostile text fill the
+// envelope's header.
+const maxEarlierID = 64
+
+// earlierIn returns the earlier IDs text's metadata names (see
+// [MetadataRequeuedFrom]): the latest [MaxEarlierIDs] of those that look
+// like IDs, or nil. A text without metadata, or with malformed metadata,
+// names none.
+func earlierIn(text string) []string {
+	meta, _, err := ParseMetadata(text)
+	if err != nil || meta == nil {
+		return nil
+	}
+	return cleanEarlier(strings.Fields(meta[MetadataRequeuedFrom]))
+}
+
+// senderMetadata is m without [MetadataRequeuedFrom]: what a handler's
+// middleware sees. It copies m only when it holds the key.
+func senderMetadata(m Metadata) Metadata {
+	if _, ok := m[MetadataRequeuedFrom]; !ok {
+		return m
+	}
+	out := make(Metadata, len(m)-1)
+	for k, v := range m {
+		if k != MetadataRequeuedFrom {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// cleanEarlier keeps the IDs that fit an envelope (printable, without
+// spaces, at most maxEarlierID bytes), the latest MaxEarlierIDs of them.
+func cleanEarlier(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if id == "" || len(id) > maxEarlierID || xmltext.Check(id) != nil || strings.ContainsFunc(id, unicode.IsSpace) {
+			continue
+		}
+		out = append(out, id)
+	}
+	if len(out) > MaxEarlierIDs {
+		out = out[len(out)-MaxEarlierIDs:]
+	}
+	return out
+}
+
+// withEarlier returns text with its metadata naming ids as the IDs it had
+// before (see [MetadataRequeuedFrom]), replacing any it named. It returns
+// text unchanged when that cannot be done without harm: its metadata is
+// malformed (the listener poisons it again for that, and the envelope
+// keeps its text as it was), or the line would push a text that fits
+// [MaxMessageSize] past it (a text that large must keep its room for the
+// header of the envelope that may poison it again).
+func withEarlier(text string, ids []string) string {
+	ids = cleanEarlier(ids)
+	if len(ids) == 0 {
+		return text
+	}
+	meta, rest, err := ParseMetadata(text)
+	if err != nil {
+		return text
+	}
+	m := make(Metadata, len(meta)+1)
+	for k, v := range meta {
+		m[k] = v
+	}
+	m[MetadataRequeuedFrom] = strings.Join(ids, " ")
+	line, err := m.line()
+	if err != nil {
+		return text
+	}
+	out := line + rest
+	if len(out) > MaxMessageSize && len(text) <= MaxMessageSize {
+		return text
+	}
+	return out
 }

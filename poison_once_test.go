@@ -70,7 +70,11 @@ func TestRequeueSkipsADuplicateEnvelope(t *testing.T) {
 	require.NoError(t, err)
 	var texts []string
 	for _, d := range got {
-		texts = append(texts, d.Text)
+		// Each carries the ID it had, for an envelope if poisoned again.
+		meta, body, err := azdispatch.ParseMetadata(d.Text)
+		require.NoError(t, err)
+		assert.Contains(t, body, meta[azdispatch.MetadataRequeuedFrom])
+		texts = append(texts, body)
 	}
 	assert.ElementsMatch(t, []string{`{"ID":"m1"}`, `{"ID":"m2"}`, `{"ID":"m3"}`}, texts)
 	assert.Equal(t, 1, strings.Count(strings.Join(texts, ","), "m1"))

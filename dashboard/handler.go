@@ -158,7 +158,7 @@ func (h *Handler) routes() http.Handler {
 		"/latency":   {http.MethodGet: h.serveLatency},
 		"/listeners": {http.MethodGet: h.serveListeners},
 		"/cost":      {http.MethodGet: h.serveCost},
-		"/confirm":   {http.MethodGet: h.serveConfirm},
+		"/confirm":   {http.MethodGet: h.serveConfirmPage},
 		"/jobs":      {http.MethodGet: h.serveJobs},
 		"/act":       {http.MethodPost: h.serveAct},
 	}

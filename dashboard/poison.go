@@ -31,7 +31,7 @@ type poisonReading struct {
 // readPoison peeks at up to azdispatch.MaxBatch messages of each poison
 // queue, one request each: the service lets a peek see no further.
 func (h *Handler) readPoison(ctx context.Context) poisonReading {
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	ctx, cancel := withReadDeadline(ctx)
 	defer cancel()
 	ctx, count := azdispatch.CountTransactions(ctx)
 	defer func() { h.own.add(count()) }()
@@ -51,7 +51,7 @@ func (h *Handler) readPoison(ctx context.Context) poisonReading {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				out.Errors = append(out.Errors, u.poison.Name()+": "+cleanError(err))
+				out.Errors = append(out.Errors, u.poison.Name()+": "+readError(ctx, err))
 			}
 			if len(msgs) >= azdispatch.MaxBatch {
 				out.Full = append(out.Full, u.poison.Name())
@@ -124,13 +124,21 @@ func (f poisonFilter) match(env *azdispatch.PoisonEnvelope, now time.Time) bool 
 	if f.Source != "" && env.Queue != f.Source {
 		return false
 	}
-	if f.Reason != "" && !strings.Contains(foldReason(env.Reason), foldReason(f.Reason)) {
+	if f.Reason != "" && !reasonMatches(env.Reason, f.Reason) {
 		return false
 	}
 	if d := f.olderThan(); d > 0 && now.Sub(env.PoisonedAt) < d {
 		return false
 	}
 	return true
+}
+
+// reasonMatches says whether a filter's text is in a reason, or in its
+// shape: a group's link filters by its shape ("… order <n>"), which no
+// reason holds as such.
+func reasonMatches(reason, filter string) bool {
+	f := foldReason(filter)
+	return strings.Contains(foldReason(reason), f) || strings.Contains(foldReason(reasonShape(reason)), f)
 }
 
 // foldReason is a reason as the filter compares it: in lower case, with
@@ -174,11 +182,18 @@ type poisonRow struct {
 	Selected bool // matches the filter
 }
 
+// reasonGroup is the envelopes whose reasons have one shape (see
+// reasonShape), with a few of those reasons as examples.
 type reasonGroup struct {
-	Reason string
-	Count  int
-	Href   string
+	Shape    string
+	Count    int
+	Examples []string // distinct reasons of the group, at most maxExamples
+	More     int      // distinct reasons not shown
+	Href     string
 }
+
+// maxExamples bounds the reasons a group shows.
+const maxExamples = 3
 
 type poisonBody struct {
 	Rows       []poisonRow
@@ -218,14 +233,30 @@ func (h *Handler) servePoison(w http.ResponseWriter, r *http.Request) {
 	for _, s := range h.topo.units {
 		b.Sources = append(b.Sources, s.name)
 	}
-	groups := map[string]int{}
+	groups := map[string]*reasonGroup{}
+	examples := map[string]map[string]bool{}
 	for _, e := range rd.Entries {
 		if e.Env == nil {
 			b.Invalid = append(b.Invalid, e)
 			continue
 		}
 		b.Total++
-		groups[e.Env.Reason]++
+		shape := reasonShape(e.Env.Reason)
+		g := groups[shape]
+		if g == nil {
+			g = &reasonGroup{Shape: shape}
+			groups[shape] = g
+			examples[shape] = map[string]bool{}
+		}
+		g.Count++
+		if !examples[shape][e.Env.Reason] {
+			examples[shape][e.Env.Reason] = true
+			if len(g.Examples) < maxExamples {
+				g.Examples = append(g.Examples, e.Env.Reason)
+			} else {
+				g.More++
+			}
+		}
 		if !b.Filter.match(e.Env, now) {
 			continue
 		}
@@ -238,16 +269,18 @@ func (h *Handler) servePoison(w http.ResponseWriter, r *http.Request) {
 		}
 		b.Rows = append(b.Rows, row)
 	}
-	for reason, n := range groups {
+	for shape, g := range groups {
 		gq := keep(q)
-		gq.Set("reason", bounded(reason, 200))
-		b.Groups = append(b.Groups, reasonGroup{Reason: reason, Count: n, Href: "poison?" + gq.Encode()})
+		gq.Set("reason", bounded(shape, 200))
+		g.Href = "poison?" + gq.Encode()
+		slices.Sort(g.Examples)
+		b.Groups = append(b.Groups, *g)
 	}
 	slices.SortFunc(b.Groups, func(x, y reasonGroup) int {
 		if x.Count != y.Count {
 			return y.Count - x.Count
 		}
-		return strings.Compare(x.Reason, y.Reason)
+		return strings.Compare(x.Shape, y.Shape)
 	})
 	sortKey := readSort(r, poisonKeys, sortSpec{key: "reason"})
 	slices.SortStableFunc(b.Rows, func(x, y poisonRow) int {

@@ -68,7 +68,11 @@ func TestRequeueOneThroughItsConfirmation(t *testing.T) {
 	msgs, err := q.Peek(context.Background(), 32)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	assert.Equal(t, `{"order":`, msgs[0].Text[:9])
+	// Back with its text, and the ID it had in its metadata.
+	meta, text, err := azdispatch.ParseMetadata(msgs[0].Text)
+	require.NoError(t, err)
+	assert.Equal(t, `{"order":`, text[:9])
+	assert.NotEmpty(t, meta[azdispatch.MetadataRequeuedFrom])
 
 	_, _, body = get(t, srv, "poison?done=requeued")
 	assert.Len(t, envelopeRow.FindAllString(body, -1), 2, "the reading was taken again after the action")

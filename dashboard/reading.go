@@ -11,8 +11,10 @@ import (
 
 // readTimeout bounds one reading of a page that lists (poison messages,
 // payloads, schedules), so that a storage account that does not answer
-// cannot hold every viewer.
-const readTimeout = 30 * time.Second
+// cannot hold every viewer: the page says so within seconds, as a
+// listener notices within one. It is the overview's bound: a healthy
+// account answers in milliseconds, and a page's reading is a few requests.
+const readTimeout = overviewTimeout
 
 // overviewTimeout bounds one reading of the overview, every queue's
 // requests at once: a queue whose account does not answer by then is shown
@@ -37,6 +39,23 @@ func failed(err error) val { return val{Err: cleanError(err)} }
 
 // errNoAnswerInTime is the cause of a reading's context that ran out.
 var errNoAnswerInTime = fmt.Errorf("no answer within %v", overviewTimeout)
+
+// withReadDeadline bounds a page's reading by readTimeout, with
+// errNoAnswerInTime as the cause, so that readError can tell a reading
+// cut off by it from one storage refused.
+func withReadDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, readTimeout, errNoAnswerInTime)
+}
+
+// readError is why a reading under withReadDeadline failed, as a page
+// shows it: "no answer within 5 s" when its deadline cut it off (rather
+// than whatever the SDK made of a cancelled context); "" for nil.
+func readError(ctx context.Context, err error) string {
+	if err != nil && context.Cause(ctx) == errNoAnswerInTime {
+		return "no answer within " + fmtDuration(readTimeout)
+	}
+	return cleanError(err)
+}
 
 // readVal reads one figure; a request cut off by the reading's deadline
 // says so, as that, not as whatever the SDK made of its cancelled context.

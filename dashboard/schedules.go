@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/azdispatch/azdispatch"
 )
@@ -22,7 +23,7 @@ func (h *Handler) readSchedules(ctx context.Context) scheduleReading {
 	if h.topo.store == nil {
 		return scheduleReading{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	ctx, cancel := withReadDeadline(ctx)
 	defer cancel()
 	ctx, count := azdispatch.CountTransactions(ctx)
 	defer func() { h.own.add(count()) }()
@@ -33,12 +34,42 @@ func (h *Handler) readSchedules(ctx context.Context) scheduleReading {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	return scheduleReading{States: states, Err: cleanError(err)}
+	return scheduleReading{States: states, Err: readError(ctx, err)}
+}
+
+// overdueGrace is how far past its next time a schedule may be before the
+// page flags it: beyond a scheduler's default grace (twice its 15 s claim
+// timeout), within which an occurrence taken over after a crash is still
+// sent on time, and beyond any skew between this machine's clock and the
+// one the schedulers go by (the storage service's).
+const overdueGrace = time.Minute
+
+// scheduleRow is one schedule as the page shows it.
+type scheduleRow struct {
+	azdispatch.ScheduleState
+	// Overdue is how far its next occurrence is past, if by more than
+	// overdueGrace: no scheduler has sent it (none runs, or none reaches
+	// storage). Zero otherwise.
+	Overdue time.Duration
+}
+
+// overdue is how far past s's next time now is, if by more than
+// overdueGrace; zero for one on time, ended, or without a next time.
+func overdue(s azdispatch.ScheduleState, now time.Time) time.Duration {
+	if s.Ended || s.Next.IsZero() {
+		return 0
+	}
+	if late := now.Sub(s.Next); late > overdueGrace {
+		return late.Truncate(time.Second)
+	}
+	return 0
 }
 
 type schedulesBody struct {
-	Store string
-	R     scheduleReading
+	Store   string
+	Err     string
+	Rows    []scheduleRow
+	Overdue int // rows flagged overdue
 }
 
 func (h *Handler) serveSchedules(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +77,15 @@ func (h *Handler) serveSchedules(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	b := schedulesBody{R: rd}
+	b := schedulesBody{Err: rd.Err}
+	now := h.opts.Now()
+	for _, st := range rd.States {
+		row := scheduleRow{ScheduleState: st, Overdue: overdue(st, now)}
+		if row.Overdue > 0 {
+			b.Overdue++
+		}
+		b.Rows = append(b.Rows, row)
+	}
 	if h.topo.store != nil {
 		b.Store = h.topo.store.Container()
 	}

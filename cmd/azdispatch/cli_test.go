@@ -107,9 +107,9 @@ func TestCommandsOnOneQueue(t *testing.T) {
 	assert.Equal(t, keep, list.Envelopes[0].Body)
 
 	var requeued requeueDoc
-	runJSON(t, env, exitOK, &requeued, append([]string{"poison", "requeue", "-id", keepID}, target...)...)
+	runJSON(t, env, exitOK, &requeued, append([]string{"poison", "requeue", "-keep-text", "-id", keepID}, target...)...)
 	assert.Equal(t, 1, requeued.Moved)
-	d := receiveText(t, q, keep) // byte for byte
+	d := receiveText(t, q, keep) // byte for byte, with -keep-text
 	assert.EqualValues(t, 1, d.DequeueCount)
 	runJSON(t, env, exitOK, &list, append([]string{"poison", "list"}, target...)...)
 	assert.Empty(t, list.Envelopes)
@@ -208,7 +208,7 @@ func TestCommandsOnAShardedSetOverTwoAccounts(t *testing.T) {
 	runJSON(t, env, exitOK, &peeked, append([]string{"peek"}, target...)...)
 	require.Len(t, peeked.Messages, 3)
 	for _, m := range peeked.Messages {
-		if m.Text == keyedText {
+		if bodyOf(t, m.Text) == keyedText {
 			assert.Equal(t, set[azdispatch.KeyShard(key, shards)].Name(), m.Queue, "a keyed message is on its key's shard")
 		}
 	}
@@ -249,11 +249,11 @@ func TestCommandsOnAShardedSetOverTwoAccounts(t *testing.T) {
 	runJSON(t, env, exitOK, &peeked, append([]string{"peek"}, target...)...)
 	require.Len(t, peeked.Messages, 2)
 	for _, m := range peeked.Messages {
-		if m.Text == keyedText {
+		if bodyOf(t, m.Text) == keyedText {
 			assert.Equal(t, set[azdispatch.KeyShard(key, shards)].Name(), m.Queue, "requeued to its own shard")
 		}
 	}
-	receiveText(t, sq, keepText)
+	receiveRequeued(t, sq, keepText) // with the ID it had in its metadata
 	runJSON(t, env, exitOK, &list, append([]string{"poison", "list"}, target...)...)
 	assert.Empty(t, list.Envelopes)
 	assert.Zero(t, list.Depth)

@@ -292,13 +292,16 @@ type requeueDoc struct {
 func runPoisonRequeue(ctx context.Context, c *cli, args []string) error {
 	var o common
 	var sel selectFlags
-	fs := c.flagSet("poison requeue", "poison requeue (-queue NAME | -base NAME -shards N) [-id ID] [-reason TEXT] [-max N] [flags]",
+	fs := c.flagSet("poison requeue", "poison requeue (-queue NAME | -base NAME -shards N) [-id ID] [-reason TEXT] [-max N] [-keep-text] [flags]",
 		`Moves envelopes back to their queue with their original text (the library's Requeue; on
-a sharded set each goes back to its own shard), all of them or those -id and -reason pick.
+a sharded set each goes back to its own shard), all of them or those -id and -reason pick,
+with the message's ID added to its metadata line, so that its envelope names it if it is
+poisoned again (-keep-text sends the text byte for byte instead).
 Each is sent before it is deleted from the poison queue. Envelopes not picked are received
 too, hidden while the requeue runs, and visible again when it ends.`)
 	o.register(fs)
 	sel.register(fs)
+	keepText := fs.Bool("keep-text", false, "send each text back byte for byte, without the metadata line naming its earlier ID (for a queue the Azure Functions trigger reads)")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -314,7 +317,7 @@ too, hidden while the requeue runs, and visible again when it ends.`)
 	if err := t.mustExist(ctx, true); err != nil {
 		return err
 	}
-	opts := &azdispatch.RequeueOptions{Max: sel.max, Filter: sel.filter()}
+	opts := &azdispatch.RequeueOptions{Max: sel.max, Filter: sel.filter(), KeepText: *keepText}
 	var res azdispatch.RequeueResult
 	var rerr error
 	if t.sharded != nil {
