@@ -193,10 +193,7 @@ func TestADelayedMessageFailsRetriesAndIsPoisonedByTheUsualRules(t *testing.T) {
 	back, err := q.Receive(ctx, 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, back, 1, "requeued, it is visible at once: not delayed again")
-	meta, body, err := azdispatch.ParseMetadata(back[0].Text)
-	require.NoError(t, err)
-	assert.Equal(t, `"bill"`, body)
-	assert.Equal(t, env.MessageID, meta[azdispatch.MetadataRequeuedFrom], "it names the ID it had")
+	assert.Equal(t, `"bill"`, back[0].Text, "a codec's text alone goes back byte for byte")
 }
 
 // What the feature costs a message sent with no delay, or with a delay

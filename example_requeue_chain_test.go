@@ -11,11 +11,20 @@ import (
 
 // A message requeued and poisoned again names the ID it had before
 // (PoisonEnvelope.Earlier), so that an operator can follow it from one
-// envelope to the next.
+// envelope to the next. The ID travels in the message's metadata line, so
+// the publisher sends one (here a tenant; otelazdispatch's Propagate sends
+// a trace context); a codec's text alone is requeued byte for byte, for
+// consumers that know no metadata line.
 func ExamplePoisonEnvelope_earlier() {
 	ctx := context.Background()
 	queue := exampleQueue("payments")
-	publisher, _ := azdispatch.NewPublisher[Order](queue, nil)
+	tenant := azdispatch.SendMiddlewareFunc(func(ctx context.Context, s *azdispatch.Outgoing) error {
+		s.Set("tenant", "contoso") // any metadata: a trace context, with otelazdispatch's Propagate
+		return s.Next(ctx)
+	})
+	publisher, _ := azdispatch.NewPublisher[Order](queue, &azdispatch.PublisherOptions{
+		Middleware: []azdispatch.SendMiddleware{tenant},
+	})
 	_, _ = publisher.Send(ctx, Order{ID: 17})
 
 	// poisonOnce runs a listener that gives up on the message, and returns

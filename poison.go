@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
@@ -173,10 +174,10 @@ type RequeueOptions struct {
 	// stay in the poison queue.
 	Filter func(*PoisonEnvelope) bool
 	// KeepText sends each message back byte for byte as it was poisoned,
-	// without the [MetadataRequeuedFrom] entry that names its earlier ID:
-	// for a queue whose consumers do not understand a metadata line (the
-	// Azure Functions queue trigger, say) when the message had none.
-	// Defaults to false: a message poisoned again names the IDs it had.
+	// without the [MetadataRequeuedFrom] entry that names its earlier IDs.
+	// Defaults to false: a message in this package's own format gets that
+	// entry, so that, poisoned again, its envelope names the IDs it had. A
+	// codec's text alone goes back byte for byte either way (see [Requeue]).
 	KeepText bool
 }
 
@@ -189,9 +190,15 @@ type RequeueResult struct {
 }
 
 // Requeue moves messages from a poison queue back to a target, restoring each
-// original text, with one [Metadata] entry added ([MetadataRequeuedFrom]: the
-// IDs the message had, so that its envelope names them if it is poisoned
-// again; [RequeueOptions.KeepText] leaves it out); the moved message starts
+// original text. A text that only this package's listeners read (one with
+// [Metadata], a claim check or batch pointer, or a delay's due line) gets
+// one metadata entry more, [MetadataRequeuedFrom]: the IDs the message had,
+// so that its envelope names them if it is poisoned again
+// ([RequeueOptions.KeepText] leaves it out). A codec's text alone goes back
+// byte for byte, since other consumers may read it (the Azure Functions
+// queue trigger): send metadata (a [SendMiddleware] that sets an entry,
+// or otelazdispatch's trace context) for requeued messages to name their
+// earlier IDs. The moved message starts
 // again with a dequeue count of 0,
 // and lives as long as the original was sent to live (a message sent never
 // to expire never expires; an envelope that does not say, written by an
@@ -371,6 +378,7 @@ const maxEarlierID = 64
 // like IDs, or nil. A text without metadata, or with malformed metadata,
 // names none.
 func earlierIn(text string) []string {
+	_, text = splitDueLine(text)
 	meta, _, err := ParseMetadata(text)
 	if err != nil || meta == nil {
 		return nil
@@ -414,7 +422,8 @@ func cleanEarlier(ids []string) []string {
 
 // withEarlier returns text with its metadata naming ids as the IDs it had
 // before (see [MetadataRequeuedFrom]), replacing any it named. It returns
-// text unchanged when that cannot be done without harm: its metadata is
+// text unchanged when that cannot be done without harm: it is a codec's text
+// alone (see [ownFormat]), its metadata is
 // malformed (the listener poisons it again for that, and the envelope
 // keeps its text as it was), or the line would push a text that fits
 // [MaxMessageSize] past it (a text that large must keep its room for the
@@ -424,7 +433,14 @@ func withEarlier(text string, ids []string) string {
 	if len(ids) == 0 {
 		return text
 	}
-	meta, rest, err := ParseMetadata(text)
+	if !ownFormat(text) {
+		// A codec's text alone may be read by consumers that know no
+		// metadata line (the Azure Functions queue trigger, listeners from
+		// before metadata): it goes back byte for byte, as it was sent.
+		return text
+	}
+	due, body := splitDueLine(text)
+	meta, rest, err := ParseMetadata(body)
 	if err != nil {
 		return text
 	}
@@ -437,9 +453,35 @@ func withEarlier(text string, ids []string) string {
 	if err != nil {
 		return text
 	}
-	out := line + rest
+	out := due + line + rest // the order a listener reads them in
 	if len(out) > MaxMessageSize && len(text) <= MaxMessageSize {
 		return text
 	}
 	return out
+}
+
+// ownFormat reports whether text is in a form only this package's listeners
+// read: it opens with a metadata line, a delay's due line or a payload
+// pointer. A metadata line added to such a text changes no other reader.
+func ownFormat(text string) bool {
+	for _, magic := range []string{metadataMagic, dueline.Magic, payload.Magic} {
+		if strings.HasPrefix(text, magic) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitDueLine splits a delay's due line, with its end of line, from the
+// rest of text: a listener reads the due line first, then metadata. Text
+// without a whole due line gives "" and text.
+func splitDueLine(text string) (due, rest string) {
+	if !dueline.Has(text) {
+		return "", text
+	}
+	end := strings.IndexByte(text, '\n')
+	if end < 0 {
+		return "", text
+	}
+	return text[:end+1], text[end+1:]
 }

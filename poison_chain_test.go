@@ -11,31 +11,34 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/dueline"
 )
 
 // withEarlier adds the earlier IDs to a text's metadata, keeping what it
 // carried and its body, and leaves alone a text it would harm.
 func TestWithEarlierAddsTheIDsToTheMetadata(t *testing.T) {
 	t.Parallel()
-	big := strings.Repeat("x", MaxMessageSize-10)
+	big := "azdispatch-meta/1 {}\n" + strings.Repeat("x", MaxMessageSize-30)
 	cases := []struct {
 		name, text string
 		ids        []string
 		wantMeta   Metadata // nil: the text comes back unchanged
 		wantBody   string
 	}{
-		{"no metadata", `{"n":1}`, []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, `{"n":1}`},
+		{"a codec's text alone: unchanged", `{"n":1}`, []string{"a1"}, nil, ""},
+		{"an empty metadata line", "azdispatch-meta/1 {}\n{\"n\":1}", []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, `{"n":1}`},
 		{"a trace context kept", "azdispatch-meta/1 {\"traceparent\":\"00-x\"}\n{\"n\":1}", []string{"a1"},
 			Metadata{"traceparent": "00-x", MetadataRequeuedFrom: "a1"}, `{"n":1}`},
 		{"earlier IDs replaced, oldest first", "azdispatch-meta/1 {\"azdispatch-requeued-from\":\"a0\"}\nbody", []string{"a0", "a1"},
 			Metadata{MetadataRequeuedFrom: "a0 a1"}, "body"},
-		{"the latest kept", "body", []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"},
+		{"the latest kept", "azdispatch-meta/1 {}\nbody", []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"},
 			Metadata{MetadataRequeuedFrom: "3 4 5 6 7 8 9 10"}, "body"},
-		{"not IDs left out", "body", []string{"a b", "", strings.Repeat("z", 65), "ok\x00", "good"},
+		{"not IDs left out", "azdispatch-meta/1 {}\nbody", []string{"a b", "", strings.Repeat("z", 65), "ok\x00", "good"},
 			Metadata{MetadataRequeuedFrom: "good"}, "body"},
 		{"a pointer keeps its line", "azdispatch-payload/1 {}", []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, "azdispatch-payload/1 {}"},
 		{"malformed metadata: unchanged", "azdispatch-meta/1 {oops\nbody", []string{"a1"}, nil, ""},
-		{"no ID: unchanged", "body", nil, nil, ""},
+		{"no ID: unchanged", "azdispatch-meta/1 {}\nbody", nil, nil, ""},
 		{"too large with the line: unchanged", big, []string{"a1"}, nil, ""},
 	}
 	for _, c := range cases {
@@ -45,6 +48,7 @@ func TestWithEarlierAddsTheIDsToTheMetadata(t *testing.T) {
 				assert.Equal(t, c.text, got)
 				return
 			}
+			_, got = splitDueLine(got)
 			meta, body, err := ParseMetadata(got)
 			require.NoError(t, err)
 			assert.Equal(t, c.wantMeta, meta)
@@ -185,4 +189,20 @@ func TestRequeueKeepTextSendsTheTextAsItWas(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, back, 1)
 	assert.Equal(t, `{"n":1}`, back[0].Text)
+}
+
+// A delayed message's earlier IDs go after its due line, where a listener
+// reads metadata, and are read back from there.
+func TestWithEarlierKeepsADueLineFirst(t *testing.T) {
+	t.Parallel()
+	due := (&dueline.Line{At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).Encode()
+	got := withEarlier(due+`{"n":1}`, []string{"a1"})
+	line, rest, err := dueline.Parse(got)
+	require.NoError(t, err)
+	require.NotNil(t, line, "the due line stays first")
+	meta, body, err := ParseMetadata(rest)
+	require.NoError(t, err)
+	assert.Equal(t, Metadata{MetadataRequeuedFrom: "a1"}, meta)
+	assert.Equal(t, `{"n":1}`, body)
+	assert.Equal(t, []string{"a1"}, earlierIn(got))
 }

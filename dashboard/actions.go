@@ -132,17 +132,6 @@ func (h *Handler) confirmation(do string, get func(string) string) (confirmBody,
 	return b, true
 }
 
-func (h *Handler) serveConfirm(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	b, ok := h.confirmation(bounded(q.Get("do"), 20), q.Get)
-	if !ok {
-		h.fail(w, r, http.StatusBadRequest, "There is no such action, or it names nothing the dashboard shows.")
-		return
-	}
-	b.Write = h.writable(r)
-	h.render(w, r, http.StatusOK, "confirm", pageData{Title: "Confirm: " + b.Title, Nav: "", Write: b.Write, Body: b})
-}
-
 // serveAct takes an action. It is the one handler that changes anything,
 // and only on a POST that passed the cross-origin check, from a request
 // allowed to write, with a confirmation for anything destructive.

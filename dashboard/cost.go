@@ -21,14 +21,6 @@ type tally struct{ c txcount.Counter }
 // attach returns a copy of ctx whose requests the tally counts.
 func (t *tally) attach(ctx context.Context) context.Context { return txcount.With(ctx, &t.c) }
 
-// add is what a reading or an action used to report its own count with
-// when it ended. The tally has counted every one of those requests as it
-// was made, so add adds nothing: it is kept only for the callers that
-// still report, until they stop. (Adding at the end is what made the cost
-// page contradict itself: a sample taken between a reading's requests and
-// their report had the accounts ahead of the dashboard.)
-func (t *tally) add(azdispatch.Transactions) {}
-
 // get returns the counts so far.
 func (t *tally) get() azdispatch.Transactions {
 	c := &t.c

@@ -49,12 +49,12 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	num := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	ageFmt := func(v float64) string { return fmtDuration(time.Duration(v)) }
-	row := func(prefix, name, kind string, ur unitReading) ovRow {
+	row := func(prefix, key, name, kind string, ur unitReading) ovRow {
 		return ovRow{
 			Name: name, Kind: kind, Depth: ur.Depth, Poison: ur.Poison, Age: ur.Age,
-			DepthSpark:  spark(prefix+"depth:"+name, "depth of "+name, num),
-			PoisonSpark: spark(prefix+"poison:"+name, "poison depth of "+name, num),
-			AgeSpark:    spark(prefix+"age:"+name, "oldest age in "+name, ageFmt),
+			DepthSpark:  spark(prefix+"depth:"+key, "depth of "+name, num),
+			PoisonSpark: spark(prefix+"poison:"+key, "poison depth of "+name, num),
+			AgeSpark:    spark(prefix+"age:"+key, "oldest age in "+name, ageFmt),
 			AgeOver:     h.opts.TargetAge > 0 && ur.Age.OK && time.Duration(ur.Age.N) > h.opts.TargetAge,
 		}
 	}
@@ -66,7 +66,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		if s.isSharded() {
 			kind = fmt.Sprintf("sharded set (%d shards)", len(s.units))
 		}
-		sr := row("set-", s.name, kind, aggregate(rd, s.units))
+		sr := row("set-", s.name, s.name, kind, aggregate(rd, s.units))
 		if len(s.units) == 1 && !s.isSharded() {
 			sr.Host, sr.Where = s.units[0].where()
 		} else {
@@ -99,7 +99,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for _, u := range s.units {
-			rr := row("", u.name, "shard", rd.Units[u.name])
+			rr := row("", u.name, u.name, "shard", rd.Units[u.name])
 			rr.Set = s.name
 			rr.Host, rr.Where = u.where()
 			rr.Health, rr.HealthClass = health[u.name], classes[u.name]
@@ -122,7 +122,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 				us = append(us, u)
 			}
 		}
-		ar := row("account-", a.Name(), fmt.Sprintf("account (%d queues)", len(us)), aggregate(rd, us))
+		ar := row("account-", accountKey(a), a.Name(), fmt.Sprintf("account (%d queues)", len(us)), aggregate(rd, us))
 		if ar.Host = a.Host(); ar.Host != "" {
 			ar.Where = "at " + ar.Host
 		}

@@ -20,12 +20,10 @@ func (h *Handler) readPayloads(ctx context.Context) payloadReading {
 	if h.topo.store == nil {
 		return payloadReading{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	ctx, cancel := withReadDeadline(ctx)
 	defer cancel()
-	ctx, count := azdispatch.CountTransactions(ctx)
-	defer func() { h.own.add(count()) }()
 	res, err := azdispatch.Sweep(ctx, h.topo.store, &azdispatch.SweepOptions{DryRun: true})
-	return payloadReading{Res: res, Err: cleanError(err)}
+	return payloadReading{Res: res, Err: readError(ctx, err)}
 }
 
 type payloadsBody struct {

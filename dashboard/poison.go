@@ -33,8 +33,6 @@ type poisonReading struct {
 func (h *Handler) readPoison(ctx context.Context) poisonReading {
 	ctx, cancel := withReadDeadline(ctx)
 	defer cancel()
-	ctx, count := azdispatch.CountTransactions(ctx)
-	defer func() { h.own.add(count()) }()
 	var out poisonReading
 	var mu sync.Mutex
 	var wg sync.WaitGroup

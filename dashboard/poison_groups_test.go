@@ -56,7 +56,10 @@ func TestThePoisonPageNamesARequeuedMessagesEarlierID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := memqueue.New("orders", nil)
-	_, err := q.Send(ctx, `{"order":1}`, nil)
+	// With metadata, as a publisher with a middleware that sets some (or
+	// otelazdispatch's trace context) sends it: the line that Requeue adds
+	// the earlier ID to.
+	_, err := q.Send(ctx, "azdispatch-meta/1 {\"tenant\":\"contoso\"}\n{\"order\":1}", nil)
 	require.NoError(t, err)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[map[string]any]) error {
 		return azdispatch.Permanent(errors.New("refused: bad order"))

@@ -86,8 +86,6 @@ type overviewReading struct {
 func (h *Handler) readOverview(ctx context.Context) overviewReading {
 	ctx, cancel := context.WithTimeoutCause(ctx, overviewTimeout, errNoAnswerInTime)
 	defer cancel()
-	ctx, count := azdispatch.CountTransactions(ctx)
-	defer func() { h.own.add(count()) }()
 	out := overviewReading{Units: make(map[string]unitReading, len(h.topo.units))}
 	// A shard its sharded queue has backed off (it failed, or did not
 	// answer) is not read: it would only hold the page for the reading's
@@ -172,9 +170,9 @@ func (h *Handler) record(r overviewReading) {
 			}
 		}
 		agg := aggregate(r, us)
-		add("account-depth:"+a.Name(), agg.Depth)
-		add("account-poison:"+a.Name(), agg.Poison)
-		add("account-age:"+a.Name(), agg.Age)
+		add("account-depth:"+accountKey(a), agg.Depth)
+		add("account-poison:"+accountKey(a), agg.Poison)
+		add("account-age:"+accountKey(a), agg.Age)
 	}
 	h.costs.sample(now, h.totals())
 }
@@ -220,3 +218,8 @@ func orUnknown(s string) string {
 	}
 	return s
 }
+
+// accountKey names an account in the dashboard's history: its name and its
+// endpoint's host, since two accounts may share a name (two emulators, or
+// one name in two clouds) and must not share a sparkline.
+func accountKey(a *azdispatch.Account) string { return a.Name() + "@" + a.Host() }

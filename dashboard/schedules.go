@@ -25,8 +25,6 @@ func (h *Handler) readSchedules(ctx context.Context) scheduleReading {
 	}
 	ctx, cancel := withReadDeadline(ctx)
 	defer cancel()
-	ctx, count := azdispatch.CountTransactions(ctx)
-	defer func() { h.own.add(count()) }()
 	states, err := h.topo.store.Schedules(ctx)
 	slices.SortFunc(states, func(a, b azdispatch.ScheduleState) int {
 		if c := strings.Compare(a.Queue, b.Queue); c != 0 {

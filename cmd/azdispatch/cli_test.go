@@ -253,7 +253,7 @@ func TestCommandsOnAShardedSetOverTwoAccounts(t *testing.T) {
 			assert.Equal(t, set[azdispatch.KeyShard(key, shards)].Name(), m.Queue, "requeued to its own shard")
 		}
 	}
-	receiveRequeued(t, sq, keepText) // with the ID it had in its metadata
+	receiveRequeued(t, sq, keepText)
 	runJSON(t, env, exitOK, &list, append([]string{"poison", "list"}, target...)...)
 	assert.Empty(t, list.Envelopes)
 	assert.Zero(t, list.Depth)

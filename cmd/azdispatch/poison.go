@@ -295,13 +295,15 @@ func runPoisonRequeue(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("poison requeue", "poison requeue (-queue NAME | -base NAME -shards N) [-id ID] [-reason TEXT] [-max N] [-keep-text] [flags]",
 		`Moves envelopes back to their queue with their original text (the library's Requeue; on
 a sharded set each goes back to its own shard), all of them or those -id and -reason pick,
-with the message's ID added to its metadata line, so that its envelope names it if it is
-poisoned again (-keep-text sends the text byte for byte instead).
+a text in the library's own format (one with a metadata line, a pointer or a due line)
+with the message's ID added to its metadata, so that its envelope names it if it is
+poisoned again (-keep-text sends every text byte for byte); a codec's text alone goes
+back byte for byte, since other consumers may read it.
 Each is sent before it is deleted from the poison queue. Envelopes not picked are received
 too, hidden while the requeue runs, and visible again when it ends.`)
 	o.register(fs)
 	sel.register(fs)
-	keepText := fs.Bool("keep-text", false, "send each text back byte for byte, without the metadata line naming its earlier ID (for a queue the Azure Functions trigger reads)")
+	keepText := fs.Bool("keep-text", false, "send every text back byte for byte, even one in the library's own format, without its earlier ID in its metadata")
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
 	}
