@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/azdispatch/azdispatch/internal/azurite"
 )
 
 // TestMain fails a run whose tests pass but leave a goroutine running.
@@ -21,10 +19,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // claim-checked message included, has a process span linked to its send,
 // and the transactions metric has the requests by kind.
 func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
-	azurite.SkipIfShort(t)
+	if testing.Short() {
+		t.Skip("runs against Azurite (Node.js): run without -short")
+	}
 	// The test suite's account, if it names one; never the one a
 	// developer keeps for real work in AZURE_STORAGE_CONNECTION_STRING.
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv(azurite.EnvConnectionString))
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv("AZDISPATCH_CONNECTION_STRING"))
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out, 3, true))
 	var s summary
@@ -75,10 +75,12 @@ func assertMessageTimesAndAge(t *testing.T, s summary) {
 
 // The trees print without error.
 func TestObservePrintsTrees(t *testing.T) {
-	azurite.SkipIfShort(t)
+	if testing.Short() {
+		t.Skip("runs against Azurite (Node.js): run without -short")
+	}
 	// The test suite's account, if it names one; never the one a
 	// developer keeps for real work in AZURE_STORAGE_CONNECTION_STRING.
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv(azurite.EnvConnectionString))
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", os.Getenv("AZDISPATCH_CONNECTION_STRING"))
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out, 1, false))
 	assert.Contains(t, out.String(), "└─ ")
