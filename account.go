@@ -90,7 +90,10 @@ const emulatorKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I
 // names: with AccountName and AccountKey, with SharedAccessSignature, or
 // "UseDevelopmentStorage=true" for an emulator on its default ports.
 func NewAccountFromConnectionString(connectionString string, opts *AccountOptions) (*Account, error) {
-	if strings.EqualFold(strings.TrimRight(strings.TrimSpace(connectionString), ";"), "UseDevelopmentStorage=true") {
+	// White space around it (the end of line of a file it was read from)
+	// is no part of it.
+	connectionString = strings.TrimSpace(connectionString)
+	if strings.EqualFold(strings.TrimRight(connectionString, ";"), "UseDevelopmentStorage=true") {
 		connectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + emulatorKey +
 			";BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
 	}

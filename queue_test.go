@@ -401,3 +401,15 @@ func TestAConnectionStringSaysWhatIsWrongWithIt(t *testing.T) {
 		assert.NotContains(t, err.Error(), "x!y*z")
 	}
 }
+
+// A connection string read from a file, its end of line and all, is taken
+// as it is meant: white space around it is no part of it.
+func TestAConnectionStringWithAnEndOfLineIsTaken(t *testing.T) {
+	needStorage(t)
+	t.Parallel()
+	a, err := NewAccountFromConnectionString("  "+connectionString(t)+"\r\n", nil)
+	require.NoError(t, err)
+	q, err := a.Queue(uniqueName(t))
+	require.NoError(t, err)
+	require.NoError(t, q.Create(context.Background()))
+}

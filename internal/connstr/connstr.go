@@ -13,8 +13,12 @@ import (
 // found wrong. It names the settings that are there or missing, never a
 // value.
 func Diagnose(cs string) string {
-	if strings.TrimSpace(cs) == "" {
+	cs = strings.TrimSpace(cs)
+	if cs == "" {
 		return "it is empty"
+	}
+	if len(cs) >= 2 && (cs[0] == '"' || cs[0] == '\'') && cs[len(cs)-1] == cs[0] {
+		return "it is wrapped in quotes, as a shell or a .env file would write it: give it without them"
 	}
 	settings := map[string]string{}
 	var bad int
@@ -34,7 +38,10 @@ func Diagnose(cs string) string {
 		return "it is not Name=value settings separated by semicolons (AccountName=…;AccountKey=…;…)"
 	}
 	if bad > 0 {
-		return fmt.Sprintf("%d of its parts are not Name=value", bad)
+		if bad == 1 {
+			return "one of its parts (between semicolons) is not Name=value"
+		}
+		return fmt.Sprintf("%d of its parts (between semicolons) are not Name=value", bad)
 	}
 	name, hasName := settings["accountname"]
 	key, hasKey := settings["accountkey"]
