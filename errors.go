@@ -309,13 +309,13 @@ func (e *StorageError) Unwrap() error { return e.Err }
 // permissionHint says, for a request refused for want of a permission,
 // what the operation needs (see [sasperm.Hint]); "" for any other error.
 func (e *StorageError) permissionHint() string {
-	var req *http.Request
+	var resp *http.Response
 	var message string
 	var re *azcore.ResponseError
 	if errors.As(e.Err, &re) && re.RawResponse != nil {
-		req, message = re.RawResponse.Request, re.Error()
+		resp, message = re.RawResponse, re.Error()
 	}
-	return sasperm.Explain(string(e.Op), e.StatusCode, e.Code, message, req)
+	return sasperm.Explain(string(e.Op), e.StatusCode, e.Code, message, resp)
 }
 
 // Is reports [ErrOwnershipLost] for a stale pop receipt on a delete or

@@ -127,6 +127,23 @@ func TestARefusedCredentialSaysWhichAndWhy(t *testing.T) {
 	require.NoError(t, err)
 	_, err = eq.Send(ctx, "x", nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "the SAS token was refused")
+	assert.Contains(t, err.Error(), "the SAS token was refused: it expired at", "judged by its se on the service's clock")
+	assert.NotContains(t, err.Error(), "sig=")
+
+	// The same token altered (its signature changed) is within its times:
+	// the signature is what was refused.
+	signed, err := sas.AccountSignatureValues{
+		Protocol: sas.ProtocolHTTPSandHTTP, StartTime: time.Now().Add(-time.Hour), ExpiryTime: time.Now().Add(time.Hour),
+		Permissions: perms.String(), ResourceTypes: res.String(),
+	}.SignWithSharedKey(cred)
+	require.NoError(t, err)
+	query := strings.Replace(signed.Encode(), "sig=", "sig=A", 1)
+	a, err = NewAccountWithSAS(emulator.inst.QueueEndpoint()+"?"+query, nil)
+	require.NoError(t, err)
+	aq, err := a.Queue(uniqueName(t))
+	require.NoError(t, err)
+	_, err = aq.Send(ctx, "x", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "its signature does not match")
 	assert.NotContains(t, err.Error(), "sig=")
 }

@@ -254,13 +254,13 @@ func storageText(se *azdispatch.StorageError, depth int) string {
 	if c := statusClass(se.StatusCode, se.Code); c != "" && !strings.EqualFold(c, code) {
 		s += " (" + c + ")"
 	}
-	var req *http.Request
+	var resp *http.Response
 	var message string
 	var re *azcore.ResponseError
 	if errors.As(se.Err, &re) && re.RawResponse != nil {
-		req, message = re.RawResponse.Request, re.Error()
+		resp, message = re.RawResponse, re.Error()
 	}
-	return s + sasperm.Explain(op, se.StatusCode, se.Code, message, req)
+	return s + sasperm.Explain(op, se.StatusCode, se.Code, message, resp)
 }
 
 // What scrub takes out of an error's own words.

@@ -4,9 +4,11 @@
 package sasperm
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // access is what one storage operation asks of its credential, as "Create an
@@ -144,10 +146,18 @@ func credentialOf(req *http.Request) string {
 
 // Explain is what an error of a refused request should add to the
 // service's code: Refused's reason if the credential itself was refused,
-// and Hint's otherwise.
-func Explain(op string, status int, code, message string, req *http.Request) string {
-	if r := Refused(status, code, message, req); r != "" {
+// and Hint's otherwise. resp is the service's answer, with its request;
+// nil when there was none.
+func Explain(op string, status int, code, message string, resp *http.Response) string {
+	var req *http.Request
+	if resp != nil {
+		req = resp.Request
+	}
+	if r := Refused(status, code, message, resp); r != "" {
 		return r
+	}
+	if code == "AuthorizationProtocolMismatch" && req != nil && req.URL != nil && req.URL.Query().Get("spr") == "https" {
+		return " (the SAS token allows HTTPS only (spr=https) and the request went over " + req.URL.Scheme + ": an emulator answers HTTP, so sign its SAS for https,http)"
 	}
 	return Hint(op, status, code, req)
 }
@@ -156,10 +166,16 @@ func Explain(op string, status int, code, message string, req *http.Request) str
 // at all (403 AuthenticationFailed; Azurite's blob service answers
 // AuthorizationFailure, with the same message), which credential and what
 // makes it refused, apart from a missing permission (see Hint); "" for any
-// other answer. message is the service's error message.
-func Refused(status int, code, message string, req *http.Request) string {
+// other answer. message is the service's error message; resp its answer,
+// whose Date tells a SAS that has expired (or is not valid yet) by the
+// service's clock from one that was signed wrong.
+func Refused(status int, code, message string, resp *http.Response) string {
 	if status != http.StatusForbidden {
 		return ""
+	}
+	var req *http.Request
+	if resp != nil {
+		req = resp.Request
 	}
 	if code != "AuthenticationFailed" && !(code == "AuthorizationFailure" && strings.Contains(message, "failed to authenticate")) {
 		return ""
@@ -169,9 +185,56 @@ func Refused(status int, code, message string, req *http.Request) string {
 	case sharedKey:
 		return " (the signature was refused: the account key is wrong, " + clock + "; a key has every permission)"
 	case sasToken:
+		if why := sasTimes(req, resp); why != "" {
+			return " (the SAS token was refused: " + why + ")"
+		}
 		return " (the SAS token was refused: it has expired or is not valid yet (its se and st), its signature does not match (another key signed it, or it was altered), " + clock + ")"
 	case token:
 		return " (the Microsoft Entra token was refused: it has expired, or is for another tenant or audience)"
 	}
 	return " (the credential was refused: a wrong key, an expired or altered SAS, " + clock + ")"
+}
+
+// sasTimes says whether a SAS token's times explain its refusal, judged on
+// the service's clock (resp's Date): "it expired at …" or "it is not valid
+// until …"; or, when the service's time is within them, that the
+// signature is what was refused. "" when it cannot tell (no Date, times
+// that do not parse).
+func sasTimes(req *http.Request, resp *http.Response) string {
+	if req == nil || req.URL == nil || resp == nil {
+		return ""
+	}
+	now, err := http.ParseTime(resp.Header.Get("Date"))
+	if err != nil {
+		return ""
+	}
+	q := req.URL.Query()
+	expiry, err := parseSASTime(q.Get("se"))
+	if err != nil {
+		return ""
+	}
+	if !now.Before(expiry) {
+		return "it expired at " + expiry.UTC().Format(time.RFC3339) + " (its se), and the service's time is " + now.UTC().Format(time.RFC3339)
+	}
+	if st := q.Get("st"); st != "" {
+		start, err := parseSASTime(st)
+		if err != nil {
+			return ""
+		}
+		if now.Before(start) {
+			return "it is not valid until " + start.UTC().Format(time.RFC3339) + " (its st), and the service's time is " + now.UTC().Format(time.RFC3339)
+		}
+	}
+	return "it is within its times (valid until " + expiry.UTC().Format(time.RFC3339) + " by its se), so its signature does not match: another key signed it, or it was altered"
+}
+
+// parseSASTime reads a SAS token's st or se: ISO 8601 in UTC, to the
+// second, the minute or the day, as the service accepts them.
+func parseSASTime(v string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not a SAS time: %q", v)
 }

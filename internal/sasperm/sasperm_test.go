@@ -34,15 +34,49 @@ func TestARefusedSignatureIsToldApartFromAMissingPermission(t *testing.T) {
 	bearer.Header.Set("Authorization", "Bearer eyJ")
 	const authMsg = "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."
 
-	got := Explain("blob write", 403, "AuthorizationFailure", authMsg, key)
+	got := Explain("blob write", 403, "AuthorizationFailure", authMsg, answer(key, ""))
 	assert.Contains(t, got, "the account key is wrong")
 	assert.NotContains(t, got, "permission on", "a key has no permissions to lack")
-	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, key), "the account key is wrong")
-	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, sas), "expired or is not valid yet")
-	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, bearer), "Entra token was refused")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(key, "")), "the account key is wrong")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(sas, "")), "expired or is not valid yet", "no Date: it cannot tell")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(bearer, "")), "Entra token was refused")
 	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, nil), "15 minutes")
 
-	assert.Contains(t, Explain("send", 403, "AuthorizationPermissionMismatch", "not authorized", sas), "needs the Add permission")
-	assert.Contains(t, Explain("blob write", 403, "AuthorizationFailure", "This request is not authorized to perform this operation.", key), "network rules")
-	assert.Empty(t, Explain("send", 503, "ServerBusy", "", sas))
+	assert.Contains(t, Explain("send", 403, "AuthorizationPermissionMismatch", "not authorized", answer(sas, "")), "needs the Add permission")
+	assert.Contains(t, Explain("blob write", 403, "AuthorizationFailure", "This request is not authorized to perform this operation.", answer(key, "")), "network rules")
+	assert.Empty(t, Explain("send", 503, "ServerBusy", "", answer(sas, "")))
+}
+
+// answer is the service's answer to req, dated date ("" for none).
+func answer(req *http.Request, date string) *http.Response {
+	resp := &http.Response{Request: req, Header: http.Header{}}
+	if date != "" {
+		resp.Header.Set("Date", date)
+	}
+	return resp
+}
+
+// A refused SAS is judged by its times on the service's clock (the
+// answer's Date): expired, not valid yet, or, within its times, signed
+// wrong. (An expired and an altered token read alike.)
+func TestARefusedSASSaysWhetherItsTimeOrItsSignature(t *testing.T) {
+	const authMsg = "Server failed to authenticate the request."
+	sas := func(query string) *http.Request {
+		return httptest.NewRequest(http.MethodPost, "https://acct.queue.core.windows.net/q/messages?sv=1&"+query+"&sig=x", nil)
+	}
+	const date = "Fri, 27 Nov 2026 16:00:00 GMT"
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(sas("se=2026-11-27T15:00:00Z"), date)),
+		"it expired at 2026-11-27T15:00:00Z (its se), and the service's time is 2026-11-27T16:00:00Z")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(sas("st=2026-11-27T17:00Z&se=2026-11-28"), date)),
+		"it is not valid until 2026-11-27T17:00:00Z (its st)")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(sas("st=2026-11-27T15:00:00Z&se=2026-11-27T17:00:00Z"), date)),
+		"its signature does not match")
+	assert.Contains(t, Explain("send", 403, "AuthenticationFailed", authMsg, answer(sas("se=yesterday"), date)),
+		"expired or is not valid yet", "times it cannot read: it cannot tell")
+}
+
+// An HTTPS-only SAS sent over HTTP (to an emulator) says so.
+func TestAnHTTPSOnlySASOverHTTPSaysSo(t *testing.T) {
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:10001/devstoreaccount1/q/messages?sv=1&spr=https&sig=x", nil)
+	assert.Contains(t, Explain("send", 403, "AuthorizationProtocolMismatch", "", answer(req, "")), "allows HTTPS only (spr=https)")
 }
