@@ -302,9 +302,10 @@ func NewQueueWithSAS(queueURLWithSAS string, opts *AccountOptions) (*Queue, erro
 	if err != nil {
 		return nil, &ConfigError{Field: "queue URL", Reason: "it does not parse"}
 	}
-	name := strings.Trim(u.Path, "/")
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:] // emulator URLs put the account name first
+	name, ok := queueInPath(u)
+	if !ok {
+		return nil, &ConfigError{Field: "queue URL", Reason: "it names no queue: give the queue's URL, https://<account>.queue.core.windows.net/<queue>?<SAS> " +
+			"(an emulator's: http://127.0.0.1:10001/<account>/<queue>?<SAS>); an account SAS URL opens with NewAccountWithSAS"}
 	}
 	if err := validateQueueName(name, 0); err != nil {
 		return nil, err
@@ -524,3 +525,19 @@ func failFastRefused(ctx context.Context) context.Context {
 }
 
 func askedToFailFast(req *http.Request) bool { return req.Context().Value(failFastKey{}) != nil }
+
+// queueInPath is the queue a queue URL's path names: its last segment, of
+// one, or of two for an emulator's path-style URL (/<account>/<queue>),
+// which is what a host that is an address (or localhost) needs; a named
+// host may serve either (an emulator under a name of its own). ok is false
+// when the path names no queue, as an account's URL on an address does.
+func queueInPath(u *url.URL) (name string, ok bool) {
+	segments := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if host := u.Hostname(); (host == "localhost" || net.ParseIP(host) != nil) && len(segments) != 2 {
+		return "", false
+	}
+	if len(segments) > 2 || segments[len(segments)-1] == "" {
+		return "", false
+	}
+	return segments[len(segments)-1], true
+}

@@ -382,6 +382,25 @@ func TestSASURLsAreCheckedWhenOpened(t *testing.T) {
 	assert.NoError(t, err, "an account SAS")
 	_, err = NewQueueWithSAS("https://acct.queue.core.windows.net/orders?sv=2023-11-03&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET", nil)
 	assert.NoError(t, err, "a service SAS for one queue")
+	q, err := NewQueueWithSAS("http://127.0.0.1:10001/devstoreaccount1/orders?sv=2023-11-03&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET", nil)
+	require.NoError(t, err, "an emulator's queue, path-style")
+	assert.Equal(t, "orders", q.Name())
+	q, err = NewQueueWithSAS("http://azurite:10001/devstoreaccount1/orders?sv=2023-11-03&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET", nil)
+	require.NoError(t, err, "an emulator under a name of its own")
+	assert.Equal(t, "orders", q.Name())
+
+	// A URL that names no queue (an account's, with its SAS) was taken
+	// as a queue named after the account, and every send got a 400.
+	for _, u := range []string{
+		"https://acct.queue.core.windows.net/?sv=2023-11-03&ss=q&srt=sco&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET",
+		"http://127.0.0.1:10001/devstoreaccount1/?sv=2023-11-03&ss=q&srt=sco&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET",
+		"https://acct.queue.core.windows.net/orders/messages/x?sv=2023-11-03&sp=raup&se=2030-01-01T00%3A00%3A00Z&sig=S3CRET",
+	} {
+		_, err = NewQueueWithSAS(u, nil)
+		require.ErrorIs(t, err, ErrInvalidConfig, "%s", u)
+		assert.Contains(t, err.Error(), "names no queue")
+		assert.NotContains(t, err.Error(), "S3CRET")
+	}
 }
 
 // A connection string is refused with what is wrong with it, never a
