@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"os"
@@ -42,6 +43,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopSpareEmulators()
+	if second.inst != nil {
+		if err := second.inst.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the second Azurite:", err)
+		}
+	}
 	external := false
 	if emulator.inst != nil {
 		external = emulator.inst.External()
@@ -120,8 +126,42 @@ func EmulatorConnectionString(t testing.TB) string {
 // connectionString is the test Azurite's connection string.
 func connectionString(t testing.TB) string {
 	t.Helper()
+	return emulatorFor(t).ConnectionString()
+}
+
+// emulatorFor is the Azurite that t's tests use: the package's, or, for
+// about half of the top-level tests (picked by name, so that a test and
+// its subtests share one), a second process. Azurite serves on one core
+// and stalls now and then to clean up what was deleted; two processes
+// serve the parallel tests on two cores, and each stalls for half as long.
+// With an account of the developer's own (AZDISPATCH_CONNECTION_STRING),
+// every test uses it.
+func emulatorFor(t testing.TB) *azurite.Instance {
+	t.Helper()
 	needStorage(t)
-	return emulator.inst.ConnectionString()
+	if emulator.inst.External() {
+		return emulator.inst
+	}
+	h := fnv.New32a()
+	h.Write([]byte(strings.SplitN(t.Name(), "/", 2)[0]))
+	if h.Sum32()%2 == 0 {
+		return emulator.inst
+	}
+	second.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		second.inst, second.err = azurite.Start(ctx, &azurite.Options{Fresh: true})
+	})
+	require.NoError(t, second.err, azurite.HowTo)
+	return second.inst
+}
+
+// second is the package's second Azurite (see emulatorFor), started on
+// first need and stopped by TestMain.
+var second struct {
+	once sync.Once
+	inst *azurite.Instance
+	err  error
 }
 
 // skipExamples adds every example to -test.skip: they all touch storage.

@@ -98,8 +98,8 @@ func TestARefusedCredentialSaysWhichAndWhy(t *testing.T) {
 	t.Parallel()
 	needStorage(t)
 	ctx := context.Background()
-	wrong, err := NewAccountWithSharedKey(emulator.inst.QueueEndpoint(), "devstoreaccount1", "QUJDRA==",
-		&AccountOptions{BlobServiceURL: emulator.inst.BlobEndpoint()})
+	wrong, err := NewAccountWithSharedKey(emulatorFor(t).QueueEndpoint(), "devstoreaccount1", "QUJDRA==",
+		&AccountOptions{BlobServiceURL: emulatorFor(t).BlobEndpoint()})
 	require.NoError(t, err)
 	q, err := wrong.Queue(uniqueName(t))
 	require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestARefusedCredentialSaysWhichAndWhy(t *testing.T) {
 		Permissions: perms.String(), ResourceTypes: res.String(),
 	}.SignWithSharedKey(cred)
 	require.NoError(t, err)
-	a, err := NewAccountWithSAS(emulator.inst.QueueEndpoint()+"?"+expired.Encode(), nil)
+	a, err := NewAccountWithSAS(emulatorFor(t).QueueEndpoint()+"?"+expired.Encode(), nil)
 	require.NoError(t, err)
 	eq, err := a.Queue(uniqueName(t))
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestARefusedCredentialSaysWhichAndWhy(t *testing.T) {
 	}.SignWithSharedKey(cred)
 	require.NoError(t, err)
 	query := strings.Replace(signed.Encode(), "sig=", "sig=A", 1)
-	a, err = NewAccountWithSAS(emulator.inst.QueueEndpoint()+"?"+query, nil)
+	a, err = NewAccountWithSAS(emulatorFor(t).QueueEndpoint()+"?"+query, nil)
 	require.NoError(t, err)
 	aq, err := a.Queue(uniqueName(t))
 	require.NoError(t, err)

@@ -30,8 +30,8 @@ func TestPermissionsLeastPrivilegeRoundTrip(t *testing.T) {
 	name, container := uniqueName(t), uniqueName(t)
 	open := func(g roleGrants) (*Queue, *PayloadStore) {
 		queueToken, blobToken := g.apply(t, nil)
-		a, err := NewAccountWithSAS(emulator.inst.QueueEndpoint()+"?"+queueToken,
-			&AccountOptions{BlobServiceURL: emulator.inst.BlobEndpoint() + "?" + blobToken})
+		a, err := NewAccountWithSAS(emulatorFor(t).QueueEndpoint()+"?"+queueToken,
+			&AccountOptions{BlobServiceURL: emulatorFor(t).BlobEndpoint() + "?" + blobToken})
 		require.NoError(t, err)
 		q, err := a.Queue(name)
 		require.NoError(t, err)

@@ -163,7 +163,7 @@ func cmpOr(s, alt string) string {
 // emulator's key, as a user would with the Go SDK's sas packages.
 func accountSAS(t testing.TB, service byte, g grant) string {
 	t.Helper()
-	name, key := emulator.inst.AccountName(), emulator.inst.AccountKey()
+	name, key := emulatorFor(t).AccountName(), emulatorFor(t).AccountKey()
 	require.NotEmpty(t, key, "signing an account SAS needs the account key in the connection string")
 	expiry := time.Now().Add(time.Hour)
 	if service == 'q' {
@@ -194,8 +194,8 @@ func newSASRig(t *testing.T, g roleGrants, rm *removal) *sasRig {
 	t.Helper()
 	admin := testAccount(t, nil)
 	queueToken, blobToken := g.apply(t, rm)
-	a, err := NewAccountWithSAS(emulator.inst.QueueEndpoint()+"?"+queueToken,
-		&AccountOptions{BlobServiceURL: emulator.inst.BlobEndpoint() + "?" + blobToken})
+	a, err := NewAccountWithSAS(emulatorFor(t).QueueEndpoint()+"?"+queueToken,
+		&AccountOptions{BlobServiceURL: emulatorFor(t).BlobEndpoint() + "?" + blobToken})
 	require.NoError(t, err)
 	return &sasRig{admin: admin, sas: a, container: uniqueName(t)}
 }

@@ -299,7 +299,7 @@ func TestASchedulerWhoseStoreFailsIsNotReady(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
 	connectionString(t)
-	blob, err := url.Parse(emulator.inst.BlobEndpoint())
+	blob, err := url.Parse(emulatorFor(t).BlobEndpoint())
 	require.NoError(t, err)
 	a := answeringAccount(t, func(req *http.Request) *http.Response {
 		if down.Load() && req.URL.Host == blob.Host {

@@ -503,10 +503,14 @@ func (s *ShardedQueue) Degraded() error {
 		}
 		when := "being tried again"
 		if !h.RetryAt.IsZero() {
-			when = "tried again at " + h.RetryAt.UTC().Format(time.RFC3339)
+			when = "to be tried again at " + h.RetryAt.UTC().Format(time.RFC3339)
 		}
-		out = append(out, fmt.Errorf("shard %q out since %s, after %d failures, %s: %w",
-			h.Shard, h.Since.UTC().Format(time.RFC3339), h.Failures, when, bare{h.LastError}))
+		failures := "failures"
+		if h.Failures == 1 {
+			failures = "failure"
+		}
+		out = append(out, fmt.Errorf("shard %q out since %s, after %d %s, %s: %w",
+			h.Shard, h.Since.UTC().Format(time.RFC3339), h.Failures, failures, when, bare{h.LastError}))
 	}
 	if len(out) == 0 {
 		return nil

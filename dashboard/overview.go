@@ -89,7 +89,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 					if sh.RetryAt.IsZero() {
 						msg += ", being tried again"
 					} else {
-						msg += ", tried again at " + stamp(sh.RetryAt)
+						msg += ", to be tried again at " + stamp(sh.RetryAt)
 					}
 					if sh.LastError != nil {
 						msg += ": " + cleanError(sh.LastError)
