@@ -39,9 +39,10 @@ func SkipUnlessLong(tb testing.TB) {
 // two at a time and sit idle. The long tests hold the emulator to bounds of
 // a second or two (a hung account is told from a slow one by a 2 s
 // deadline), which a crowded emulator would break by chance, so with them
-// the default stands. Call it from TestMain after flag.Parse.
+// the default stands; under -short no test waits on an emulator, and the
+// rest compute, so there too. Call it from TestMain after flag.Parse.
 func WidenParallel() {
-	if Long() {
+	if Long() || testing.Short() {
 		return
 	}
 	given := false
