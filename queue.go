@@ -345,3 +345,8 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// Host is the host of the queue's service, as [Account.Host] has it; for
+// a queue opened by its own SAS URL (see [NewQueueWithSAS]), that URL's
+// host, without its query.
+func (q *Queue) Host() string { return hostOf(q.client.URL()) }

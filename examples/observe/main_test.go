@@ -20,6 +20,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and the transactions metric has the requests by kind.
 func TestObserveLinksEveryProcessSpanToItsProducer(t *testing.T) {
 	if testing.Short() {
+		if os.Getenv("AZDISPATCH_REQUIRE_AZURITE") != "" {
+			t.Fatal("AZDISPATCH_REQUIRE_AZURITE is set: run without -short, with Azurite")
+		}
 		t.Skip("runs against Azurite (Node.js): run without -short")
 	}
 	// The test suite's account, if it names one; never the one a
@@ -76,6 +79,9 @@ func assertMessageTimesAndAge(t *testing.T, s summary) {
 // The trees print without error.
 func TestObservePrintsTrees(t *testing.T) {
 	if testing.Short() {
+		if os.Getenv("AZDISPATCH_REQUIRE_AZURITE") != "" {
+			t.Fatal("AZDISPATCH_REQUIRE_AZURITE is set: run without -short, with Azurite")
+		}
 		t.Skip("runs against Azurite (Node.js): run without -short")
 	}
 	// The test suite's account, if it names one; never the one a
