@@ -63,10 +63,14 @@ const (
 	ListenerMiddleware = "listener-mw"
 	Raw                = "raw"      // receive 32, a goroutine per message under a 64-wide semaphore, decode, delete
 	RawPool            = "raw-pool" // the same on 64 goroutines that live for the whole drain
+	// RawLoop is the floor: one goroutine that receives 32, decodes each
+	// message, calls the handler and deletes it, in turn. No handoff
+	// between goroutines at all: what any consumer must spend per message.
+	RawLoop = "raw-loop"
 )
 
 // Variants are the variants in the order they are reported.
-var Variants = []string{Listener, ListenerMiddleware, Raw, RawPool}
+var Variants = []string{Listener, ListenerMiddleware, Raw, RawPool, RawLoop}
 
 // Result is one drain.
 type Result struct {
@@ -109,7 +113,7 @@ func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Resul
 		ListenerMiddleware: func(ctx context.Context, q *memqueue.Queue, n int) error {
 			return drainListener(ctx, q, n, &azdispatch.ListenerOptions{Middleware: []azdispatch.Middleware{azdispatch.MiddlewareFunc(passThrough)}})
 		},
-		Raw: drainRaw, RawPool: drainRawPool,
+		Raw: drainRaw, RawPool: drainRawPool, RawLoop: drainRawLoop,
 	}[variant]
 	if drain == nil {
 		return Result{}, fmt.Errorf("overhead: unknown variant %q", variant)
@@ -265,4 +269,28 @@ func drainRawPool(ctx context.Context, q *memqueue.Queue, n int) error {
 	defer wg.Wait()
 	defer close(work)
 	return receiveAll(ctx, q, n, &t, func(d *azdispatch.Delivery) { work <- d })
+}
+
+// drainRawLoop is the floor the listener is measured against: a single
+// goroutine that receives 32 and takes each message through decode,
+// handler and delete before the next, with no goroutine, channel or
+// semaphore between the receive and the handler.
+func drainRawLoop(ctx context.Context, q *memqueue.Queue, n int) error {
+	done := 0
+	for done < n {
+		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return fmt.Errorf("overhead: the queue ran dry after %d of %d messages", done, n)
+		}
+		for _, d := range batch {
+			if !handleRaw(ctx, q, d) {
+				return fmt.Errorf("overhead: raw loop failed message %s", d.ID)
+			}
+			done++
+		}
+	}
+	return nil
 }
