@@ -1,5 +1,42 @@
 package azdispatch
 
+// The listener's engine, and the goroutines it runs. A message is received
+// by a dequeuer, tried (the stages of one delivery's way: due line,
+// metadata, payload, decode, handler) and settled (deleted, hidden again to
+// reappear later, or poisoned): receive, try and settle are the engine's
+// three verbs, each in files of its own (listener_dequeue.go, listener_try.go,
+// listener_outcome.go), and when a message reappears is noted in one place
+// (listener_reappear.go).
+//
+// Every goroutine a [Listener.Run] starts, and who waits for it:
+//
+//   - Run itself: starts dequeuers when asked (scale-up, Notify, a due
+//     time with none running), watches for FatalTimeout, and shuts down.
+//   - The watch (one per Run; listener_watch.go): starts renewals at half a
+//     message's visibility timeout, times out handler calls, retires idle
+//     try goroutines. Run stops it and waits for it (watching) as it
+//     returns, after everything else.
+//   - Dequeuers (MinDequeuers..MaxDequeuers; runDequeuer): receive and give
+//     each message to a try goroutine. Run's shutdown waits for them first
+//     (dequeuers); only Run starts them, so none starts after that.
+//   - Try goroutines (tryPool; tryLoop): each takes a message through its
+//     try and its settling, then waits for the next; the watch retires those
+//     idle for tryIdle, and the shutdown closes the pool once no dequeuer is
+//     left. Counted in session.handlers, which the shutdown waits for next,
+//     up to the drain timeout and abandonAfter.
+//   - Batch items (one goroutine per item running, tryItems), abandoned
+//     items' outcomes (abandonItem) and messages made visible at once at
+//     shutdown (reappearNow): also counted in session.handlers.
+//   - A batch's checkpoint ticker (checkpointEvery), when CheckpointInterval
+//     is set: stopped and waited for by its batch's try.
+//   - Renewals (one time.AfterFunc per message still in hand at half its
+//     visibility timeout; renewer): stopped by settle, which waits for one
+//     in flight.
+//   - The shutdown's waiter (one goroutine per wait group waited for): ends
+//     when the group it waits for does.
+//   - Short-lived context.AfterFunc callbacks for waits that end with the
+//     try's or Run's context (untilRunEnds): released by the wait.
+
 import (
 	"context"
 	"errors"
@@ -83,6 +120,8 @@ type Listener[T any] struct {
 	// records is where the occurrences of schedules delivered are marked
 	// (see deliverOnce); nil if the source keeps none.
 	records records.Store
+	// stages are the stages of a try (see tryStages), made once.
+	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
 	// give the service's time of its receive; time.Now but in tests that
 	// skew it, to show that nothing else depends on it.
@@ -104,9 +143,9 @@ type session struct {
 	detached context.Context
 	// handlers counts the goroutines that take messages to their end.
 	handlers sync.WaitGroup
-	// workers are the handler goroutines that take received messages (see
-	// hand); the channel is closed once no dequeuer is left.
-	workers workers
+	// tries are the goroutines that take received messages through their
+	// tries (see startTry); the channel is closed once no dequeuer is left.
+	tries tryPool
 	// watch renews messages that run long and times out handler calls.
 	watch *watch
 	// settle hands out the contexts of deletes, releases, renewals and
@@ -155,6 +194,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		records:   recordsOf(source, o.Payloads),
 		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
 		hop:       MaxVisibility,
+		stages:    tryStages[T](),
 		clock:     time.Now,
 	}
 	for range o.MaxDequeuers {
@@ -229,7 +269,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	// Run's own cancellation, for a FatalTimeout to end what ctx would.
 	ctx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	s := &session{run: countIn(ctx, &l.tx), workers: workers{ch: make(chan work)}}
+	s := &session{run: countIn(ctx, &l.tx), tries: tryPool{ch: make(chan arrival)}}
 	if l.opts.CreateQueue {
 		if err := l.createQueue(s.run); err != nil || s.run.Err() != nil {
 			return err
@@ -241,17 +281,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	s.detached = context.WithoutCancel(work)
 	s.settle.Base, s.settle.Timeout = s.detached, settleTimeout
 	defer s.settle.Stop()
-	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
-	s.watch.timedOut = l.reappears
-	s.watch.remember = func(t *try) { l.memo.Remember(t.d.ID, t.d.Text, memo.Handled) }
-	s.watch.every(workerIdle, s.workers.retireIdle)
-	var watching sync.WaitGroup
-	stopWatch := make(chan struct{})
-	watching.Go(func() { s.watch.run(stopWatch) })
-	defer func() {
-		close(stopWatch)
-		watching.Wait()
-	}()
+	defer l.startWatch(s)()
 
 	if ws, ok := l.src.(WakeSource); ok {
 		defer ws.Subscribe(l.Notify)()
@@ -302,9 +332,25 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 			want := min(int(l.want.Swap(0)), l.opts.MaxDequeuers)
 			for int(l.stats.active.Load()) < want {
 				l.stats.started()
-				dequeuers.Go(func() { l.dequeue(s) })
+				dequeuers.Go(func() { l.runDequeuer(s) })
 			}
 		}
+	}
+}
+
+// startWatch starts the session's watch (see watch) on a goroutine of its
+// own; the function it returns stops it and waits for it.
+func (l *Listener[T]) startWatch(s *session) (stop func()) {
+	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
+	s.watch.timedOut = l.expectReappearance
+	s.watch.remember = func(t *try) { l.memo.Remember(t.d.ID, t.d.Text, memo.Handled) }
+	s.watch.every(tryIdle, s.tries.retireIdle)
+	var watching sync.WaitGroup
+	stopWatch := make(chan struct{})
+	watching.Go(func() { s.watch.run(stopWatch) })
+	return func() {
+		close(stopWatch)
+		watching.Wait()
 	}
 }
 
@@ -350,10 +396,10 @@ func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork c
 			}
 		}
 	}
-	// Only dequeuers start handler goroutines: wait for them first, to the
+	// Only dequeuers start try goroutines: wait for them first, to the
 	// end (a receive is bounded by receiveTimeout).
 	wait(dequeuers, false)
-	s.workers.close() // nothing more is handed out: idle workers stop
+	s.tries.close() // nothing more is given out: idle try goroutines stop
 	if wait(&s.handlers, true) {
 		return nil
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// batchRun is one delivery of a batch being worked through: its items run
+// batchTry is one delivery of a batch being tried: its items run
 // in parallel on the listener's handler tokens, each judged like a single
 // message, and a checkpoint on the blob records the ones done.
-type batchRun[T any] struct {
+type batchTry[T any] struct {
 	l      *Listener[T]
 	t      *try
 	p      *payload.Pointer
@@ -60,11 +60,11 @@ type itemHold struct {
 	room  bool
 }
 
-// runBatch reads a batch's blob, runs the items that are not done yet, and
+// tryBatch reads a batch's blob, runs the items that are not done yet, and
 // says what becomes of the message: deleted (then its blob) when every item
 // is done, otherwise released for another try, with a checkpoint of what is
 // done.
-func (l *Listener[T]) runBatch(t *try, p *payload.Pointer, turn time.Time) action {
+func (l *Listener[T]) tryBatch(t *try, p *payload.Pointer, turn time.Time) action {
 	// The blob is held while the items run, and room to read one item's
 	// text (the largest a pointer may have, until the blob says how large
 	// its items are). Every item in a handler holds memory of its own
@@ -83,11 +83,11 @@ func (l *Listener[T]) runBatch(t *try, p *payload.Pointer, turn time.Time) actio
 		return l.payloadFailed(t, err)
 	}
 	l.shrinkPayload(t, p.Size+int64(largest))
-	b := &batchRun[T]{l: l, t: t, p: p, meta: f.meta, etag: f.etag, done: payload.NewDoneSet(p.Items), turn: turn}
+	b := &batchTry[T]{l: l, t: t, p: p, meta: f.meta, etag: f.etag, done: payload.NewDoneSet(p.Items), turn: turn}
 	b.done.Merge(f.meta.Done)
 	b.saved = b.done.Len()
 	t.blob, t.saveProgress = p, b.checkpoint
-	if err := b.runItems(f.data); err != nil {
+	if err := b.tryItems(f.data); err != nil {
 		return l.payloadFailed(t, err)
 	}
 	switch {
@@ -96,16 +96,16 @@ func (l *Listener[T]) runBatch(t *try, p *payload.Pointer, turn time.Time) actio
 	case b.halted:
 		// Shut down with items unstarted: the checkpoint keeps what is
 		// done; let another listener have the rest now.
-		return action{kind: actRelease}
+		return action{kind: actReappearNow}
 	case t.ctx.Err() != nil:
 		return l.interrupted(t)
 	}
 	return action{kind: actRetry, err: errors.New("batch items left to do")}
 }
 
-// runItems starts each item not done yet once a handler token is free, and
+// tryItems starts each item not done yet once a handler token is free, and
 // waits for them. No further item starts once the try or Run has ended.
-func (b *batchRun[T]) runItems(data []byte) error {
+func (b *batchTry[T]) tryItems(data []byte) error {
 	l, t := b.l, b.t
 	fr, err := payload.NewReader(data, l.limits)
 	if err != nil {
@@ -159,7 +159,7 @@ func (b *batchRun[T]) runItems(data []byte) error {
 			defer b.giveItemMemory(hold)
 			defer l.giveHandler()
 			defer b.exited(i)
-			b.runItem(i, text)
+			b.tryItem(i, text)
 		})
 	}
 	return nil
@@ -174,7 +174,7 @@ func (b *batchRun[T]) runItems(data []byte) error {
 // progress, one item at a time when the budget is spent, and every item's
 // text counts against [ListenerOptions.PayloadMemory], however small its
 // blob. It fails as takePayload does.
-func (b *batchRun[T]) itemMemory(n int64) (itemHold, error) {
+func (b *batchTry[T]) itemMemory(n int64) (itemHold, error) {
 	l, t := b.l, b.t
 	for {
 		if got, ok := l.budget.TryTake(n); ok {
@@ -218,7 +218,7 @@ func (b *batchRun[T]) itemMemory(n int64) (itemHold, error) {
 
 // giveItemMemory gives back what an item held, and wakes the batch's loop
 // if it waits for memory or for its room.
-func (b *batchRun[T]) giveItemMemory(h itemHold) {
+func (b *batchTry[T]) giveItemMemory(h itemHold) {
 	b.l.budget.Give(h.bytes)
 	b.memMu.Lock()
 	defer b.memMu.Unlock()
@@ -234,7 +234,7 @@ func (b *batchRun[T]) giveItemMemory(h itemHold) {
 
 // roomBack waits until the batch's room to read an item is back from the
 // item it was lent to, if it was. It fails as takePayload does.
-func (b *batchRun[T]) roomBack() error {
+func (b *batchTry[T]) roomBack() error {
 	t := b.t
 	for {
 		b.memMu.Lock()
@@ -264,7 +264,7 @@ func (b *batchRun[T]) roomBack() error {
 }
 
 // started records item i as running.
-func (b *batchRun[T]) started(i int, text string) {
+func (b *batchTry[T]) started(i int, text string) {
 	b.pending.Add(1)
 	b.runMu.Lock()
 	b.running[i] = text
@@ -274,7 +274,7 @@ func (b *batchRun[T]) started(i int, text string) {
 // finish takes item i out of the running ones, to record its outcome and
 // then release it. It reports false if the item is no longer running: it
 // was abandoned, and its outcome has been recorded already.
-func (b *batchRun[T]) finish(i int) (text string, ok bool) {
+func (b *batchTry[T]) finish(i int) (text string, ok bool) {
 	b.runMu.Lock()
 	defer b.runMu.Unlock()
 	text, ok = b.running[i]
@@ -288,7 +288,7 @@ func (b *batchRun[T]) finish(i int) (text string, ok bool) {
 // It counts as failed, and on the batch's last try it is poisoned alone.
 // The watch calls it, and must not wait: the work goes to a goroutine of
 // the session.
-func (b *batchRun[T]) abandonItem(i int) {
+func (b *batchTry[T]) abandonItem(i int) {
 	b.t.s.handlers.Go(func() {
 		text, ok := b.finish(i)
 		if !ok {
@@ -305,7 +305,7 @@ func (b *batchRun[T]) abandonItem(i int) {
 // exited ends item i if its goroutine ends without its outcome recorded:
 // the handler called runtime.Goexit (as testing's FailNow does). It counts
 // as a failed call.
-func (b *batchRun[T]) exited(i int) {
+func (b *batchTry[T]) exited(i int) {
 	text, ok := b.finish(i)
 	if !ok {
 		return
@@ -315,7 +315,7 @@ func (b *batchRun[T]) exited(i int) {
 }
 
 // release drops one count of pending, and tells the waiter when none is left.
-func (b *batchRun[T]) release() {
+func (b *batchTry[T]) release() {
 	if b.pending.Add(-1) == 0 {
 		close(b.allDone)
 	}
@@ -323,13 +323,13 @@ func (b *batchRun[T]) release() {
 
 // waitItems waits for the outcomes of the items started: each item's, or
 // its abandonment's (see abandonItem).
-func (b *batchRun[T]) waitItems() {
+func (b *batchTry[T]) waitItems() {
 	b.release()
 	<-b.allDone
 }
 
-// runItem decodes and handles one item and records its outcome.
-func (b *batchRun[T]) runItem(i int, text string) {
+// tryItem decodes and handles one item and records its outcome.
+func (b *batchTry[T]) tryItem(i int, text string) {
 	l, d := b.l, b.t.d
 	l.stats.items.Add(1)
 	item := &struct {
@@ -353,7 +353,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 	item.call.Context, cancel = context.WithCancelCause(b.t.ctx)
 	item.own = itemCall{cancel: cancel, batch: b, index: i}
 	item.call.item = &item.own
-	err := l.callHandler(b.t, &item.call, m, len(text))
+	err := l.callWatched(b.t, &item.call, m, len(text))
 	cancel(nil)
 	if _, ok := b.finish(i); !ok {
 		return // abandoned: its outcome is recorded
@@ -363,7 +363,7 @@ func (b *batchRun[T]) runItem(i int, text string) {
 }
 
 // record carries out item i's action a.
-func (b *batchRun[T]) record(i int, text string, a action) {
+func (b *batchTry[T]) record(i int, text string, a action) {
 	l, d := b.l, b.t.d
 	switch a.kind {
 	case actDone:
@@ -383,7 +383,7 @@ func (b *batchRun[T]) record(i int, text string, a action) {
 // poisonItem moves one item to the poison queue, in an envelope holding its
 // text, and marks it done; the rest of the batch goes on. If the move fails
 // the item stays undone, for the batch's next try.
-func (b *batchRun[T]) poisonItem(i int, text, reason string) {
+func (b *batchTry[T]) poisonItem(i int, text, reason string) {
 	l, d := b.l, b.t.d
 	ctx := b.t.s.settle.Get()
 	env := newPoisonEnvelope(l.src.Name(), d, reason, time.Now())
@@ -409,7 +409,7 @@ func (b *batchRun[T]) poisonItem(i int, text, reason string) {
 // last checkpoint. It merges what another receiver of the same message may
 // have recorded meanwhile (the blob's ETag tells), so neither undoes the
 // other. A failed write is logged: the items it would have saved run again.
-func (b *batchRun[T]) checkpoint(ctx context.Context) {
+func (b *batchTry[T]) checkpoint(ctx context.Context) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.done.Len()
@@ -433,7 +433,7 @@ func (b *batchRun[T]) checkpoint(ctx context.Context) {
 // checkpointEvery writes a checkpoint every interval while the batch runs,
 // so that a process that dies mid-batch loses at most that much work. It
 // returns a function that stops it and waits for it.
-func (b *batchRun[T]) checkpointEvery(interval time.Duration) (stop func()) {
+func (b *batchTry[T]) checkpointEvery(interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		return func() {}
 	}

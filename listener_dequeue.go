@@ -5,11 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/backoff"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
@@ -36,201 +33,278 @@ const (
 	rateHorizon = 500 * time.Millisecond
 )
 
-// dequeue is one receive loop, counted in stats.active by Run. It returns when
-// Run's context ends, or when the Idle hook lets it stop.
-func (l *Listener[T]) dequeue(s *session) {
-	ctx := s.run
-	retired := false
-	defer func() {
-		if !retired {
-			l.stats.active.Add(-1)
-		}
-	}()
-	// A seat is free at once but when a dequeuer that has just stopped is
-	// still on its way out: it gives its seat back as it goes.
-	var slots *syncx.Slots
-	select {
-	case slots = <-l.seats:
-	case <-ctx.Done():
-		return
-	}
-	defer func() { l.seats <- slots }()
+// dequeuer is one receive loop, counted in stats.active by Run. Each pass
+// receives once, hands what came to try goroutines, and then does what
+// nextStep decides from the receive's result: receive again, scale up, back
+// off, wait, or stop. It returns when Run's context ends, or when it
+// retires (the Idle hook, or a target wait that needs fewer dequeuers).
+type dequeuer[T any] struct {
+	l   *Listener[T]
+	s   *session
+	ctx context.Context // Run's: when it ends, nothing more is received
+	// slots is the seat this dequeuer holds (see Listener.seats).
+	slots *syncx.Slots
 	// sentTo is the due time this dequeuer was sent to look at (see
 	// syncx.DueTimes.Limit), if any; given back if it stops first.
-	var sentTo time.Time
-	defer func() { l.due.Release(sentTo) }()
-	idle, failures := 0, 0
-	paused := false // by a rate limiter that gives no turns
+	sentTo         time.Time
+	idle, failures int
+	paused         bool // by a rate limiter that gives no turns
+	retired        bool // taken out of stats.active already
+}
+
+// receiveResult is one receive as the dequeuer saw it.
+type receiveResult struct {
+	asked, got int
+	limited    bool
+	noTurns    error // the rate limiter's refusal: nothing was received
+	err        error
+	// woken is the wake-up channel taken before the receive: a wake-up
+	// while it is under way closes it, so the wait after ends at once.
+	woken <-chan struct{}
+	// started and answered bound the request: the service hid what it
+	// brought at some moment between.
+	started, answered time.Time
+	look              *dueLook
+}
+
+// runDequeuer runs one dequeuer until it stops.
+func (l *Listener[T]) runDequeuer(s *session) {
+	dq := &dequeuer[T]{l: l, s: s, ctx: s.run}
+	defer dq.leave()
+	if !dq.takeSeat() {
+		return
+	}
 	for {
-		n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
-		if err != nil {
+		r, ok := dq.receive()
+		if !ok {
 			return
 		}
-		if ctx.Err() != nil {
-			// Slots were free, so Take did not wait; receiving now would
-			// only cost a try of every message it brought back.
-			slots.Give(n)
+		dq.record(r)
+		if !dq.follow(nextStep(dq.inputs(r)), r) {
 			return
 		}
-		// Under a rate limit, no more messages than there are turns for
-		// soon: the rest wait in the queue, visible to other workers.
-		// The turns of those that come are booked after the receive.
-		turns, err := l.takeTurns(ctx, n)
-		if err != nil {
-			slots.Give(n)
-			if ctx.Err() != nil {
-				return
-			}
-			// The limiter gives no turns (a rate of 0 with its burst spent,
-			// or a burst set to 0 after the listener was made): nothing may
-			// start until it is changed, which is looked for every second.
-			if !paused {
-				l.log.Warn("the rate limiter gives no turns; receiving is paused until it does", "err", err)
-				paused = true
-			}
-			if !syncx.Sleep(ctx, time.Second, nil) {
-				return
-			}
-			continue
-		}
-		paused = false
-		limited := turns != nil && turns.Len() < n
-		if limited {
-			slots.Give(n - turns.Len())
-			n = turns.Len()
-		}
-		// Taken before the receive: a wake-up that comes while the
-		// receive is under way closes it, so the back-off below ends at once.
-		woken := l.wake.Current()
-		// The service hides the messages from some moment during the
-		// request: count their visibility from before it.
-		asked := time.Now()
-		// A receive that may find messages known to be due again looks
-		// for them everywhere, and every receive hears whether a shard
-		// failed while another answered (see dueLook): one small
-		// allocation per receive, not per message.
-		look := &dueLook{}
-		if next, ok := l.due.Next(); ok && !next.After(asked) {
-			look.all = true
-		}
-		batch, err := l.receive(ctx, n, look)
-		answered := time.Now()
-		if err != nil || look.anyFailed() {
-			// A receive whose answer was lost, whole or one shard's, may
-			// have hidden messages: they are due again when its
-			// visibility timeout ends.
-			l.due.Add(dueBy(answered, l.opts.VisibilityTimeout))
-		}
-		// A receive may bring messages and an error (a middleware's own,
-		// or a Source's): what it brought is received all the same.
-		batch = l.keep(s, batch, n)
-		slots.Give(n - len(batch))
-		turns.Use(len(batch))
-		l.stats.received.Add(int64(len(batch)))
-		switch {
-		case ctx.Err() != nil:
-			l.releaseNow(s, slots, batch)
-		default:
-			for i, d := range batch {
-				l.hand(s, work{d: d, slots: slots, received: asked, took: answered.Sub(asked), turn: turns.At(i)})
-			}
-		}
-		if err != nil {
-			failures++
-			l.stats.receiveErrors.Add(1)
-			l.health.receiveFailures.Add(1)
-			l.storageFailed(err)
-			// The service's Retry-After, if longer, wins: it knows how
-			// long it will be busy.
-			wait := hintedWait(err, backoff.Retry(250*time.Millisecond, 30*time.Second, int64(failures), rand.Float64()))
-			l.log.Warn("receive failed", "err", err, "failures", failures, "kept", len(batch), "retry_in", wait)
-			if !syncx.Sleep(ctx, wait, nil) {
-				return
-			}
-			continue
-		}
-		if failures > 0 {
-			failures = 0
+	}
+}
+
+// takeSeat takes a seat, which is free at once but when a dequeuer that
+// has just stopped is still on its way out: it gives its seat back as it
+// goes. It reports false if Run's context ended first.
+func (dq *dequeuer[T]) takeSeat() bool {
+	select {
+	case dq.slots = <-dq.l.seats:
+		return true
+	case <-dq.ctx.Done():
+		return false
+	}
+}
+
+// leave gives back what the dequeuer holds as it stops.
+func (dq *dequeuer[T]) leave() {
+	l := dq.l
+	l.due.Release(dq.sentTo)
+	if dq.slots != nil {
+		l.seats <- dq.slots
+	}
+	if !dq.retired {
+		l.stats.active.Add(-1)
+	}
+}
+
+// receive takes free slots, and turns under a rate limit, receives, and
+// starts a try for each message that came (or lets them reappear at once
+// if Run is stopping). It reports false when the dequeuer should stop
+// before receiving.
+func (dq *dequeuer[T]) receive() (receiveResult, bool) {
+	l, ctx, slots := dq.l, dq.ctx, dq.slots
+	n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
+	if err != nil {
+		return receiveResult{}, false
+	}
+	if ctx.Err() != nil {
+		// Slots were free, so Take did not wait; receiving now would
+		// only cost a try of every message it brought back.
+		slots.Give(n)
+		return receiveResult{}, false
+	}
+	// Under a rate limit, no more messages than there are turns for
+	// soon: the rest wait in the queue, visible to other workers. The
+	// turns of those that come are booked after the receive.
+	turns, err := l.takeTurns(ctx, n)
+	if err != nil {
+		slots.Give(n)
+		return receiveResult{noTurns: err}, ctx.Err() == nil
+	}
+	dq.paused = false
+	r := receiveResult{asked: n, limited: turns != nil && turns.Len() < n}
+	if r.limited {
+		slots.Give(n - turns.Len())
+		r.asked = turns.Len()
+	}
+	batch := dq.request(&r)
+	// A receive may bring messages and an error (a middleware's own, or
+	// a Source's): what it brought is received all the same.
+	batch = l.keep(dq.s, batch, r.asked)
+	r.got = len(batch)
+	slots.Give(r.asked - r.got)
+	turns.Use(r.got)
+	l.stats.received.Add(int64(r.got))
+	if ctx.Err() != nil {
+		l.reappearNow(dq.s, slots, batch)
+		return r, true
+	}
+	for i, d := range batch {
+		l.startTry(dq.s, arrival{d: d, slots: slots, received: r.started, took: r.answered.Sub(r.started), turn: turns.At(i)})
+	}
+	return r, true
+}
+
+// request makes the receive for r.asked messages, and notes when what it
+// may have hidden reappears if its answer was lost.
+func (dq *dequeuer[T]) request(r *receiveResult) []*Delivery {
+	l := dq.l
+	r.woken = l.wake.Current()
+	// The service hides the messages from some moment during the request:
+	// count their visibility from before it.
+	r.started = time.Now()
+	// A receive that may find messages known to be due again looks for
+	// them everywhere, and every receive hears whether a shard failed
+	// while another answered (see dueLook): one small allocation per
+	// receive, not per message.
+	r.look = &dueLook{}
+	if next, ok := l.due.Next(); ok && !next.After(r.started) {
+		r.look.all = true
+	}
+	batch, err := l.receive(dq.ctx, r.asked, r.look)
+	r.answered, r.err = time.Now(), err
+	if err != nil || r.look.anyFailed() {
+		// A receive whose answer was lost, whole or one shard's, may have
+		// hidden messages: they reappear when its visibility timeout ends.
+		l.due.Add(reappearsBy(r.answered, l.opts.VisibilityTimeout))
+	}
+	return batch
+}
+
+// record counts the receive's success or failure.
+func (dq *dequeuer[T]) record(r receiveResult) {
+	l := dq.l
+	switch {
+	case r.noTurns != nil:
+	case r.err != nil:
+		dq.failures++
+		l.stats.receiveErrors.Add(1)
+		l.health.receiveFailures.Add(1)
+		l.storageFailed(r.err)
+	default:
+		if dq.failures > 0 {
+			dq.failures = 0
 			l.health.receiveFailures.Store(0)
 		}
 		l.storageSucceeded(OpReceive)
-		if ctx.Err() != nil {
-			return
-		}
-		if len(batch) == n && limited {
-			// As many as the rate limit has turns for: more dequeuers
-			// would only wait at the gate. Ask again (the gate waits for
-			// the next turns).
-			idle = 0
-			continue
-		}
-		if len(batch) == n {
-			// A full batch, whether the first after a quiet spell or one
-			// of many: the queue may hold more than this dequeuer can
-			// take. (A partial batch took all there was: reading the
-			// depth then would be a request spent to learn nothing.)
-			l.scaleUp(ctx)
-			idle = 0
-			continue // there may be more: receive again at once
-		}
-		// Fewer than asked for: everything visible when the receive
-		// started was there to take, so every message due by then has
-		// been received, here or by another receiver; but for those on
-		// shards it could not ask, which are looked for again when it may.
-		l.due.Covered(asked)
-		if until, ok := look.unaskedUntil(); ok {
-			// Not before a moment from now: a time already past would
-			// send a dequeuer to ask the backed-off shard at once.
-			if soonest := answered.Add(dueMargin); until.Before(soonest) {
-				until = soonest
-			}
-			l.due.Add(until)
-		}
-		if l.surplus() && l.retire(woken) {
-			// The queue is drained, and the handlers have been busy
-			// with fewer than the dequeuers left would hold: the
-			// target needs no more than those.
-			retired = true
-			return
-		}
-		if len(batch) > 0 {
-			// The queue had no more just now, so an immediate receive
-			// would most likely come back empty. Wait as after a first
-			// empty receive, without counting it as idle. Work sent
-			// meanwhile ends the wait, but not within the first
-			// wakeCoalesce: a stream of sends, each waking the listener, is
-			// then received in batches, not one receive per send.
-			idle = 0
-			delay, _ := l.opts.Idle(l.State(), 1)
-			if !l.sleepIdle(ctx, delay, woken, &sentTo) {
-				return
-			}
-			continue
-		}
-		idle++
-		l.stats.emptyReceives.Add(1)
-		if idle == 1 {
-			// Drained: whatever the last depth reading called for is
-			// met, and a target out of reach then is within it now.
-			l.scale.drained()
-			l.stats.wanted.Store(0)
-		}
-		delay, stop := l.opts.Idle(l.State(), idle)
-		if stop && l.retire(woken) {
-			retired = true
-			return
-		}
-		l.event(Event{Kind: EventIdle, Dequeuers: int(l.stats.active.Load()), IdleCount: idle, Delay: delay})
-		l.stats.idle.Add(1)
-		live := l.sleepIdle(ctx, delay, woken, &sentTo)
-		l.stats.idle.Add(-1)
-		if !live {
-			return
-		}
-		if syncx.IsClosed(woken) {
-			idle = 0 // told there is work: start the curve again
-		}
 	}
+}
+
+// inputs gathers what nextStep decides on.
+func (dq *dequeuer[T]) inputs(r receiveResult) afterReceive {
+	in := afterReceive{
+		asked: r.asked, got: r.got, limited: r.limited, noTurns: r.noTurns != nil,
+		err: r.err, failures: dq.failures, stopping: dq.ctx.Err() != nil, idle: dq.idle,
+	}
+	if r.err != nil {
+		in.jitter = rand.Float64()
+	}
+	if r.noTurns == nil && r.err == nil && r.got < r.asked {
+		in.surplus = dq.l.surplus()
+	}
+	return in
+}
+
+// follow carries out next; it reports false when the dequeuer stops.
+func (dq *dequeuer[T]) follow(next step, r receiveResult) bool {
+	l, ctx := dq.l, dq.ctx
+	dq.idle = next.idle
+	switch next.kind {
+	case stepStop:
+		return false
+	case stepReceive:
+		return true
+	case stepScaleUp:
+		l.scaleUp(ctx)
+		return true
+	case stepBackOff:
+		l.log.Warn("receive failed", "err", r.err, "failures", dq.failures, "kept", r.got, "retry_in", next.delay)
+		return syncx.Sleep(ctx, next.delay, nil)
+	case stepPause:
+		if !dq.paused {
+			l.log.Warn("the rate limiter gives no turns; receiving is paused until it does", "err", r.noTurns)
+			dq.paused = true
+		}
+		return syncx.Sleep(ctx, next.delay, nil)
+	}
+	dq.noteCovered(r)
+	if next.retire && dq.retire(r.woken) {
+		// The queue is drained, and the handlers have been busy with fewer
+		// than the dequeuers left would hold: the target needs no more
+		// than those.
+		return false
+	}
+	if next.kind == stepWait {
+		// Work sent meanwhile ends the wait, but not within the first
+		// wakeCoalesce: a stream of sends, each waking the listener, is
+		// then received in batches, not one receive per send.
+		delay, _ := l.opts.Idle(l.State(), 1)
+		return l.sleepIdle(ctx, delay, r.woken, &dq.sentTo)
+	}
+	return dq.idleWait(next, r.woken)
+}
+
+// noteCovered, after a receive that brought fewer than it asked for, notes
+// that everything visible when it started was there to take: every message
+// due by then has been received, here or by another receiver; but for
+// those on shards it could not ask, which are looked for again when it
+// may.
+func (dq *dequeuer[T]) noteCovered(r receiveResult) {
+	l := dq.l
+	l.due.Covered(r.started)
+	if until, ok := r.look.unaskedUntil(); ok {
+		// Not before a moment from now: a time already past would send a
+		// dequeuer to ask the backed-off shard at once.
+		if soonest := r.answered.Add(dueMargin); until.Before(soonest) {
+			until = soonest
+		}
+		l.due.Add(until)
+	}
+}
+
+// idleWait waits after an empty receive as the Idle hook says, or retires
+// the dequeuer if the hook says stop and it may. It reports false when the
+// dequeuer stops.
+func (dq *dequeuer[T]) idleWait(next step, woken <-chan struct{}) bool {
+	l, ctx := dq.l, dq.ctx
+	l.stats.emptyReceives.Add(1)
+	if next.drained {
+		// Whatever the last depth reading called for is met, and a target
+		// out of reach then is within it now.
+		l.scale.drained()
+		l.stats.wanted.Store(0)
+	}
+	delay, stop := l.opts.Idle(l.State(), dq.idle)
+	if stop && dq.retire(woken) {
+		return false
+	}
+	l.event(Event{Kind: EventIdle, Dequeuers: int(l.stats.active.Load()), IdleCount: dq.idle, Delay: delay})
+	l.stats.idle.Add(1)
+	live := l.sleepIdle(ctx, delay, woken, &dq.sentTo)
+	l.stats.idle.Add(-1)
+	if live && syncx.IsClosed(woken) {
+		dq.idle = 0 // told there is work: start the curve again
+	}
+	return live
+}
+
+// retire takes this dequeuer out of the count if the listener allows it.
+func (dq *dequeuer[T]) retire(woken <-chan struct{}) bool {
+	dq.retired = dq.l.retire(woken)
+	return dq.retired
 }
 
 // takeTurns says how many of up to n messages may be received under the
@@ -302,7 +376,7 @@ func (l *Listener[T]) keep(s *session, batch []*Delivery, n int) []*Delivery {
 	extra := kept[n:]
 	l.log.Error("the source returned more messages than it was asked for; the extra ones are made visible again", "asked", n, "got", len(kept))
 	l.stats.received.Add(int64(len(extra)))
-	l.releaseNow(s, nil, extra)
+	l.reappearNow(s, nil, extra)
 	return kept[:n]
 }
 
@@ -318,22 +392,6 @@ func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Del
 	rctx = failFastRefused(rctx)
 	rctx = withDueLook(rctx, look)
 	return l.srcReceive(rctx, n)
-}
-
-// releaseNow makes received messages that will not be handled (received
-// during shutdown, or beyond what was asked for) visible again at once, in
-// parallel, so that another receiver gets them without waiting out the
-// visibility timeout. Each gives back its slot, if slots is not nil.
-func (l *Listener[T]) releaseNow(s *session, slots *syncx.Slots, batch []*Delivery) {
-	visibleBy := dueBy(time.Now(), l.opts.VisibilityTimeout) // if a release fails
-	for _, d := range batch {
-		s.handlers.Go(func() {
-			if slots != nil {
-				defer slots.Give(1)
-			}
-			l.count(l.release(s.settle.Get(), d, 0, visibleBy), &l.stats.released)
-		})
-	}
 }
 
 // scaleUp, after a full receive, reads the queue's depth, at most once per
@@ -425,92 +483,4 @@ func (l *Listener[T]) retire(woken <-chan struct{}) bool {
 	l.log.Debug("idle dequeuer stopping", "dequeuers", left)
 	l.event(Event{Kind: EventScaleDown, Dequeuers: left})
 	return true
-}
-
-// workerIdle is about how long a handler goroutine with nothing to do waits
-// for the next message before it stops (between one and two of these).
-const workerIdle = 5 * time.Second
-
-// work is one received message for a handler goroutine, with the slot it
-// gives back to its dequeuer once it is settled. A work with no message
-// tells the goroutine that takes it to stop.
-type work struct {
-	d     *Delivery
-	slots *syncx.Slots
-	// received is when the receive that brought d was asked for, and took
-	// how long it took to return: the service hid d at some moment between.
-	received time.Time
-	took     time.Duration
-	// turn is when d may start under the rate limit; zero without one.
-	turn time.Time
-}
-
-// workers are the session's handler goroutines. They are reused because a
-// new goroutine per message grows its stack afresh each time the message's
-// call chain gets deep (runtime.copystack), which cost more CPU than all
-// the rest of the listener's work on a message. A goroutine waits for its
-// next message on one channel receive, with no timer of its own: the watch
-// retires those that stay idle (see retireIdle).
-type workers struct {
-	ch   chan work
-	idle atomic.Int64 // goroutines waiting on ch now
-
-	mu         sync.Mutex // orders retireIdle's sends before close
-	closed     bool
-	idleBefore int64 // how many waited at the previous look
-}
-
-// hand gives w to an idle handler goroutine, or starts one.
-func (l *Listener[T]) hand(s *session, w work) {
-	select {
-	case s.workers.ch <- w:
-	default:
-		s.handlers.Go(func() { l.worker(s, w) })
-	}
-}
-
-// worker handles w, then whatever else is handed to it, until it is told to
-// stop or the channel is closed at the end of the session.
-func (l *Listener[T]) worker(s *session, w work) {
-	for {
-		l.process(s, w) // gives back w's slot, whatever becomes of its goroutine
-		s.workers.idle.Add(1)
-		w = <-s.workers.ch
-		s.workers.idle.Add(-1)
-		if w.d == nil {
-			return
-		}
-	}
-}
-
-// retireIdle stops as many handler goroutines as were idle both now and at
-// the previous look, workerIdle ago: a listener that has been quiet keeps
-// none, and a busy one keeps those it keeps using. It is called every
-// workerIdle by the watch.
-func (w *workers) retireIdle() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	now := w.idle.Load()
-	n := min(now, w.idleBefore)
-	w.idleBefore = now - n
-	for range n {
-		select {
-		case w.ch <- work{}:
-		default: // it took work meanwhile; it may go next time
-			return
-		}
-	}
-}
-
-// close tells every waiting handler goroutine to stop, and those still
-// working to stop once they are done. Only once no dequeuer is left, since
-// a dequeuer hands work on the channel.
-func (w *workers) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closed = true
-	close(w.ch)
 }

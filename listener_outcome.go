@@ -27,14 +27,14 @@ const (
 	// actPoison: give up. The message, or the item alone, goes to the
 	// poison queue with the action's reason.
 	actPoison
-	// actRelease: not tried, or cut off by the drain: a message is made
+	// actReappearNow: not tried, or cut off by the drain: a message is made
 	// visible at once, so that another listener takes it now.
-	actRelease
+	actReappearNow
 	// actLost: another receiver owns the message now; nothing to do.
 	actLost
-	// actHide: a delayed message received before it is due: hidden again,
+	// actReappearWhenDue: a delayed message received before it is due: hidden again,
 	// with the action's text, for its after, without a try.
-	actHide
+	actReappearWhenDue
 	// actCancelled: a delayed message cancelled while it waited: deleted
 	// unhandled, with its payload blob and its cancel record.
 	actCancelled
@@ -51,8 +51,8 @@ type action struct {
 	why            retryCause    // actRetry: its cause, as State.RetriedFor counts it
 	handledBefore  bool          // actDone: handled on an earlier delivery whose delete failed
 	poisonedBefore bool          // actDone: copied to the poison queue on an earlier delivery whose delete failed
-	after          time.Duration // actHide: how long to hide it
-	text           string        // actHide: its text from now on
+	after          time.Duration // actReappearWhenDue: how long to hide it
+	text           string        // actReappearWhenDue: its text from now on
 	record         *record       // actCancelled: its cancel record
 }
 
@@ -71,7 +71,7 @@ func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
 	case err == nil:
 		return action{kind: actDone}
 	case errors.Is(err, errNotStarted):
-		return action{kind: actRelease}
+		return action{kind: actReappearNow}
 	case t.ctx.Err() != nil && call.Err() != context.DeadlineExceeded:
 		return l.interrupted(t)
 	}
@@ -105,7 +105,7 @@ func (l *Listener[T]) interrupted(t *try) action {
 	case errors.Is(cause, ErrOwnershipLost):
 		return action{kind: actLost}
 	case errors.Is(cause, ErrDrainTimeout):
-		return action{kind: actRelease}
+		return action{kind: actReappearNow}
 	default: // a message's handler timed out
 		return action{kind: actRetry, err: cause, why: causeTimeout}
 	}
@@ -148,97 +148,104 @@ func (l *Listener[T]) failed(d *Delivery, err error, attrs ...any) {
 
 // settle carries out a message's action once its try is over.
 func (l *Listener[T]) settle(t *try, a action) {
-	d := t.d
-	// A success is remembered before its delete has failed, not after: a
-	// delete the SDK retries against a throttled account may outlast the
-	// visibility timeout, and the message, back meanwhile, is then only
-	// deleted. It is remembered at once if the message has been in hand
-	// long enough for renewals (and when ownership was lost), and otherwise
-	// by the watch if the delete is still under way when the first renewal
-	// would have come due; a delete done before then costs the memo nothing.
 	handled := a.kind == actDone && !a.handledBefore && !a.poisonedBefore
-	lost := false
-	if handled {
-		r, late := t.s.watch.settling(t)
-		if r != nil {
-			lost = r.stop()
-		}
-		if late {
-			l.memo.Remember(d.ID, d.Text, memo.Handled)
-		}
-	} else if r := t.s.watch.removeTry(t); r != nil {
-		lost = r.stop()
-	}
+	lost := l.leaveWatch(t, handled)
 	t.end(nil)
 	ctx := t.s.settle.Get()
 	if lost || a.kind == actLost {
 		t.s.watch.removeTry(t)
 		t.save(ctx)
 		l.stats.lost.Add(1)
-		l.reappears(t)
-		l.msgLog(d).Warn("ownership lost while handling; the message will be delivered again")
+		l.expectReappearance(t)
+		l.msgLog(t.d).Warn("ownership lost while handling; the message will be delivered again")
 		return
 	}
 	switch a.kind {
 	case actDone:
-		err := l.srcDelete(ctx, d)
-		if handled {
-			// From here the watch remembers nothing more of it: a success
-			// is forgotten below, a failure remembered.
-			t.s.watch.removeTry(t)
-		}
-		if err != nil {
-			l.storageFailed(err)
-			if handled {
-				l.memo.Remember(d.ID, d.Text, memo.Handled)
-			}
-			// Record what is done, so the next delivery only deletes.
-			t.save(ctx)
-			l.stats.lost.Add(1)
-			l.reappears(t)
-			l.msgLog(d).Warn(deleteFailed(err), "err", err)
-			return
-		}
-		l.storageSucceeded(OpDelete)
-		l.memo.Forget(d.ID)
-		switch {
-		case a.poisonedBefore:
-			l.stats.poisoned.Add(1)
-			l.stats.handledBefore.Add(1)
-			l.msgLog(d).Info("deleted a message copied to the poison queue on an earlier delivery")
-			return
-		case a.handledBefore:
-			l.stats.handledBefore.Add(1)
-		}
-		l.stats.succeeded.Add(1)
-		if t.blob != nil {
-			l.removePayload(ctx, d, t.blob)
-		}
+		l.deleteDone(ctx, t, a, handled)
 	case actPoison:
 		l.poisonMessage(ctx, t, a.reason)
-	case actRelease:
+	case actReappearNow:
 		t.save(ctx)
-		l.count(l.release(ctx, d, 0, t.reappearsBy()), &l.stats.released)
-	case actHide:
-		d.Text = a.text
-		l.count(l.release(ctx, d, a.after, t.reappearsBy()), &l.stats.rehidden)
+		l.count(l.reappearIn(ctx, t.d, 0, t.reappearsNoLater()), &l.stats.released)
+	case actReappearWhenDue:
+		t.d.Text = a.text
+		l.count(l.reappearIn(ctx, t.d, a.after, t.reappearsNoLater()), &l.stats.rehidden)
 	case actCancelled:
 		l.dropCancelled(ctx, t, a.record)
 	case actDuplicate:
 		l.dropDuplicate(ctx, t)
 	case actRetry:
 		t.save(ctx)
-		l.msgLog(d).Info("retrying later", "err", a.err)
-		l.retry(ctx, t, a.why)
+		l.msgLog(t.d).Info("retrying later", "err", a.err)
+		l.reappearForRetry(ctx, t, a.why)
 	}
 }
 
-// retry releases t's message for the retry delay, counting it by why.
-func (l *Listener[T]) retry(ctx context.Context, t *try, why retryCause) {
-	if l.release(ctx, t.d, l.opts.Retry(t.d.DequeueCount), t.reappearsBy()) {
-		l.stats.retry(why)
-	} else {
+// leaveWatch stops t's renewals, if they started, and reports whether
+// ownership was lost. A handled message stays in the watch while it is
+// deleted (see watch.settling); any other leaves it now.
+//
+// A success is remembered before its delete has failed, not after: a
+// delete the SDK retries against a throttled account may outlast the
+// visibility timeout, and the message, back meanwhile, is then only
+// deleted. It is remembered at once if the message has been in hand long
+// enough for renewals (and when ownership was lost), and otherwise by the
+// watch if the delete is still under way when the first renewal would have
+// come due; a delete done before then costs the memo nothing.
+func (l *Listener[T]) leaveWatch(t *try, handled bool) (lost bool) {
+	if !handled {
+		if r := t.s.watch.removeTry(t); r != nil {
+			return r.stop()
+		}
+		return false
+	}
+	r, late := t.s.watch.settling(t)
+	if r != nil {
+		lost = r.stop()
+	}
+	if late {
+		l.memo.Remember(t.d.ID, t.d.Text, memo.Handled)
+	}
+	return lost
+}
+
+// deleteDone deletes a message whose work is done (then its payload blob),
+// handled now or on an earlier delivery.
+func (l *Listener[T]) deleteDone(ctx context.Context, t *try, a action, handled bool) {
+	d := t.d
+	err := l.srcDelete(ctx, d)
+	if handled {
+		// From here the watch remembers nothing more of it: a success is
+		// forgotten below, a failure remembered.
+		t.s.watch.removeTry(t)
+	}
+	if err != nil {
+		l.storageFailed(err)
+		if handled {
+			l.memo.Remember(d.ID, d.Text, memo.Handled)
+		}
+		// Record what is done, so the next delivery only deletes.
+		t.save(ctx)
 		l.stats.lost.Add(1)
+		l.expectReappearance(t)
+		l.msgLog(d).Warn(deleteFailed(err), "err", err)
+		return
+	}
+	l.storageSucceeded(OpDelete)
+	l.memo.Forget(d.ID)
+	switch {
+	case a.poisonedBefore:
+		l.stats.poisoned.Add(1)
+		l.stats.handledBefore.Add(1)
+		l.msgLog(d).Info("deleted a message copied to the poison queue on an earlier delivery")
+		return
+	case a.handledBefore:
+		l.stats.handledBefore.Add(1)
+	}
+	l.stats.succeeded.Add(1)
+	if t.blob != nil {
+		l.removePayload(ctx, d, t.blob)
 	}
 }
 
@@ -259,59 +266,11 @@ func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
 	l.msgLog(d).Info("deleted a message cancelled while it waited, unhandled")
 }
 
-// reappears records that t's message, left hidden, is due again when its
-// visibility timeout ends, so that the listener looks for it then (and
-// again later, if a failed renewal may have hidden it for longer). It is
-// called once t is out of the watch, or by the watch under its lock: its
-// renewer, if any, is then set for good.
-func (l *Listener[T]) reappears(t *try) {
-	l.due.Add(t.reappearsBy())
-	if r := t.renew; r != nil {
-		if later := r.ifApplied.Load(); later > t.visibleBy.Load() {
-			l.due.Add(time.Unix(0, later))
-		}
-	}
-}
-
-// dueMargin is added to every due time: the service keeps and reports
-// its times to the second, so a message may turn visible a little after
-// its timeout counted by the local clock, and a dequeuer that looked for it
-// a moment too early would take the queue for drained (see
-// syncx.DueTimes.Covered) and, in a push-only listener, stop for good.
-const dueMargin = time.Second
-
-// dueBy is the latest a message hidden for d by a request that returned at
-// end is visible again: d in the service's whole seconds, rounded up as it
-// counts them, from end, and dueMargin.
-func dueBy(end time.Time, d time.Duration) time.Time {
-	return end.Add(time.Duration(seconds(d))*time.Second + dueMargin)
-}
-
 // save records a batch's progress, if the try is a batch's.
 func (t *try) save(ctx context.Context) {
 	if t.saveProgress != nil {
 		t.saveProgress(ctx)
 	}
-}
-
-// release hides d for after (0: visible at once), and records when it is
-// due: then; or, if the release fails, at visibleBy (its visibility timeout
-// runs on) and then too (a release whose answer was lost may have taken
-// effect). It reports success.
-func (l *Listener[T]) release(ctx context.Context, d *Delivery, after time.Duration, visibleBy time.Time) bool {
-	after = min(max(after, 0), MaxVisibility) // a custom RetryFunc may stray
-	if err := l.srcRelease(ctx, d, after); err != nil {
-		l.storageFailed(err)
-		l.due.Add(visibleBy)
-		if applied := dueBy(time.Now(), after); applied.After(visibleBy) {
-			l.due.Add(applied)
-		}
-		l.msgLog(d).Warn("release failed; the message reappears after its visibility timeout", "err", err)
-		return false
-	}
-	l.storageSucceeded(OpUpdate)
-	l.due.Add(dueBy(time.Now(), after))
-	return true
 }
 
 // poisonMessage copies t's message into the poison queue with reason, then
@@ -329,7 +288,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 		l.storageFailed(err)
 		l.stats.poisonErrors.Add(1)
 		log.Error("cannot move the message to the poison queue; it stays in its queue", "err", err)
-		l.retry(ctx, t, causePoison)
+		l.reappearForRetry(ctx, t, causePoison)
 		return
 	}
 	l.storageSucceeded(OpSend)
@@ -340,7 +299,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	if err := l.srcDelete(ctx, d); err != nil {
 		l.storageFailed(err)
 		l.stats.lost.Add(1)
-		l.reappears(t)
+		l.expectReappearance(t)
 		log.Warn("copied to the poison queue but not deleted; its next delivery is only deleted", "err", err)
 		return
 	}
@@ -452,7 +411,7 @@ func (l *Listener[T]) deleteUnhandled(ctx context.Context, t *try, dropped *atom
 	if err := l.srcDelete(ctx, d); err != nil {
 		l.storageFailed(err)
 		l.stats.lost.Add(1)
-		l.reappears(t)
+		l.expectReappearance(t)
 		l.msgLog(d).Warn(ifFailed, "err", err)
 		return false
 	}

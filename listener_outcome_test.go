@@ -42,14 +42,14 @@ func TestJudgeTurnsEveryHandlerResultIntoOneAction(t *testing.T) {
 		reason  string
 	}{
 		{"success deletes", live, nil, 1, actDone, ""},
-		{"a call that never started is released", live, fmt.Errorf("x: %w", errNotStarted), 1, actRelease, ""},
+		{"a call that never started is released", live, fmt.Errorf("x: %w", errNotStarted), 1, actReappearNow, ""},
 		{"an error retries", live, boom, 1, actRetry, ""},
 		{"a panic retries", live, &PanicError{Value: "p"}, 2, actRetry, ""},
 		{"an error on the last try poisons", live, boom, 3, actPoison, "failed 3 times; last error: boom"},
 		{"Permanent poisons at once", live, Permanent(boom), 1, actPoison, "permanent: boom"},
 		{"the handler's own timeout is a failure", ownTimeout, context.DeadlineExceeded, 1, actRetry, ""},
 		{"ownership lost: nothing to do", func() (context.Context, context.Context) { return ended(ErrOwnershipLost) }, context.Canceled, 1, actLost, ""},
-		{"cut off by the drain: released", func() (context.Context, context.Context) { return ended(ErrDrainTimeout) }, context.Canceled, 3, actRelease, ""},
+		{"cut off by the drain: released", func() (context.Context, context.Context) { return ended(ErrDrainTimeout) }, context.Canceled, 3, actReappearNow, ""},
 		{"another item's timeout: retried, not poisoned", func() (context.Context, context.Context) { return ended(ErrHandlerTimeout) }, context.Canceled, 3, actRetry, ""},
 	}
 	for _, tt := range tests {

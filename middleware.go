@@ -257,12 +257,12 @@ func (s *Outgoing) Next(ctx context.Context) error {
 	return s.chain[i].HandleSend(ctx, s)
 }
 
-// handle runs the handler for m through the middleware, if any. Without
+// callChain calls the handler for m through the middleware, if any. Without
 // middleware it is the handler call alone: no [Call] is made, nothing is
 // allocated, and a message in hand carries no room for one.
-func (l *Listener[T]) handle(ctx context.Context, t *try, m *Message[T], size int) error {
+func (l *Listener[T]) callChain(ctx context.Context, t *try, m *Message[T], size int) error {
 	if l.mw == nil {
-		return l.call(ctx, m)
+		return l.callRecovering(ctx, m)
 	}
 	c := &Call{
 		ID: m.ID, Queue: m.Queue, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, TimeInQueue: m.TimeInQueue,
@@ -274,7 +274,7 @@ func (l *Listener[T]) handle(ctx context.Context, t *try, m *Message[T], size in
 
 // invokeHandler is the end of every middleware chain: the handler itself.
 func (l *Listener[T]) invokeHandler(ctx context.Context, c *Call) error {
-	return l.call(ctx, c.msg.(*Message[T]))
+	return l.callRecovering(ctx, c.msg.(*Message[T]))
 }
 
 // The listener's storage requests for messages go through these, so that

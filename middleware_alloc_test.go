@@ -43,7 +43,7 @@ func TestMiddlewareSeamAllocations(t *testing.T) {
 			tr := &try{}
 			m := &Message[job]{ID: "1"}
 			got := testing.AllocsPerRun(1000, func() {
-				if err := l.handle(ctx, tr, m, 10); err != nil {
+				if err := l.callChain(ctx, tr, m, 10); err != nil {
 					t.Fatal(err)
 				}
 			})

@@ -215,7 +215,7 @@ func (set *shardSet) record(ctx context.Context, i int, started time.Time, err e
 			if r := &set.read[i]; r.lateHidden > 0 {
 				// Anything its unanswered receives were to hide, they hid
 				// by now: it reappears after their visibility from here.
-				r.reappear = dueBy(set.now(), r.lateHidden)
+				r.reappear = reappearsBy(set.now(), r.lateHidden)
 				r.lateHidden = 0
 				set.late.Add(-1)
 			}

@@ -1,0 +1,206 @@
+package azdispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/dueline"
+	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/syncx"
+)
+
+// The stages of a try that read a message's due line: a message sent for
+// later (held, or hidden again until it is due), cancelled while it waited,
+// or sent by a Scheduler for an occurrence that is delivered once.
+
+// whenDue handles the due line of t's message: a message received more
+// than a visibility timeout (at most 30 s) before it is due is hidden
+// again (done, with the action); one due sooner is held here until then,
+// kept hidden by the receive that brought it and the usual renewals,
+// rather than hidden again by another request; and one that is due has
+// its DequeueCount set to its real tries.
+//
+// Deliveries before the due time are hops, not tries. The line's Seen is
+// the service's dequeue count at the last hop, so a delivery's real count
+// is its count less Seen. A hop whose update failed is not in Seen: its
+// message reappears a visibility timeout later, and an early delivery held
+// here is the first real try whatever the counts say. A failed hop can
+// still count as one try: when no listener receives the message again
+// before it is due (a hop is made for anything due beyond 30 s, so a
+// visibility timeout longer than that may bring it back late), and for
+// the tries after a held one whose handler failed.
+func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
+	d := t.d
+	if due.Seen > 0 && due.Seen >= d.DequeueCount {
+		// Seen is the count at a hop, before this delivery: a line that
+		// says otherwise would keep a failing message from its poisoning.
+		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", dueline.ErrMalformed, due.Seen, d.DequeueCount)), true
+	}
+	dueAt := due.Due(d.InsertedAt)
+	wait := dueAt.Sub(l.receivedAt(d))
+	if wait <= 0 {
+		d.DequeueCount = max(d.DequeueCount-due.Seen, 1)
+		return action{}, false
+	}
+	if wait > min(l.opts.VisibilityTimeout, maxHold) {
+		return reappearWhenDue(d, due, min(wait, l.hop)), true
+	}
+	ctx, done := t.untilRunEnds()
+	var held bool
+	var left func() time.Duration
+	if l.records != nil && l.records.Known() {
+		// On the source's clock, as the record store keeps it (the
+		// service's, carried forward from a Date that is a lower bound:
+		// never early; a memqueue's, manual in a test, which the hold
+		// waits for rather than the local clock).
+		held = l.records.Sleep(ctx, dueAt, nil)
+		left = func() time.Duration { return dueAt.Sub(l.records.Now()) }
+	} else {
+		// A span counted from now on the local clock, which is after
+		// the answer whose Date it was measured from: never early.
+		until := time.Now().Add(wait)
+		held = syncx.Sleep(ctx, time.Until(until), nil)
+		left = func() time.Duration { return time.Until(until) }
+	}
+	done()
+	if !held {
+		// Stopping, or the try ended: hidden again for what remains, so
+		// that this delivery does not count as a try.
+		return reappearWhenDue(d, due, max(left(), time.Second)), true
+	}
+	d.DequeueCount = 1
+	return action{}, false
+}
+
+// measureWait sets t's time in queue, and counts it in State.TimeInQueue
+// if this is the message's first delivery. due is its due line, if any.
+func (l *Listener[T]) measureWait(t *try, due *dueline.Line) {
+	d := t.d
+	if d.InsertedAt.IsZero() {
+		return // a source of one's own that does not say: not known
+	}
+	t.waited = timeInQueue(d, due, l.receivedAt(d))
+	if d.DequeueCount == 1 {
+		l.stats.timeInQueue.Add(time.Now(), t.waited)
+	}
+}
+
+// timeInQueue is how long d waited in its queue before it was received
+// (or peeked) at received: from when it first became visible (its
+// insertion, or its due time if it was sent for later), both by the
+// service's clock.
+func timeInQueue(d *Delivery, due *dueline.Line, received time.Time) time.Duration {
+	from := d.InsertedAt
+	if due != nil {
+		if at := due.Due(d.InsertedAt); at.After(from) {
+			from = at
+		}
+	}
+	return max(received.Sub(from), 0)
+}
+
+// maxHold bounds how long a listener holds a message that is due soon,
+// taking a place a ready message could use: one due later is hidden again.
+const maxHold = 30 * time.Second
+
+// deliverOrCancel decides, for a message with a due line that is due now,
+// between its delivery and a [Publisher.Cancel] made while listeners hid it
+// again: whoever writes the message's cancel record first wins (If-None-Match:
+// *), and the record says which won to the other and to a second cancel.
+// A cancelled message is deleted unhandled, with its payload blob, and its
+// record kept only until a sweep. Without a payload store there is no
+// record to find, and the message is delivered. rest is its text after the
+// due line.
+func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
+	store := l.opts.Payloads
+	if store == nil {
+		return action{}, false
+	}
+	d := t.d
+	name := cancelRecord(d.Queue, d.ID)
+	// As long as the message could live (a cancel reads it till then), or
+	// deliveredRecordLife for one that never expires.
+	meta := payload.Meta{Kind: payload.KindCancel, State: payload.StateDelivered, Queue: d.Queue, Created: l.receivedAt(d)}
+	meta.Expires = meta.Created.Add(deliveredRecordLife)
+	if d.ExpiresAt.Before(neverExpires) {
+		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
+	}
+	rec, created, err := store.createRecord(t.ctx, name, meta)
+	if err == nil && !created && (rec.meta.State == payload.StateCancelled || rec.meta.State == payload.StateUndetermined) {
+		t.blob = l.ownPayload(rest)
+		return action{kind: actCancelled, record: rec}, true
+	}
+	if err != nil {
+		// Not known whether it was cancelled: not delivered either, until
+		// a later try can tell (one that keeps failing ends poisoned, as
+		// for an unreadable payload).
+		l.storageFailed(err)
+		if t.ctx.Err() != nil {
+			return l.interrupted(t), true
+		}
+		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether it was cancelled: %w", err), why: causeStorage}, true
+	}
+	return action{}, false
+}
+
+// deliveredRecordLife is how long the delivered record of a message that
+// never expires is kept: a cancel of it later than that after its due time
+// cannot tell whether it was delivered, and says so
+// ([ErrCancelUndetermined]).
+const deliveredRecordLife = 30 * 24 * time.Hour
+
+// onceLife is how long the mark of a delivered occurrence is kept: a
+// duplicate of it sent later than that (by a scheduler paused for a week)
+// would be delivered.
+const onceLife = MaxVisibility
+
+// deliverOnce decides, for a message a [Scheduler] sent for occurrence
+// occ, whether it is the occurrence's message or a duplicate: the first
+// delivery of any message of that occurrence and item writes the mark
+// (If-None-Match: *) with its message ID, and a delivery that finds the
+// mark of another message is a duplicate, deleted unhandled. A message
+// delivered again (its handler failed, or its delete) finds its own mark.
+// Without a record store there is no mark to find, and every message is
+// delivered. rest is the message's text after its due line.
+func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) (action, bool) {
+	if l.records == nil {
+		return action{}, false
+	}
+	d := t.d
+	mark := &records.Record{Kind: payload.KindOnce, Value: []byte(d.ID), Life: onceLife}
+	err := l.records.Write(t.ctx, occ.Once, mark)
+	if errors.Is(err, records.ErrChanged) {
+		var r *records.Record
+		if r, err = l.records.Read(t.ctx, occ.Once); err == nil && string(r.Value) != d.ID {
+			t.blob = l.ownPayload(rest)
+			return action{kind: actDuplicate}, true
+		}
+	}
+	if err != nil {
+		// Not known whether another message of the occurrence was
+		// delivered: not delivered either, until a later try can tell.
+		l.storageFailed(err)
+		if t.ctx.Err() != nil {
+			return l.interrupted(t), true
+		}
+		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether occurrence %s of schedule %q was delivered: %w",
+			time.Unix(occ.At, 0).UTC().Format(time.RFC3339), occ.Schedule, err), why: causeStorage}, true
+	}
+	return action{}, false
+}
+
+// dropDuplicate deletes a duplicate of an occurrence's message, then its
+// payload blob, if any.
+func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
+	if l.deleteUnhandled(ctx, t, &l.stats.duplicates, "a duplicate of a scheduled occurrence could not be deleted; it reappears, and is found a duplicate again") {
+		l.msgLog(t.d).Info("deleted a duplicate of a scheduled occurrence, unhandled")
+	}
+}
+
+// occurrenceOf is what a handler sees of the occurrence a due line names.
+func occurrenceOf(o *dueline.Occurrence) *Occurrence {
+	return &Occurrence{Schedule: o.Schedule, At: time.Unix(o.At, 0).UTC(), Late: o.Late, Missed: o.Missed, Item: o.Item}
+}
