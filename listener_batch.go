@@ -71,7 +71,7 @@ func (l *Listener[T]) tryBatch(t *try, p *payload.Pointer, turn time.Time) actio
 	// besides (see itemMemory): a batch of small blobs may inflate to far
 	// more than its blob.
 	if err := l.takePayload(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
-		return l.judge(t, t.ctx, err)
+		return l.judge(t, t.context(), err)
 	}
 	f, err := l.fetch(t, p)
 	largest := 0
@@ -97,7 +97,7 @@ func (l *Listener[T]) tryBatch(t *try, p *payload.Pointer, turn time.Time) actio
 		// Shut down with items unstarted: the checkpoint keeps what is
 		// done; let another listener have the rest now.
 		return action{kind: actReappearNow}
-	case t.ctx.Err() != nil:
+	case t.ended():
 		return l.interrupted(t)
 	}
 	return action{kind: actRetry, err: errors.New("batch items left to do")}
@@ -209,8 +209,8 @@ func (b *batchTry[T]) itemMemory(n int64) (itemHold, error) {
 			return itemHold{bytes: got}, nil
 		case woken:
 			continue
-		case t.ctx.Err() != nil:
-			return itemHold{}, context.Cause(t.ctx)
+		case t.ended():
+			return itemHold{}, t.cause()
 		}
 		return itemHold{}, errNotStarted
 	}
@@ -256,8 +256,8 @@ func (b *batchTry[T]) roomBack() error {
 		switch {
 		case woken:
 			continue
-		case t.ctx.Err() != nil:
-			return context.Cause(t.ctx)
+		case t.ended():
+			return t.cause()
 		}
 		return errNotStarted
 	}
@@ -297,7 +297,7 @@ func (b *batchTry[T]) abandonItem(i int) {
 		defer b.release()
 		l, d := b.l, b.t.d
 		l.msgLog(d).Error("batch item ignores its cancelled context; its batch goes on without it", "item", i)
-		b.record(i, text, l.judge(b.t, b.t.ctx,
+		b.record(i, text, l.judge(b.t, b.t.context(),
 			fmt.Errorf("%w after %v, and did not return", ErrHandlerTimeout, l.opts.HandlerTimeout)))
 	})
 }
@@ -311,7 +311,7 @@ func (b *batchTry[T]) exited(i int) {
 		return
 	}
 	defer b.release()
-	b.record(i, text, b.l.judge(b.t, b.t.ctx, errHandlerExited))
+	b.record(i, text, b.l.judge(b.t, b.t.context(), errHandlerExited))
 }
 
 // release drops one count of pending, and tells the waiter when none is left.
@@ -350,7 +350,7 @@ func (b *batchTry[T]) tryItem(i int, text string) {
 	// Its own context, which its timeout cancels without ending the
 	// batch's try (see handlerCall).
 	var cancel context.CancelCauseFunc
-	item.call.Context, cancel = context.WithCancelCause(b.t.ctx)
+	item.call.Context, cancel = context.WithCancelCause(b.t.context())
 	item.own = itemCall{cancel: cancel, batch: b, index: i}
 	item.call.item = &item.own
 	err := l.callWatched(b.t, &item.call, m, len(text))
@@ -372,7 +372,7 @@ func (b *batchTry[T]) record(i int, text string, a action) {
 	case actPoison:
 		b.poisonItem(i, text, a.reason)
 	case actRetry:
-		if b.t.ctx.Err() == nil { // the item's own failure, not its batch's end
+		if !b.t.ended() { // the item's own failure, not its batch's end
 			l.msgLog(d).Info("batch item failed; the batch retries it later", "item", i, "err", a.err)
 		}
 	}
@@ -446,10 +446,10 @@ func (b *batchTry[T]) checkpointEvery(interval time.Duration) (stop func()) {
 			select {
 			case <-quit:
 				return
-			case <-b.t.ctx.Done():
+			case <-b.t.context().Done():
 				return
 			case <-t.C:
-				b.checkpoint(b.t.ctx)
+				b.checkpoint(b.t.context())
 			}
 		}
 	})

@@ -128,7 +128,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	if d.ExpiresAt.Before(neverExpires) {
 		meta.Expires = meta.Created.Add(max(d.ExpiresAt.Sub(meta.Created), 0))
 	}
-	rec, created, err := store.createRecord(t.ctx, name, meta)
+	rec, created, err := store.createRecord(t.context(), name, meta)
 	if err == nil && !created && (rec.meta.State == payload.StateCancelled || rec.meta.State == payload.StateUndetermined) {
 		t.blob = l.ownPayload(rest)
 		return action{kind: actCancelled, record: rec}, true
@@ -138,7 +138,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 		// a later try can tell (one that keeps failing ends poisoned, as
 		// for an unreadable payload).
 		l.storageFailed(err)
-		if t.ctx.Err() != nil {
+		if t.ended() {
 			return l.interrupted(t), true
 		}
 		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether it was cancelled: %w", err), why: causeStorage}, true
@@ -171,10 +171,10 @@ func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) 
 	}
 	d := t.d
 	mark := &records.Record{Kind: payload.KindOnce, Value: []byte(d.ID), Life: onceLife}
-	err := l.records.Write(t.ctx, occ.Once, mark)
+	err := l.records.Write(t.context(), occ.Once, mark)
 	if errors.Is(err, records.ErrChanged) {
 		var r *records.Record
-		if r, err = l.records.Read(t.ctx, occ.Once); err == nil && string(r.Value) != d.ID {
+		if r, err = l.records.Read(t.context(), occ.Once); err == nil && string(r.Value) != d.ID {
 			t.blob = l.ownPayload(rest)
 			return action{kind: actDuplicate}, true
 		}
@@ -183,7 +183,7 @@ func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) 
 		// Not known whether another message of the occurrence was
 		// delivered: not delivered either, until a later try can tell.
 		l.storageFailed(err)
-		if t.ctx.Err() != nil {
+		if t.ended() {
 			return l.interrupted(t), true
 		}
 		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether occurrence %s of schedule %q was delivered: %w",

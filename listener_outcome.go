@@ -72,7 +72,7 @@ func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
 		return action{kind: actDone}
 	case errors.Is(err, errNotStarted):
 		return action{kind: actReappearNow}
-	case t.ctx.Err() != nil && call.Err() != context.DeadlineExceeded:
+	case t.ended() && call.Err() != context.DeadlineExceeded:
 		return l.interrupted(t)
 	}
 	l.failed(t.d, err)
@@ -101,7 +101,7 @@ func causeOf(err error) retryCause {
 // interrupted is the action for a try whose context ended from outside the
 // call that reports it.
 func (l *Listener[T]) interrupted(t *try) action {
-	switch cause := context.Cause(t.ctx); {
+	switch cause := t.cause(); {
 	case errors.Is(cause, ErrOwnershipLost):
 		return action{kind: actLost}
 	case errors.Is(cause, ErrDrainTimeout):
@@ -121,7 +121,7 @@ func (l *Listener[T]) payloadFailed(t *try, err error) action {
 	switch {
 	case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt), errors.Is(err, ErrMessageTooLarge):
 		return poison(limitOption(err, "ListenerOptions").Error())
-	case t.ctx.Err() != nil:
+	case t.ended():
 		return l.interrupted(t)
 	}
 	return action{kind: actRetry, err: fmt.Errorf("cannot read the payload: %w", err), why: causeStorage}
@@ -129,7 +129,7 @@ func (l *Listener[T]) payloadFailed(t *try, err error) action {
 
 // fetch reads the payload blob p names for t, recording how storage answered.
 func (l *Listener[T]) fetch(t *try, p *payload.Pointer) (*fetched, error) {
-	f, err := l.opts.Payloads.fetch(t.ctx, p)
+	f, err := l.opts.Payloads.fetch(t.context(), p)
 	if err == nil {
 		l.storageSucceeded(opBlobRead)
 	}

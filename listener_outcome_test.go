@@ -54,7 +54,11 @@ func TestJudgeTurnsEveryHandlerResultIntoOneAction(t *testing.T) {
 	}
 	for _, tt := range tests {
 		tryCtx, callCtx := tt.ctxs()
-		tr := &try{d: &Delivery{ID: "m", DequeueCount: tt.dequeue}, ctx: tryCtx}
+		tr := &try{d: &Delivery{ID: "m", DequeueCount: tt.dequeue}}
+		tr.begin(context.Background())
+		if tryCtx.Err() != nil {
+			tr.end(context.Cause(tryCtx))
+		}
 		got := l.judge(tr, callCtx, tt.err)
 		assert.Equal(t, tt.want, got.kind, tt.name)
 		assert.Equal(t, tt.reason, got.reason, tt.name)

@@ -157,7 +157,7 @@ func (l *Listener[T]) startRenewer(t *try) *renewer {
 		r.busy.Add(1)
 		r.mu.Unlock()
 		defer r.busy.Done()
-		if t.ctx.Err() != nil {
+		if t.ended() {
 			// Timed out, lost or drained: stop renewing so the message
 			// reappears for another try even if the handler never returns.
 			return

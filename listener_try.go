@@ -30,13 +30,9 @@ type try struct {
 	// that request, and a margin (see reappearsBy). Due times are set by it, so
 	// that a dequeuer started for d finds it.
 	reappearLatest atomic.Int64
-	// ctx is this try's: it ends when ownership is lost (cause
-	// [ErrOwnershipLost]), when a handler runs past HandlerTimeout (cause
-	// [ErrHandlerTimeout]), or at the drain timeout (cause [ErrDrainTimeout]).
-	// Renewals stop when it ends, so that the message reappears for another
-	// try even if a handler never returns.
-	ctx context.Context
-	end context.CancelCauseFunc
+	// tc is this try's context (see tryContext): read it with context,
+	// ended and cause, end it with end.
+	tc tryContext
 	// renewAt is the try's place in the session's watch until its
 	// renewals start; renew is its renewer from then on (set under the
 	// watch's lock).
@@ -122,7 +118,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) {
 	d := r.d
 	t.s, t.d, t.origin, t.received = s, d, d.Receipt, r.received
 	t.hiddenBetween(r.received, r.received.Add(r.took), l.opts.VisibilityTimeout)
-	t.ctx, t.end = context.WithCancelCause(s.detached)
+	t.begin(s.detached)
 	s.watch.addTry(t)
 	settled := false
 	defer func() {
@@ -130,7 +126,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) {
 			// The handler called runtime.Goexit, which ends this
 			// goroutine whatever it does: settle the message on its way
 			// out, as a failed call.
-			l.settle(t, l.judge(t, t.ctx, errHandlerExited))
+			l.settle(t, l.judge(t, t.context(), errHandlerExited))
 			l.givePayload(t)
 		}
 	}()
@@ -260,7 +256,7 @@ func (l *Listener[T]) fetchPayload(h *inHand[T]) (action, bool) {
 	// Room for the blob and the text it inflates to; once the text is out,
 	// it alone is kept, until the message is settled.
 	if err := l.takePayload(t, p.Size+int64(l.limits.MaxItemSize)); err != nil {
-		return l.judge(t, t.ctx, err), true
+		return l.judge(t, t.context(), err), true
 	}
 	f, err := l.fetch(t, p)
 	var text string
@@ -295,7 +291,7 @@ func (l *Listener[T]) decodeBody(h *inHand[T]) (action, bool) {
 func (l *Listener[T]) awaitTurn(h *inHand[T]) (action, bool) {
 	t := &h.t
 	if err := l.waitTurn(t, h.turn); err != nil {
-		return l.judge(t, t.ctx, err), true
+		return l.judge(t, t.context(), err), true
 	}
 	return action{}, false
 }
@@ -305,7 +301,7 @@ func (l *Listener[T]) awaitTurn(h *inHand[T]) (action, bool) {
 func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
 	t := &h.t
 	if err := l.takeHandler(t); err != nil {
-		return l.judge(t, t.ctx, err), true
+		return l.judge(t, t.context(), err), true
 	}
 	defer l.giveHandler()
 	return l.judge(t, &h.call, l.callWatched(t, &h.call, &h.m, len(h.text))), true
@@ -369,8 +365,8 @@ func (l *Listener[T]) takeHandler(t *try) error {
 		err := l.handlers.Acquire(ctx, 1)
 		done()
 		if err != nil {
-			if t.ctx.Err() != nil {
-				return context.Cause(t.ctx)
+			if t.ended() {
+				return t.cause()
 			}
 			return errNotStarted
 		}
@@ -379,9 +375,9 @@ func (l *Listener[T]) takeHandler(t *try) error {
 	case t.s.run.Err() != nil:
 		l.giveHandler()
 		return errNotStarted
-	case t.ctx.Err() != nil:
+	case t.ended():
 		l.giveHandler()
-		return context.Cause(t.ctx)
+		return t.cause()
 	}
 	return nil
 }
@@ -406,8 +402,8 @@ func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
 	switch {
 	case err == nil:
 		return nil
-	case t.ctx.Err() != nil:
-		return context.Cause(t.ctx)
+	case t.ended():
+		return t.cause()
 	case t.s.run.Err() != nil:
 		return errNotStarted
 	}
@@ -425,8 +421,8 @@ func (l *Listener[T]) takePayload(t *try, n int64) error {
 		got, err = l.budget.Take(ctx, n)
 		done()
 		if err != nil {
-			if t.ctx.Err() != nil {
-				return context.Cause(t.ctx)
+			if t.ended() {
+				return t.cause()
 			}
 			return errNotStarted
 		}
@@ -453,7 +449,7 @@ func (l *Listener[T]) giveHandler() { l.handlers.Release(1) }
 // untilRunEnds returns a context that ends with the try's or with Run's,
 // for a wait that either ends; done releases it.
 func (t *try) untilRunEnds() (ctx context.Context, done func()) {
-	ctx, cancel := context.WithCancel(t.ctx)
+	ctx, cancel := context.WithCancel(t.context())
 	stop := context.AfterFunc(t.s.run, cancel)
 	return ctx, func() {
 		stop()

@@ -116,9 +116,6 @@ func (w *watch) inHand() (running, settling []*Delivery) {
 // renewal comes due. A message settled before then, which is nearly every
 // one, so costs the watch's lock once on its way in and once on its way out.
 func (w *watch) startCall(t *try, c *handlerCall) {
-	if c.Context == nil {
-		c.Context = t.ctx
-	}
 	c.try, c.timer.call = t, c
 	if w.callLimit == 0 {
 		return
@@ -264,7 +261,7 @@ func (w *watch) fire(now time.Time) (next time.Time, ok bool) {
 			if w.remember != nil {
 				w.remember(t)
 			}
-		case t.ctx.Err() == nil: // an ended try lets its message reappear
+		case !t.ended(): // an ended try lets its message reappear
 			w.startRenew(t)
 		}
 	}
@@ -335,8 +332,10 @@ func (l *watchList) unlink(e *watchEntry) {
 // its context) is abandoned: the batch goes on, and is settled, without
 // waiting for it (see batchRun.abandonItem).
 type handlerCall struct {
-	context.Context // the try's; for a batch item, its own
-	try             *try
+	// Context is a batch item's own context; nil for a message's call,
+	// which runs on its try's (see parent).
+	context.Context
+	try *try
 	// item is a batch item's; nil for a message's call.
 	item     *itemCall
 	deadline time.Time // zero: none
@@ -355,18 +354,42 @@ type itemCall struct {
 // itemAbandoner is a batch in progress, which can go on without an item.
 type itemAbandoner interface{ abandonItem(i int) }
 
+// parent is the context the call runs under: a batch item's own, or, for a
+// message's call, its try's, made only now (see tryContext).
+func (c *handlerCall) parent() context.Context {
+	if c.Context != nil {
+		return c.Context
+	}
+	return c.try.context()
+}
+
 // Deadline is the call's deadline (HandlerTimeout after it started).
 func (c *handlerCall) Deadline() (time.Time, bool) {
-	if c.deadline.IsZero() {
-		return c.Context.Deadline()
+	switch {
+	case !c.deadline.IsZero():
+		return c.deadline, true
+	case c.Context == nil:
+		return time.Time{}, false // a try's context has none
 	}
-	return c.deadline, true
+	return c.Context.Deadline()
 }
+
+// Done is closed when the call's context ends.
+func (c *handlerCall) Done() <-chan struct{} { return c.parent().Done() }
+
+// Value is the value the call's context holds for key.
+func (c *handlerCall) Value(key any) any { return c.parent().Value(key) }
 
 // Err is [context.DeadlineExceeded] once this call has timed out, and the
 // context's error otherwise.
 func (c *handlerCall) Err() error {
-	err := c.Context.Err()
+	var err error
+	switch {
+	case c.Context != nil:
+		err = c.Context.Err()
+	case c.try.ended():
+		err = context.Canceled
+	}
 	if err != nil && c.timedOut.Load() {
 		return context.DeadlineExceeded
 	}
@@ -380,7 +403,7 @@ func (c *handlerCall) Err() error {
 // if the item is still running then, its batch goes on without it.
 func (c *handlerCall) expire(grace time.Duration) (again time.Duration, ended bool) {
 	t := c.try
-	if t.ctx.Err() != nil {
+	if t.ended() {
 		return 0, false
 	}
 	if it := c.item; it != nil {

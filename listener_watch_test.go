@@ -60,7 +60,7 @@ func TestWatchRenewsLateTriesAndTimesOutCalls(t *testing.T) {
 
 	newTry := func() *try {
 		tr := &try{received: time.Now()}
-		tr.ctx, tr.end = context.WithCancelCause(context.Background())
+		tr.begin(context.Background())
 		return tr
 	}
 	slow, quick := newTry(), newTry()
@@ -85,7 +85,7 @@ func TestWatchRenewsLateTriesAndTimesOutCalls(t *testing.T) {
 	}
 	assert.ErrorIs(t, c.Err(), context.DeadlineExceeded)
 	assert.ErrorIs(t, context.Cause(c), ErrHandlerTimeout)
-	assert.ErrorIs(t, context.Cause(slow.ctx), ErrHandlerTimeout, "the whole try ends")
+	assert.ErrorIs(t, context.Cause(slow.context()), ErrHandlerTimeout, "the whole try ends")
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -99,7 +99,7 @@ func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
 	t.Parallel()
 	newTry := func() *try {
 		tr := &try{received: time.Now()}
-		tr.ctx, tr.end = context.WithCancelCause(context.Background())
+		tr.begin(context.Background())
 		return tr
 	}
 	short := newWatch(time.Hour, time.Minute, func(*try) {})
