@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // try is one delivery of a message on its way through the listener.
@@ -52,7 +52,7 @@ type try struct {
 	call       atomic.Pointer[handlerCall]
 	// blob is the payload blob of an offloaded message, deleted after the
 	// message is.
-	blob *payload.Pointer
+	blob *wire.Pointer
 	// saveProgress, set by a batch, records its completed items before the
 	// message is seen again (released, lost, or left by a failed delete).
 	saveProgress func(context.Context)
@@ -118,51 +118,50 @@ var errHandlerExited = errors.New("azdispatch: the handler ended its goroutine (
 func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 	t := &h.t
 	d := t.d
+	msg, err := wire.Parse(d.Text, l.limits.PointerLimits())
 	switch l.memo.Settled(d.ID, d.Text) {
 	case memo.Handled:
 		// Handled before, but its delete failed: delete it now (and its
 		// payload blob, if any, after it), and do not count this delivery
 		// against it.
-		t.blob = l.ownPayload(bodyText(d.Text))
+		t.blob = l.ownPayload(msg.Pointer)
 		return action{kind: actDone, handledBefore: true}
 	case memo.Poisoned:
 		// Copied to the poison queue before, but not deleted: finish the
 		// move. Its payload blob stays, for the envelope.
 		return action{kind: actDone, poisonedBefore: true}
 	}
-	due, rest, err := dueline.Parse(d.Text)
-	if err != nil {
+	if errors.Is(err, wire.ErrBadDueLine) {
 		return poison(err.Error())
 	}
-	if due != nil {
+	if due := msg.Due; due != nil {
 		if a, done := l.whenDue(t, due); done {
 			return a
 		}
 		if due.Occ != nil {
-			if a, dup := l.deliverOnce(t, due.Occ, rest); dup {
+			if a, dup := l.deliverOnce(t, due.Occ, msg.Pointer); dup {
 				return a
 			}
 		} else if !due.Kept(l.hop) {
-			if a, cancelled := l.deliverOrCancel(t, rest); cancelled {
+			if a, cancelled := l.deliverOrCancel(t, msg.Pointer); cancelled {
 				return a
 			}
 		}
 	}
 	// Measured once it is a delivery: not a hop, a cancelled message or a
 	// duplicate of an occurrence.
-	l.measureWait(t, due)
+	l.measureWait(t, msg.Due)
 	if d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
 		// poison it without trying again.
 		return poison(fmt.Sprintf("dequeued %d times, more than MaxDequeueCount %d", d.DequeueCount, l.opts.MaxDequeueCount))
 	}
-	meta, text, err := ParseMetadata(rest)
-	if err != nil {
+	if errors.Is(err, wire.ErrBadMetadata) {
 		return poison(err.Error())
 	}
-	t.meta = senderMetadata(meta) // the IDs Requeue added are the envelope's, not the handler's
-	if payload.IsPointer(text) {
-		p, err := payload.ParsePointer(text, l.limits)
+	t.meta = senderMetadata(msg.Meta.Pairs()) // the IDs Requeue added are the envelope's, not the handler's
+	text := msg.Body
+	if p := msg.Pointer; p != nil || err != nil {
 		switch {
 		case err != nil:
 			return poison(err.Error())
@@ -174,7 +173,7 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 			// pointer says: this one was written for another.
 			return poison(fmt.Sprintf("%v: payload %s was written to container %q; this listener reads payloads from %q (ListenerOptions.Payloads)",
 				ErrInvalidPointer, p.Blob, p.Container, l.opts.Payloads.Container()))
-		case p.Kind == payload.KindBatch:
+		case p.Kind == wire.KindBatch:
 			return l.runBatch(t, p, turn)
 		}
 		// Room for the blob and the text it inflates to; once the text is
@@ -198,7 +197,7 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 		return poison(decodeFailed(err))
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.TimeInQueue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, t.waited
-	if due != nil && due.Occ != nil {
+	if due := msg.Due; due != nil && due.Occ != nil {
 		m.Occurrence = occurrenceOf(due.Occ)
 	}
 	// A message waits here for its turn under a rate limit, then, hidden
@@ -230,12 +229,12 @@ func (l *Listener[T]) work(h *inHand[T], turn time.Time) action {
 // before it is due (a hop is made for anything due beyond 30 s, so a
 // visibility timeout longer than that may bring it back late), and for
 // the tries after a held one whose handler failed.
-func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
+func (l *Listener[T]) whenDue(t *try, due *wire.DueLine) (action, bool) {
 	d := t.d
 	if due.Seen > 0 && due.Seen >= d.DequeueCount {
 		// Seen is the count at a hop, before this delivery: a line that
 		// says otherwise would keep a failing message from its poisoning.
-		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", dueline.ErrMalformed, due.Seen, d.DequeueCount)), true
+		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", wire.ErrBadDueLine, due.Seen, d.DequeueCount)), true
 	}
 	dueAt := due.Due(d.InsertedAt)
 	wait := dueAt.Sub(l.receivedAt(d))
@@ -275,7 +274,7 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 
 // measureWait sets t's time in queue, and counts it in State.TimeInQueue
 // if this is the message's first delivery. due is its due line, if any.
-func (l *Listener[T]) measureWait(t *try, due *dueline.Line) {
+func (l *Listener[T]) measureWait(t *try, due *wire.DueLine) {
 	d := t.d
 	if d.InsertedAt.IsZero() {
 		return // a source of one's own that does not say: not known
@@ -290,7 +289,7 @@ func (l *Listener[T]) measureWait(t *try, due *dueline.Line) {
 // (or peeked) at received: from when it first became visible (its
 // insertion, or its due time if it was sent for later), both by the
 // service's clock.
-func timeInQueue(d *Delivery, due *dueline.Line, received time.Time) time.Duration {
+func timeInQueue(d *Delivery, due *wire.DueLine, received time.Time) time.Duration {
 	from := d.InsertedAt
 	if due != nil {
 		if at := due.Due(d.InsertedAt); at.After(from) {
@@ -308,7 +307,7 @@ const maxHold = 30 * time.Second
 // due by the service's clock: hidden again for after (what remains, at
 // most 7 days), its due line counting the hop and the service's dequeue count
 // so far, so that this delivery is not taken for a try.
-func hideAgain(d *Delivery, due *dueline.Line, after time.Duration) action {
+func hideAgain(d *Delivery, due *wire.DueLine, after time.Duration) action {
 	next := *due
 	next.Hops++
 	next.Seen = d.DequeueCount
@@ -321,9 +320,9 @@ func hideAgain(d *Delivery, due *dueline.Line, after time.Duration) action {
 // *), and the record says which won to the other and to a second cancel.
 // A cancelled message is deleted unhandled, with its payload blob, and its
 // record kept only until a sweep. Without a payload store there is no
-// record to find, and the message is delivered. rest is its text after the
-// due line.
-func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
+// record to find, and the message is delivered. ptr is its payload
+// pointer, if it has one.
+func (l *Listener[T]) deliverOrCancel(t *try, ptr *wire.Pointer) (action, bool) {
 	store := l.opts.Payloads
 	if store == nil {
 		return action{}, false
@@ -339,7 +338,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	}
 	rec, created, err := store.createRecord(t.ctx, name, meta)
 	if err == nil && !created && (rec.meta.State == payload.StateCancelled || rec.meta.State == payload.StateUndetermined) {
-		t.blob = l.ownPayload(rest)
+		t.blob = l.ownPayload(ptr)
 		return action{kind: actCancelled, record: rec}, true
 	}
 	if err != nil {
@@ -361,17 +360,11 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 // ([ErrCancelUndetermined]).
 const deliveredRecordLife = 30 * 24 * time.Hour
 
-// ownPayload is the pointer text (after any metadata line) makes to a blob
-// of this listener's payload container, if it is one: the blob to delete
-// with its message. A pointer to another container names nothing to
-// delete.
-func (l *Listener[T]) ownPayload(text string) *payload.Pointer {
-	_, text, err := ParseMetadata(text)
-	if err != nil {
-		return nil
-	}
-	p, err := payload.ParsePointer(text, l.limits)
-	if err != nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+// ownPayload is p if it names a blob of this listener's payload
+// container: the blob to delete with its message. A pointer to another
+// container names nothing to delete.
+func (l *Listener[T]) ownPayload(p *wire.Pointer) *wire.Pointer {
+	if p == nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
 		return nil
 	}
 	return p
@@ -390,10 +383,8 @@ func (l *Listener[T]) receivedAt(d *Delivery) time.Time {
 // poison envelope keeps (a message requeued from there is not delayed
 // again), and where its metadata and pointer are read.
 func bodyText(text string) string {
-	if _, rest, err := dueline.Parse(text); err == nil {
-		return rest
-	}
-	return text
+	_, rest, _ := wire.CutDue(text) // text itself if its line is malformed
+	return rest
 }
 
 // decode runs the codec, which may run user code (a type's UnmarshalJSON)
@@ -570,8 +561,8 @@ const onceLife = MaxVisibility
 // mark of another message is a duplicate, deleted unhandled. A message
 // delivered again (its handler failed, or its delete) finds its own mark.
 // Without a record store there is no mark to find, and every message is
-// delivered. rest is the message's text after its due line.
-func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) (action, bool) {
+// delivered. ptr is the message's payload pointer, if it has one.
+func (l *Listener[T]) deliverOnce(t *try, occ *wire.Occurrence, ptr *wire.Pointer) (action, bool) {
 	if l.records == nil {
 		return action{}, false
 	}
@@ -581,7 +572,7 @@ func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) 
 	if errors.Is(err, records.ErrChanged) {
 		var r *records.Record
 		if r, err = l.records.Read(t.ctx, occ.Once); err == nil && string(r.Value) != d.ID {
-			t.blob = l.ownPayload(rest)
+			t.blob = l.ownPayload(ptr)
 			return action{kind: actDuplicate}, true
 		}
 	}
@@ -607,6 +598,6 @@ func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
 }
 
 // occurrenceOf is what a handler sees of the occurrence a due line names.
-func occurrenceOf(o *dueline.Occurrence) *Occurrence {
+func occurrenceOf(o *wire.Occurrence) *Occurrence {
 	return &Occurrence{Schedule: o.Schedule, At: time.Unix(o.At, 0).UTC(), Late: o.Late, Missed: o.Missed, Item: o.Item}
 }
