@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // collect is a handler that records string bodies.
@@ -208,7 +208,7 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	_, err = p.Send(context.Background(), strings.Repeat("a", MaxMessageSize+1))
 	assert.ErrorIs(t, err, ErrMessageTooLarge)
 	assert.ErrorIs(t, err, ErrNoBlobService)
-	_, err = p.Send(context.Background(), payload.Magic+"{}")
+	_, err = p.Send(context.Background(), wire.PointerMagic+"{}")
 	assert.ErrorIs(t, err, ErrNoBlobService, "text that would pass for a pointer cannot go as it is")
 	_, err = p.SendBatch(context.Background(), []string{"a"}, nil)
 	assert.ErrorIs(t, err, ErrNoBlobService)
@@ -217,7 +217,7 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	assert.Zero(t, a.Transactions().Total())
 
 	// A listener there poisons a pointer, with the reason, touching no blob.
-	ptr := (&payload.Pointer{Kind: payload.KindSingle, Blob: strings.Repeat("a", 32), Size: 10, SHA256: strings.Repeat("b", 64), Items: 1}).Encode()
+	ptr := (&wire.Pointer{Kind: wire.KindSingle, Blob: strings.Repeat("a", 32), Size: 10, SHA256: strings.Repeat("b", 64), Items: 1}).Encode()
 	_, err = q.Send(context.Background(), ptr, nil)
 	require.NoError(t, err)
 	l, err := NewListener(q, func(context.Context, *Message[string]) error { return nil }, quick())
@@ -237,7 +237,7 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 func TestClaimCheckOffloadsTextThatLooksLikeAPointer(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	body := payload.Magic + `{"kind":"batch"}`
+	body := wire.PointerMagic + `{"kind":"batch"}`
 	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw()})
 	require.NoError(t, err)
 	_, err = p.Send(context.Background(), body)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Against the emulator, a message received before it is due by the
@@ -24,7 +24,7 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 	// Far enough ahead that a receive delayed by a loaded machine still comes
 	// more than a visibility timeout early.
 	at := q.ServiceTime().Truncate(time.Second).Add(8 * time.Second)
-	_, err := q.Send(ctx, (&dueline.Line{At: at}).Encode()+`{"n":1}`, nil)
+	_, err := q.Send(ctx, (&wire.DueLine{At: at}).Encode()+`{"n":1}`, nil)
 	require.NoError(t, err)
 
 	var mu sync.Mutex
@@ -164,7 +164,8 @@ func TestSendAtBeforeTheQueueHasAnsweredLearnsItsTimeFirst(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Transactions{Depth: 1}, cost(), "one request to learn the service's time")
 	assert.False(t, p.hops(r), "the service's own hidden period")
-	line, _, err := dueline.Parse(p.dueLine(r))
+	require.NotNil(t, p.dueLine(r))
+	line, _, err := wire.CutDue(p.dueLine(r).Encode())
 	require.NoError(t, err)
 	assert.True(t, line.Kept(MaxVisibility), "its line only says when it is due")
 	_, _, err = p.routeFor(ctx, &SendOptions{At: at})
@@ -194,7 +195,7 @@ func TestASendMiddlewaresDelayOnAnEarlySendAtNeedsNoHop(t *testing.T) {
 		got, err = q.Receive(ctx, 1, time.Minute)
 		return err == nil && len(got) == 1
 	})
-	line, _, err := dueline.Parse(got[0].Text)
+	line, _, err := wire.CutDue(got[0].Text)
 	require.NoError(t, err)
 	assert.True(t, line.Kept(MaxVisibility), "the line: the service keeps it hidden")
 	require.ErrorIs(t, p.Cancel(ctx, sent.Token), ErrAlreadyDelivered)

@@ -12,6 +12,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/redact"
 	"github.com/azdispatch/azdispatch/internal/sasperm"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -62,7 +63,7 @@ var (
 
 	// ErrNotPoison is returned when a poison-queue message does not hold a
 	// poison envelope written by this package.
-	ErrNotPoison = errors.New("azdispatch: not a poison envelope")
+	ErrNotPoison = wire.ErrNotEnvelope
 
 	// ErrNoBlobService is matched by the error of a feature that needs a
 	// blob service and has none: an account whose blob service URL is not
@@ -98,7 +99,7 @@ var (
 	// ErrInvalidPointer means a message claims to point at an offloaded
 	// payload but the pointer is malformed or outside the listener's limits.
 	// Such a message is poisoned without any blob request.
-	ErrInvalidPointer = payload.ErrInvalidPointer
+	ErrInvalidPointer = wire.ErrInvalidPointer
 
 	// ErrPayloadMissing means the blob a pointer names does not exist. The
 	// message is poisoned, never deleted: its pointer is all that is left.

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // batchTry is one delivery of a batch being tried: its items run
@@ -19,7 +20,7 @@ import (
 type batchTry[T any] struct {
 	l      *Listener[T]
 	t      *try
-	p      *payload.Pointer
+	p      *wire.Pointer
 	done   *payload.DoneSet
 	halted bool // Run ended with items unstarted; written before the items are waited for
 
@@ -64,7 +65,7 @@ type itemHold struct {
 // says what becomes of the message: deleted (then its blob) when every item
 // is done, otherwise released for another try, with a checkpoint of what is
 // done.
-func (l *Listener[T]) tryBatch(t *try, p *payload.Pointer, turn time.Time) action {
+func (l *Listener[T]) tryBatch(t *try, p *wire.Pointer, turn time.Time) action {
 	// The blob is held while the items run, and room to read one item's
 	// text (the largest a pointer may have, until the blob says how large
 	// its items are). Every item in a handler holds memory of its own

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // The stages of a try that read a message's due line: a message sent for
@@ -32,12 +32,12 @@ import (
 // before it is due (a hop is made for anything due beyond 30 s, so a
 // visibility timeout longer than that may bring it back late), and for
 // the tries after a held one whose handler failed.
-func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
+func (l *Listener[T]) whenDue(t *try, due *wire.DueLine) (action, bool) {
 	d := t.d
 	if due.Seen > 0 && due.Seen >= d.DequeueCount {
 		// Seen is the count at a hop, before this delivery: a line that
 		// says otherwise would keep a failing message from its poisoning.
-		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", dueline.ErrMalformed, due.Seen, d.DequeueCount)), true
+		return poison(fmt.Sprintf("%v: \"seen\" %d is not below the dequeue count %d", wire.ErrBadDueLine, due.Seen, d.DequeueCount)), true
 	}
 	dueAt := due.Due(d.InsertedAt)
 	wait := dueAt.Sub(l.receivedAt(d))
@@ -77,7 +77,7 @@ func (l *Listener[T]) whenDue(t *try, due *dueline.Line) (action, bool) {
 
 // measureWait sets t's time in queue, and counts it in State.TimeInQueue
 // if this is the message's first delivery. due is its due line, if any.
-func (l *Listener[T]) measureWait(t *try, due *dueline.Line) {
+func (l *Listener[T]) measureWait(t *try, due *wire.DueLine) {
 	d := t.d
 	if d.InsertedAt.IsZero() {
 		return // a source of one's own that does not say: not known
@@ -92,7 +92,7 @@ func (l *Listener[T]) measureWait(t *try, due *dueline.Line) {
 // (or peeked) at received: from when it first became visible (its
 // insertion, or its due time if it was sent for later), both by the
 // service's clock.
-func timeInQueue(d *Delivery, due *dueline.Line, received time.Time) time.Duration {
+func timeInQueue(d *Delivery, due *wire.DueLine, received time.Time) time.Duration {
 	from := d.InsertedAt
 	if due != nil {
 		if at := due.Due(d.InsertedAt); at.After(from) {
@@ -112,9 +112,9 @@ const maxHold = 30 * time.Second
 // *), and the record says which won to the other and to a second cancel.
 // A cancelled message is deleted unhandled, with its payload blob, and its
 // record kept only until a sweep. Without a payload store there is no
-// record to find, and the message is delivered. rest is its text after the
-// due line.
-func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
+// record to find, and the message is delivered. ptr is its payload
+// pointer, if it has one.
+func (l *Listener[T]) deliverOrCancel(t *try, ptr *wire.Pointer) (action, bool) {
 	store := l.opts.Payloads
 	if store == nil {
 		return action{}, false
@@ -130,7 +130,7 @@ func (l *Listener[T]) deliverOrCancel(t *try, rest string) (action, bool) {
 	}
 	rec, created, err := store.createRecord(t.context(), name, meta)
 	if err == nil && !created && (rec.meta.State == payload.StateCancelled || rec.meta.State == payload.StateUndetermined) {
-		t.blob = l.ownPayload(rest)
+		t.blob = l.ownPayload(ptr)
 		return action{kind: actCancelled, record: rec}, true
 	}
 	if err != nil {
@@ -164,8 +164,8 @@ const onceLife = MaxVisibility
 // mark of another message is a duplicate, deleted unhandled. A message
 // delivered again (its handler failed, or its delete) finds its own mark.
 // Without a record store there is no mark to find, and every message is
-// delivered. rest is the message's text after its due line.
-func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) (action, bool) {
+// delivered. ptr is the message's payload pointer, if it has one.
+func (l *Listener[T]) deliverOnce(t *try, occ *wire.Occurrence, ptr *wire.Pointer) (action, bool) {
 	if l.records == nil {
 		return action{}, false
 	}
@@ -175,7 +175,7 @@ func (l *Listener[T]) deliverOnce(t *try, occ *dueline.Occurrence, rest string) 
 	if errors.Is(err, records.ErrChanged) {
 		var r *records.Record
 		if r, err = l.records.Read(t.context(), occ.Once); err == nil && string(r.Value) != d.ID {
-			t.blob = l.ownPayload(rest)
+			t.blob = l.ownPayload(ptr)
 			return action{kind: actDuplicate}, true
 		}
 	}
@@ -201,6 +201,6 @@ func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
 }
 
 // occurrenceOf is what a handler sees of the occurrence a due line names.
-func occurrenceOf(o *dueline.Occurrence) *Occurrence {
+func occurrenceOf(o *wire.Occurrence) *Occurrence {
 	return &Occurrence{Schedule: o.Schedule, At: time.Unix(o.At, 0).UTC(), Late: o.Late, Missed: o.Missed, Item: o.Item}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/queueerror"
 
 	"github.com/azdispatch/azdispatch/internal/memo"
-	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // actionKind is what becomes of a message, or of a batch item.
@@ -128,7 +128,7 @@ func (l *Listener[T]) payloadFailed(t *try, err error) action {
 }
 
 // fetch reads the payload blob p names for t, recording how storage answered.
-func (l *Listener[T]) fetch(t *try, p *payload.Pointer) (*fetched, error) {
+func (l *Listener[T]) fetch(t *try, p *wire.Pointer) (*fetched, error) {
 	f, err := l.opts.Payloads.fetch(t.context(), p)
 	if err == nil {
 		l.storageSucceeded(opBlobRead)
@@ -342,7 +342,7 @@ type besideSender interface {
 // removePayload deletes the blob of a message that has been deleted: the
 // message first, so that a crash in between leaves waste (which [Sweep]
 // removes), never a pointer to nothing.
-func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload.Pointer) {
+func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *wire.Pointer) {
 	if err := l.opts.Payloads.remove(ctx, p.Blob); err != nil {
 		l.msgLog(d).Warn("message deleted, but not its payload blob; Sweep will remove it", "blob", p.Blob, "err", err)
 	}
@@ -354,17 +354,14 @@ func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *payload
 // not ours has nothing to keep; any other failure is returned, and the
 // message stays in its queue.
 func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
-	_, text, err := ParseMetadata(bodyText(d.Text))
-	if err != nil || !payload.IsPointer(text) || l.opts.Payloads == nil {
-		return nil
-	}
 	// The format alone decides: a pointer beyond this listener's limits may
 	// still be requeued to one with larger limits.
-	p, err := payload.ParsePointer(text, payload.Unlimited())
-	if err != nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+	msg, _ := wire.Parse(d.Text, wire.Limits{})
+	p := msg.Pointer
+	if p == nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
 		return nil // not a blob of this listener's container
 	}
-	err = l.opts.Payloads.markPoisoned(ctx, p.Blob, time.Now())
+	err := l.opts.Payloads.markPoisoned(ctx, p.Blob, time.Now())
 	if errors.Is(err, ErrPayloadMissing) || errors.Is(err, ErrPayloadCorrupt) {
 		return nil
 	}

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // When a message reappears: everything the listener does with a message's
@@ -97,7 +97,7 @@ func (t *try) reappearsNoLater() time.Time { return time.Unix(0, t.reappearLates
 // due by the service's clock: hidden again for after (what remains, at
 // most 7 days), its due line counting the hop and the service's dequeue count
 // so far, so that this delivery is not taken for a try.
-func reappearWhenDue(d *Delivery, due *dueline.Line, after time.Duration) action {
+func reappearWhenDue(d *Delivery, due *wire.DueLine, after time.Duration) action {
 	next := *due
 	next.Hops++
 	next.Seen = d.DequeueCount

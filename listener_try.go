@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // try is one delivery of a message on its way through the listener.
@@ -47,7 +47,7 @@ type try struct {
 	call       atomic.Pointer[handlerCall]
 	// blob is the payload blob of an offloaded message, deleted after the
 	// message is.
-	blob *payload.Pointer
+	blob *wire.Pointer
 	// saveProgress, set by a batch, records its completed items before the
 	// message is seen again (released, lost, or left by a failed delete).
 	saveProgress func(context.Context)
@@ -70,11 +70,13 @@ type inHand[T any] struct {
 	t    try
 	call handlerCall
 	m    Message[T]
-	// due is the message's due line; nil if it has none.
-	due *dueline.Line
-	// text is what is left to read of the message: after the due line,
-	// then after the metadata line, then the body's text (from its blob,
-	// for a pointer).
+	// msg is the message's text in its parts, and parseErr what made a
+	// part unreadable (the parts before it are read): each stage that
+	// needs a part judges the error of that part.
+	msg      wire.Text
+	parseErr error
+	// text is the body's text: the message's own, or its blob's for a
+	// pointer.
 	text string
 	// turn is when the message may start under a rate limit, booked at its
 	// receive; zero without one.
@@ -155,11 +157,12 @@ var errHandlerExited = errors.New("azdispatch: the handler ended its goroutine (
 func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 	t := &h.t
 	d := t.d
+	h.msg, h.parseErr = wire.Parse(d.Text, l.limits.PointerLimits())
 	switch l.memo.Settled(d.ID, d.Text) {
 	case memo.Handled:
 		// Handled before: delete it now (and its payload blob, if any,
 		// after it), and do not count this delivery against it.
-		t.blob = l.ownPayload(bodyText(d.Text))
+		t.blob = l.ownPayload(h.msg.Pointer)
 		return action{kind: actDone, handledBefore: true}, true
 	case memo.Poisoned:
 		// Copied to the poison queue before: finish the move. Its payload
@@ -169,41 +172,39 @@ func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 	return action{}, false
 }
 
-// readDueLine reads the message's due line, if any.
+// readDueLine poisons a message whose due line cannot be read.
 func (l *Listener[T]) readDueLine(h *inHand[T]) (action, bool) {
-	due, rest, err := dueline.Parse(h.t.d.Text)
-	if err != nil {
-		return poison(err.Error()), true
+	if errors.Is(h.parseErr, wire.ErrBadDueLine) {
+		return poison(h.parseErr.Error()), true
 	}
-	h.due, h.text = due, rest
 	return action{}, false
 }
 
 // holdUntilDue ends the try of a message received before it is due (see
 // whenDue), or holds it until then.
 func (l *Listener[T]) holdUntilDue(h *inHand[T]) (action, bool) {
-	if h.due == nil {
+	if h.msg.Due == nil {
 		return action{}, false
 	}
-	return l.whenDue(&h.t, h.due)
+	return l.whenDue(&h.t, h.msg.Due)
 }
 
 // markOnce ends the try of a duplicate of a schedule's occurrence (see
 // deliverOnce).
 func (l *Listener[T]) markOnce(h *inHand[T]) (action, bool) {
-	if h.due == nil || h.due.Occ == nil {
+	if h.msg.Due == nil || h.msg.Due.Occ == nil {
 		return action{}, false
 	}
-	return l.deliverOnce(&h.t, h.due.Occ, h.text)
+	return l.deliverOnce(&h.t, h.msg.Due.Occ, h.msg.Pointer)
 }
 
 // checkCancelled ends the try of a delayed message that was cancelled while
 // it waited (see deliverOrCancel).
 func (l *Listener[T]) checkCancelled(h *inHand[T]) (action, bool) {
-	if h.due == nil || h.due.Occ != nil || h.due.Kept(l.hop) {
+	if h.msg.Due == nil || h.msg.Due.Occ != nil || h.msg.Due.Kept(l.hop) {
 		return action{}, false
 	}
-	return l.deliverOrCancel(&h.t, h.text)
+	return l.deliverOrCancel(&h.t, h.msg.Pointer)
 }
 
 // countTry measures the message's time in queue, now that it is a delivery
@@ -211,7 +212,7 @@ func (l *Listener[T]) checkCancelled(h *inHand[T]) (action, bool) {
 // ends the try of one dequeued too often.
 func (l *Listener[T]) countTry(h *inHand[T]) (action, bool) {
 	t := &h.t
-	l.measureWait(t, h.due)
+	l.measureWait(t, h.msg.Due)
 	if d := t.d; d.DequeueCount > l.opts.MaxDequeueCount {
 		// Its earlier tries never reported back (a crash, a lost delete):
 		// poison it without trying again.
@@ -222,23 +223,22 @@ func (l *Listener[T]) countTry(h *inHand[T]) (action, bool) {
 
 // readMetadata reads the metadata line the publisher wrote, if any.
 func (l *Listener[T]) readMetadata(h *inHand[T]) (action, bool) {
-	meta, text, err := ParseMetadata(h.text)
-	if err != nil {
-		return poison(err.Error()), true
+	if errors.Is(h.parseErr, wire.ErrBadMetadata) {
+		return poison(h.parseErr.Error()), true
 	}
-	h.t.meta = senderMetadata(meta) // the IDs Requeue added are the envelope's, not the handler's
-	h.text = text
+	h.t.meta = senderMetadata(h.msg.Meta.Pairs()) // the IDs Requeue added are the envelope's, not the handler's
 	return action{}, false
 }
 
 // fetchPayload resolves a pointer: a batch's try runs its items and ends
 // here; a single message's text is read from its blob.
 func (l *Listener[T]) fetchPayload(h *inHand[T]) (action, bool) {
-	if !payload.IsPointer(h.text) {
+	p, err := h.msg.Pointer, h.parseErr
+	if p == nil && err == nil {
+		h.text = h.msg.Body
 		return action{}, false
 	}
 	t := &h.t
-	p, err := payload.ParsePointer(h.text, l.limits)
 	switch {
 	case err != nil:
 		return poison(err.Error()), true
@@ -250,7 +250,7 @@ func (l *Listener[T]) fetchPayload(h *inHand[T]) (action, bool) {
 		// says: this one was written for another.
 		return poison(fmt.Sprintf("%v: payload %s was written to container %q; this listener reads payloads from %q (ListenerOptions.Payloads)",
 			ErrInvalidPointer, p.Blob, p.Container, l.opts.Payloads.Container())), true
-	case p.Kind == payload.KindBatch:
+	case p.Kind == wire.KindBatch:
 		return l.tryBatch(t, p, h.turn), true
 	}
 	// Room for the blob and the text it inflates to; once the text is out,
@@ -279,8 +279,8 @@ func (l *Listener[T]) decodeBody(h *inHand[T]) (action, bool) {
 	}
 	d := t.d
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.TimeInQueue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, t.waited
-	if h.due != nil && h.due.Occ != nil {
-		m.Occurrence = occurrenceOf(h.due.Occ)
+	if h.msg.Due != nil && h.msg.Due.Occ != nil {
+		m.Occurrence = occurrenceOf(h.msg.Due.Occ)
 	}
 	return action{}, false
 }
@@ -307,17 +307,11 @@ func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
 	return l.judge(t, &h.call, l.callWatched(t, &h.call, &h.m, len(h.text))), true
 }
 
-// ownPayload is the pointer text (after any metadata line) makes to a blob
-// of this listener's payload container, if it is one: the blob to delete
-// with its message. A pointer to another container names nothing to
-// delete.
-func (l *Listener[T]) ownPayload(text string) *payload.Pointer {
-	_, text, err := ParseMetadata(text)
-	if err != nil {
-		return nil
-	}
-	p, err := payload.ParsePointer(text, l.limits)
-	if err != nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+// ownPayload is p if it names a blob of this listener's payload
+// container: the blob to delete with its message. A pointer to another
+// container names nothing to delete.
+func (l *Listener[T]) ownPayload(p *wire.Pointer) *wire.Pointer {
+	if p == nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
 		return nil
 	}
 	return p
@@ -336,10 +330,8 @@ func (l *Listener[T]) receivedAt(d *Delivery) time.Time {
 // poison envelope keeps (a message requeued from there is not delayed
 // again), and where its metadata and pointer are read.
 func bodyText(text string) string {
-	if _, rest, err := dueline.Parse(text); err == nil {
-		return rest
-	}
-	return text
+	_, rest, _ := wire.CutDue(text) // text itself if its line is malformed
+	return rest
 }
 
 // decode runs the codec, which may run user code (a type's UnmarshalJSON)

@@ -2,16 +2,12 @@ package azdispatch
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
-	"strings"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
-	"github.com/azdispatch/azdispatch/internal/xmltext"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Middleware wraps every handler call of a listener: single messages and
@@ -234,7 +230,7 @@ func (s *Outgoing) Set(key, value string) {
 // and Key, checked and rounded as the send's own options are: the route
 // taken decides the due line, and what a cancel of the message needs.
 func (s *Outgoing) takeRoute() error {
-	if s.Delay < 0 || s.Delay > dueline.MaxAfter {
+	if s.Delay < 0 || s.Delay > wire.MaxAfter {
 		return &ConfigError{Field: "Outgoing.Delay", Reason: fmt.Sprintf("%v: a send middleware set it outside 0 to a century", s.Delay)}
 	}
 	if d := upToSecond(s.Delay); d != s.route.delay {
@@ -360,70 +356,23 @@ func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
 // poisoned alone gets its batch's), and [Requeue] puts it back.
 type Metadata map[string]string
 
-// metadataMagic starts the metadata line of a message text.
-const metadataMagic = "azdispatch-meta/1 "
-
-// maxMetadataLine bounds the metadata line, newline included, that a
-// publisher writes and a listener reads: room for a trace context with a
-// full tracestate (512 bytes, W3C) and some more, while a malformed or
-// hostile line is refused before it is parsed.
-const maxMetadataLine = 4096
-
 // ErrBadMetadata means a message's metadata line (see [Metadata]) is
 // malformed or too long. A listener poisons such a message with it as the
 // reason; a publisher refuses to send metadata that would make one.
-var ErrBadMetadata = errors.New("azdispatch: malformed message metadata")
+var ErrBadMetadata = wire.ErrBadMetadata
 
 // ParseMetadata splits a message text into its metadata and the text the
 // codec wrote (or the pointer to it). A text without a metadata line gives
 // nil metadata and the text unchanged; a malformed line an error matching
 // [ErrBadMetadata].
 func ParseMetadata(text string) (Metadata, string, error) {
-	if !strings.HasPrefix(text, metadataMagic) {
-		return nil, text, nil
-	}
-	end := strings.IndexByte(text[:min(len(text), maxMetadataLine)], '\n')
-	if end < 0 {
-		return nil, text, fmt.Errorf("%w: no end of line within %d bytes", ErrBadMetadata, maxMetadataLine)
-	}
-	var m Metadata
-	if err := json.Unmarshal([]byte(text[len(metadataMagic):end]), &m); err != nil {
-		return nil, text, fmt.Errorf("%w: %v", ErrBadMetadata, err)
-	}
-	return m, text[end+1:], nil
+	m, rest, err := wire.CutMeta(text)
+	return m.Pairs(), rest, err
 }
 
-// hasMetadata reports whether text starts as a metadata line would: such a
-// text is offloaded when sent, so that a listener never mistakes the body
-// for metadata.
-func hasMetadata(text string) bool { return strings.HasPrefix(text, metadataMagic) }
-
 // line returns the metadata line to put before a message's text: "" when
-// there is no metadata.
+// there is no metadata. Errors match [ErrBadMetadata].
 func (m Metadata) line() (string, error) {
-	if len(m) == 0 {
-		return "", nil
-	}
-	for k, v := range m {
-		if k == "" {
-			return "", fmt.Errorf("%w: empty key", ErrBadMetadata)
-		}
-		if err := xmltext.Check(k + v); err != nil {
-			return "", fmt.Errorf("%w: key %q: %w", ErrBadMetadata, k, err)
-		}
-	}
-	// Keys sorted: the same metadata, the same bytes. No HTML escaping:
-	// "<" in a tracestate would otherwise take six bytes of the message.
-	var b strings.Builder
-	b.WriteString(metadataMagic)
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(map[string]string(m)); err != nil { // ends the line
-		return "", fmt.Errorf("%w: %w", ErrBadMetadata, err)
-	}
-	line := b.String()
-	if len(line) > maxMetadataLine {
-		return "", fmt.Errorf("%w: %d bytes, more than %d", ErrBadMetadata, len(line), maxMetadataLine)
-	}
-	return line, nil
+	wm, err := wire.NewMeta(m)
+	return wm.Line(), err
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/svcclock"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // defaultPayloadContainer is the blob container, one per account, that holds
@@ -125,10 +126,10 @@ func (l PayloadLimits) withDefaults(field string) (PayloadLimits, error) {
 // would poison the message and let its blob be swept. This version reads
 // both; a later one writes them, once listeners that read them run
 // everywhere.
-func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) (*payload.Pointer, error) {
+func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) (*wire.Pointer, error) {
 	meta.Writer = payload.NewWriterToken()
 	sum := sha256.Sum256(data)
-	p := &payload.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
+	p := &wire.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
 	bb := s.client.NewBlockBlobClient(p.Blob)
 	opts := &blockblob.UploadOptions{
 		Metadata:    meta.ToMap(),
@@ -171,7 +172,7 @@ type fetched struct {
 // checks its size and SHA-256. Errors match [ErrPayloadMissing] or
 // [ErrPayloadCorrupt], or are [*StorageError] for a request that failed (which
 // may succeed if tried again).
-func (s *PayloadStore) fetch(ctx context.Context, p *payload.Pointer) (*fetched, error) {
+func (s *PayloadStore) fetch(ctx context.Context, p *wire.Pointer) (*fetched, error) {
 	// A download is bounded by its progress, not by the account's per-try
 	// timeout: a 64 MiB payload over a 1 MB/s link takes a minute, and a
 	// fixed 30 s limit would fail it on every try until it was poisoned.

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/queueerror"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Peek returns up to max (1 to [MaxBatch]) visible messages from the front of
@@ -187,7 +187,7 @@ func readFront(ctx context.Context, p peeker) (Front, error) {
 		if d.InsertedAt.IsZero() {
 			continue
 		}
-		due, _, err := dueline.Parse(d.Text)
+		due, _, err := wire.CutDue(d.Text)
 		if err != nil {
 			due = nil // malformed: aged from its insertion
 		}

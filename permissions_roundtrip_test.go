@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // A publisher and a listener, each holding only its least privilege (see
@@ -109,7 +109,8 @@ func TestPermissionsLeastPrivilegeRoundTrip(t *testing.T) {
 	require.Len(t, ds, 1)
 	env, err := ParsePoison(ds[0].Text)
 	require.NoError(t, err)
-	ptr, err := payload.ParsePointer(env.Body, payload.Unlimited())
+	msg, err := wire.Parse(env.Body, wire.Limits{})
+	ptr := msg.Pointer
 	require.NoError(t, err)
 	astore, err := admin.PayloadStore(container)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // The least privilege of each role, as the README's Permissions section
@@ -222,7 +223,7 @@ func (r *sasRig) stores(t *testing.T) (admin, sas *PayloadStore) {
 }
 
 // blob writes a payload blob with the account key and returns its pointer.
-func (r *sasRig) blob(ctx context.Context, t *testing.T) *payload.Pointer {
+func (r *sasRig) blob(ctx context.Context, t *testing.T) *wire.Pointer {
 	t.Helper()
 	admin, _ := r.stores(t)
 	p, err := admin.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: "q", Created: time.Now(), Items: 1}, []byte("payload"))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // poisonAll runs a listener on q until it has poisoned n messages, failing
@@ -53,7 +54,7 @@ func TestTamperedPointersArePoisonedWithoutAnyBlobRequest(t *testing.T) {
 		strings.Replace(genuine, sum, "sha256:"+sum[7:], 1),
 		strings.Replace(genuine, sum, strings.ToUpper(sum), 1),
 		strings.Replace(genuine, `"items":3`, `"items":-3`, 1),
-		payload.Magic + "not json",
+		wire.PointerMagic + "not json",
 	}
 	for _, text := range tampered {
 		_, err := q.Send(context.Background(), text, nil)
@@ -72,7 +73,7 @@ func TestTamperedPointersArePoisonedWithoutAnyBlobRequest(t *testing.T) {
 
 // putRaw stores data as a payload blob with valid metadata, as a publisher
 // would, and returns its pointer: for payloads no publisher would write.
-func putRaw(t testing.TB, q *Queue, kind string, items int, data []byte) *payload.Pointer {
+func putRaw(t testing.TB, q *Queue, kind string, items int, data []byte) *wire.Pointer {
 	t.Helper()
 	p, err := q.PayloadStore().put(context.Background(), payload.Meta{Kind: kind, Queue: q.Name(), Created: time.Now(), Expires: time.Now().Add(time.Hour), Items: items}, data)
 	require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestMissingCorruptAndOversizedPayloadsArePoisonedAndKept(t *testing.T) {
 	bomb := putRaw(t, q, payload.KindBatch, 1, compressedItem(t, 16<<20))
 	require.Less(t, bomb.Size, int64(64<<10), "16 MiB of zeros in a few KiB")
 
-	reasons := map[string]*payload.Pointer{
+	reasons := map[string]*wire.Pointer{
 		ErrPayloadMissing.Error():  missing,
 		"SHA-256":                  wrongHash,
 		"bytes, the pointer says":  wrongSize,

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -24,9 +24,6 @@ const poisonHeaderReserve = 1024
 
 const (
 	poisonSuffix = "-poison"
-	// poisonMagic starts every envelope, so that a reader of the poison queue
-	// (a person with Storage Explorer, or [ParsePoison]) can tell one at a glance.
-	poisonMagic = "azdispatch-poison/1 "
 	// requeueVisibility hides the poison messages [Requeue] leaves behind, so
 	// that its run mostly meets new ones.
 	requeueVisibility = 30 * time.Second
@@ -92,8 +89,8 @@ func (e *PoisonEnvelope) encode() (string, error) {
 			return "", err
 		}
 		header := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-		if len(poisonMagic)+len(header)+1 <= poisonHeaderReserve {
-			return poisonMagic + string(header) + "\n" + e.Body, nil
+		if wire.EnvelopeHeadLen(len(header)) <= poisonHeaderReserve {
+			return wire.RenderEnvelope(string(header), e.Body), nil
 		}
 		switch {
 		case len(h.Earlier) > 1:
@@ -124,11 +121,10 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 	// A metadata line stays on the envelope, before the pointer, as a
 	// publisher's claim check puts it: a listener reads metadata from the
 	// queue text, never from a blob.
-	body := env.Body
-	if meta, rest, err := ParseMetadata(body); err == nil && meta != nil {
-		body = rest
+	meta, body, err := wire.CutMeta(env.Body)
+	if err != nil || meta.Pairs() == nil {
+		meta, body = wire.Meta{}, env.Body
 	}
-	line := env.Body[:len(env.Body)-len(body)]
 	w := payload.NewWriter(lim)
 	if err := w.Add(body); err != nil {
 		return "", err
@@ -143,20 +139,17 @@ func envelopeText(ctx context.Context, env *PoisonEnvelope, store *PayloadStore,
 		return "", err
 	}
 	small := *env
-	small.Body = line + p.Encode()
+	offloaded := wire.Text{Meta: meta, Pointer: p}
+	small.Body = offloaded.Render()
 	return small.encode()
 }
 
 // ParsePoison reads an envelope written by a listener. Text that is not one
 // gives an error matching [ErrNotPoison].
 func ParsePoison(text string) (*PoisonEnvelope, error) {
-	rest, ok := strings.CutPrefix(text, poisonMagic)
-	if !ok {
-		return nil, ErrNotPoison
-	}
-	header, body, ok := strings.Cut(rest, "\n")
-	if !ok {
-		return nil, fmt.Errorf("%w: no header line", ErrNotPoison)
+	header, body, err := wire.CutEnvelope(text) // its errors match ErrNotPoison
+	if err != nil {
+		return nil, err
 	}
 	var e PoisonEnvelope
 	if err := json.Unmarshal([]byte(header), &e); err != nil {
@@ -378,12 +371,11 @@ const maxEarlierID = 64
 // like IDs, or nil. A text without metadata, or with malformed metadata,
 // names none.
 func earlierIn(text string) []string {
-	_, text = splitDueLine(text)
-	meta, _, err := ParseMetadata(text)
-	if err != nil || meta == nil {
+	msg, err := wire.Parse(text, wire.Limits{})
+	if err != nil && !errors.Is(err, wire.ErrInvalidPointer) || msg.Meta.Pairs() == nil {
 		return nil
 	}
-	return cleanEarlier(strings.Fields(meta[MetadataRequeuedFrom]))
+	return cleanEarlier(strings.Fields(msg.Meta.Pairs()[MetadataRequeuedFrom]))
 }
 
 // senderMetadata is m without [MetadataRequeuedFrom]: what a handler's
@@ -423,7 +415,7 @@ func cleanEarlier(ids []string) []string {
 // withEarlier returns text with its metadata naming ids as the IDs it had
 // before (see [MetadataRequeuedFrom]), replacing any it named. It returns
 // text unchanged when that cannot be done without harm: it is a codec's text
-// alone (see [ownFormat]), its metadata is
+// alone (see [wire.Marked]), its metadata or its due line is
 // malformed (the listener poisons it again for that, and the envelope
 // keeps its text as it was), or the line would push a text that fits
 // [MaxMessageSize] past it (a text that large must keep its room for the
@@ -433,55 +425,28 @@ func withEarlier(text string, ids []string) string {
 	if len(ids) == 0 {
 		return text
 	}
-	if !ownFormat(text) {
+	if !wire.Marked(text) {
 		// A codec's text alone may be read by consumers that know no
 		// metadata line (the Azure Functions queue trigger, listeners from
 		// before metadata): it goes back byte for byte, as it was sent.
 		return text
 	}
-	due, body := splitDueLine(text)
-	meta, rest, err := ParseMetadata(body)
-	if err != nil {
+	// A pointer is kept as it is, valid or not: the metadata goes before it.
+	msg, err := wire.Parse(text, wire.Limits{})
+	if err != nil && !errors.Is(err, wire.ErrInvalidPointer) {
 		return text
 	}
-	m := make(Metadata, len(meta)+1)
-	for k, v := range meta {
+	m := make(Metadata, len(msg.Meta.Pairs())+1)
+	for k, v := range msg.Meta.Pairs() {
 		m[k] = v
 	}
 	m[MetadataRequeuedFrom] = strings.Join(ids, " ")
-	line, err := m.line()
-	if err != nil {
+	if msg.Meta, err = wire.NewMeta(m); err != nil {
 		return text
 	}
-	out := due + line + rest // the order a listener reads them in
+	out := msg.Render()
 	if len(out) > MaxMessageSize && len(text) <= MaxMessageSize {
 		return text
 	}
 	return out
-}
-
-// ownFormat reports whether text is in a form only this package's listeners
-// read: it opens with a metadata line, a delay's due line or a payload
-// pointer. A metadata line added to such a text changes no other reader.
-func ownFormat(text string) bool {
-	for _, magic := range []string{metadataMagic, dueline.Magic, payload.Magic} {
-		if strings.HasPrefix(text, magic) {
-			return true
-		}
-	}
-	return false
-}
-
-// splitDueLine splits a delay's due line, with its end of line, from the
-// rest of text: a listener reads the due line first, then metadata. Text
-// without a whole due line gives "" and text.
-func splitDueLine(text string) (due, rest string) {
-	if !dueline.Has(text) {
-		return "", text
-	}
-	end := strings.IndexByte(text, '\n')
-	if end < 0 {
-		return "", text
-	}
-	return text[:end+1], text[end+1:]
 }

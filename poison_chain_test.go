@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // withEarlier adds the earlier IDs to a text's metadata, keeping what it
@@ -48,7 +48,7 @@ func TestWithEarlierAddsTheIDsToTheMetadata(t *testing.T) {
 				assert.Equal(t, c.text, got)
 				return
 			}
-			_, got = splitDueLine(got)
+			_, got, _ = wire.CutDue(got)
 			meta, body, err := ParseMetadata(got)
 			require.NoError(t, err)
 			assert.Equal(t, c.wantMeta, meta)
@@ -195,9 +195,9 @@ func TestRequeueKeepTextSendsTheTextAsItWas(t *testing.T) {
 // reads metadata, and are read back from there.
 func TestWithEarlierKeepsADueLineFirst(t *testing.T) {
 	t.Parallel()
-	due := (&dueline.Line{At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).Encode()
+	due := (&wire.DueLine{At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).Encode()
 	got := withEarlier(due+`{"n":1}`, []string{"a1"})
-	line, rest, err := dueline.Parse(got)
+	line, rest, err := wire.CutDue(got)
 	require.NoError(t, err)
 	require.NotNil(t, line, "the due line stays first")
 	meta, body, err := ParseMetadata(rest)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/allocs"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // FuzzParsePoison feeds ParsePoison the text of a poison queue's message,
@@ -29,14 +30,14 @@ func FuzzParsePoison(f *testing.F) {
 	for _, s := range []string{
 		text,
 		itemText,
-		poisonMagic + "{}\n",
-		poisonMagic + "null\nbody",
-		poisonMagic + `{"QUEUE":"q","dequeue_count":1e2}` + "\nbody",
-		poisonMagic + `{"inserted_at":"2026-01-02T03:04:05.123+23:59"}` + "\n\xff\x00",
-		poisonMagic + `{"reason":"` + strings.Repeat("r", 2000) + `"}` + "\n",
-		poisonMagic + `{"id":"` + strings.Repeat("i", 2000) + `"}` + "\n",
-		poisonMagic + "{not json\nbody",
-		poisonMagic + "no newline",
+		wire.PoisonMagic + "{}\n",
+		wire.PoisonMagic + "null\nbody",
+		wire.PoisonMagic + `{"QUEUE":"q","dequeue_count":1e2}` + "\nbody",
+		wire.PoisonMagic + `{"inserted_at":"2026-01-02T03:04:05.123+23:59"}` + "\n\xff\x00",
+		wire.PoisonMagic + `{"reason":"` + strings.Repeat("r", 2000) + `"}` + "\n",
+		wire.PoisonMagic + `{"id":"` + strings.Repeat("i", 2000) + `"}` + "\n",
+		wire.PoisonMagic + "{not json\nbody",
+		wire.PoisonMagic + "no newline",
 		"not an envelope",
 		"",
 	} {
@@ -53,7 +54,7 @@ func FuzzParsePoison(f *testing.F) {
 			require.Nil(t, env)
 			return
 		}
-		require.True(t, strings.HasPrefix(text, poisonMagic))
+		require.True(t, strings.HasPrefix(text, wire.PoisonMagic))
 		_, body, _ := strings.Cut(text, "\n")
 		assert.Equal(t, body, env.Body, "the body is kept byte for byte")
 
@@ -64,7 +65,7 @@ func FuzzParsePoison(f *testing.F) {
 			h.Reason = ""
 			header, jerr := json.Marshal(&h)
 			require.NoError(t, jerr)
-			assert.Greater(t, len(poisonMagic)+len(header)+1, poisonHeaderReserve, "%v", err)
+			assert.Greater(t, wire.EnvelopeHeadLen(len(header)), poisonHeaderReserve, "%v", err)
 			return
 		}
 		header, _, _ := strings.Cut(again, "\n")

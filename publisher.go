@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // PublisherOptions configures a [Publisher]. Nil, or a zero field, means the
@@ -212,8 +212,9 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 // sendBatch is SendBatch past the middleware, with the metadata to carry,
 // sent as r says.
 func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route) (SentBatch, error) {
-	line, err := meta.line()
-	if err != nil {
+	msg := wire.Text{Due: p.dueLine(r)}
+	var err error
+	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return SentBatch{}, err
 	}
 	w := payload.NewWriter(p.limits)
@@ -230,7 +231,8 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, 
 	if err != nil {
 		return SentBatch{}, limitOption(err, "PublisherOptions")
 	}
-	text := p.dueLine(r) + line + ptr.Encode()
+	msg.Pointer = ptr
+	text := msg.Render()
 	m, err := p.deliver(ctx, text, r)
 	if err != nil {
 		return SentBatch{}, err
@@ -248,28 +250,28 @@ type route struct {
 	key    string
 	keyed  bool
 	ttl    time.Duration
-	ownTTL bool                // ttl is the send's, not the publisher's
-	line   bool                // a due line even within the hop: SendAt's time, before the target's clock is known
-	occ    *dueline.Occurrence // a Scheduler's occurrence the message is sent for: a due line always
+	ownTTL bool             // ttl is the send's, not the publisher's
+	line   bool             // a due line even within the hop: SendAt's time, before the target's clock is known
+	occ    *wire.Occurrence // a Scheduler's occurrence the message is sent for: a due line always
 }
 
 // dueLine is the line that records when the message is due: for a
 // message the service cannot keep hidden until then alone (see hops), and
 // for one it can, so that a listener counts its time in queue from its due
-// time rather than its insertion (see [dueline.Line.Kept]). A message sent
-// for now has none.
-func (p *Publisher[T]) dueLine(r route) string {
+// time rather than its insertion (see [wire.DueLine.Kept]). A message sent
+// for now has none (nil).
+func (p *Publisher[T]) dueLine(r route) *wire.DueLine {
 	switch {
 	case r.occ != nil:
-		return (&dueline.Line{At: r.at, Occ: r.occ}).Encode()
+		return &wire.DueLine{At: r.at, Occ: r.occ}
 	case !p.hops(r) && (r.delay <= 0 || p.plain):
-		return ""
+		return nil
 	case !p.hops(r):
-		return (&dueline.Line{After: int64(r.delay / time.Second)}).Encode()
+		return &wire.DueLine{After: int64(r.delay / time.Second)}
 	case !r.at.IsZero():
-		return (&dueline.Line{At: r.at}).Encode()
+		return &wire.DueLine{At: r.at}
 	}
-	return (&dueline.Line{After: int64(r.delay / time.Second)}).Encode()
+	return &wire.DueLine{After: int64(r.delay / time.Second)}
 }
 
 // hops reports whether a message sent as r may be hidden again by
@@ -338,31 +340,32 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 	if err != nil {
 		return m, "", wrapf(err, "encode")
 	}
-	line, err := meta.line()
-	if err != nil {
+	msg := wire.Text{Due: p.dueLine(r), Body: text}
+	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return m, "", err
 	}
-	head := p.dueLine(r) + line
-	if !p.hops(r) && len(head)+len(text) > MaxMessageSize && len(line)+len(text) <= MaxMessageSize {
+	head := len(msg.Head())
+	if !p.hops(r) && head+len(text) > MaxMessageSize && len(msg.Meta.Line())+len(text) <= MaxMessageSize {
 		// A line the service's own delay needs only for the time in
 		// queue is not worth a blob: without it the text fits.
-		head = line
+		msg.Due, head = nil, len(msg.Meta.Line())
 	}
 	// The target checks the text itself; the publisher's limit is tighter.
 	// A body that looks like a pointer or a line of ours is offloaded
 	// too, so that a listener never mistakes it for one.
-	if size := len(head) + len(text); size > MaxMessageSize || payload.IsPointer(text) || hasMetadata(text) || dueline.Has(text) {
+	if size := head + len(text); size > MaxMessageSize || wire.Marked(text) {
 		ptr, err := p.claimCheck(ctx, text, size, r)
 		if err != nil {
 			return m, "", err
 		}
-		text, m.Blob = ptr.Encode(), ptr.Blob
+		msg.Pointer, msg.Body = ptr, ""
 	}
-	text = head + text
-	blob := m.Blob
-	m, err = p.deliver(ctx, text, r)
-	m.Blob = blob
-	return m, text, err
+	sent = msg.Render()
+	m, err = p.deliver(ctx, sent, r)
+	if msg.Pointer != nil {
+		m.Blob = msg.Pointer.Blob
+	}
+	return m, sent, err
 }
 
 // outgoing describes a send to the middleware; body is a *T or a *[]T.
@@ -399,9 +402,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	if err != nil {
 		return err
 	}
-	_, rest, _ := dueline.Parse(text)
-	_, rest, _ = ParseMetadata(rest)
-	s.ID, s.Size, s.Offloaded, s.SentTo, s.sent = m.ID, len(text), payload.IsPointer(rest), m.Queue, m
+	s.ID, s.Size, s.Offloaded, s.SentTo, s.sent = m.ID, len(text), m.Blob != "", m.Queue, m
 	return nil
 }
 
@@ -439,11 +440,11 @@ func (p *Publisher[T]) noStore() error {
 // same body either way.
 //
 // size is what the message would take on the queue, metadata included.
-func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (*payload.Pointer, error) {
+func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (*wire.Pointer, error) {
 	if p.store == nil {
 		var why error = &MessageTooLargeError{Size: size, Limit: MaxMessageSize}
 		if size <= MaxMessageSize {
-			why = fmt.Errorf("azdispatch: message text starts with a reserved prefix (%q or %q)", payload.Magic, metadataMagic)
+			why = fmt.Errorf("azdispatch: message text starts with a reserved prefix (%q or %q)", wire.PointerMagic, wire.MetaMagic)
 		}
 		return nil, fmt.Errorf("%w; offloading it needs a payload store: %w", why, p.noStore())
 	}
@@ -479,7 +480,7 @@ const defaultTTL = 7 * 24 * time.Hour
 // for [Sweep] rather than deleted, because a send that failed on the client
 // may have succeeded at the service, and deleting would leave a dangling
 // pointer, which is a lost message; a leftover blob is only waste.
-func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer, r route) (*payload.Pointer, error) {
+func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer, r route) (*wire.Pointer, error) {
 	data, err := w.Finish()
 	if err != nil {
 		return nil, err

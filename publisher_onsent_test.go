@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // sentIDs records the IDs OnSent hears of.
@@ -73,7 +73,7 @@ func TestOnSentIsCalledForALargeMessage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{id}, heard.take())
 	d := receiveOne(t, q, id)
-	assert.True(t, payload.IsPointer(d.Text), "it was offloaded")
+	assert.True(t, strings.HasPrefix(d.Text, wire.PointerMagic), "it was offloaded")
 }
 
 func TestOnSentIsCalledForABatch(t *testing.T) {
@@ -109,7 +109,7 @@ func TestOnSentIsCalledForAKeyedSend(t *testing.T) {
 	assert.Equal(t, []string{id}, heard.take())
 	d = receiveOne(t, sq, id)
 	assert.Equal(t, sq.Shards()[KeyShard("customer-7", 3)].Name(), d.Queue, "on the key's shard")
-	assert.True(t, payload.IsPointer(d.Text), "it was offloaded")
+	assert.True(t, strings.HasPrefix(d.Text, wire.PointerMagic), "it was offloaded")
 }
 
 // A keyed message goes through the same pipeline as any other: one too large

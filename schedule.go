@@ -22,11 +22,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Sent is a message a [Publisher] sent with [Publisher.SendWith],
@@ -165,9 +165,9 @@ func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOpt
 // any request.
 func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 	switch {
-	case o.Delay < 0 || o.Delay > dueline.MaxAfter:
+	case o.Delay < 0 || o.Delay > wire.MaxAfter:
 		return &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century (SendOptions.At takes any time to the end of 9999)", o.Delay)}
-	case !o.At.IsZero() && !dueline.InRange(o.At.Add(time.Second-1)):
+	case !o.At.IsZero() && !wire.InRange(o.At.Add(time.Second-1)):
 		return &ConfigError{Field: "SendOptions.At", Reason: fmt.Sprintf("%v: must be within the years 1970 to 9999", o.At)}
 	case o.Delay > 0 && !o.At.IsZero():
 		return &ConfigError{Field: "SendOptions.At", Reason: "set with Delay: give one"}
@@ -197,7 +197,7 @@ func (p *Publisher[T]) routeOf(o SendOptions) route {
 		// The due line carries the time itself: the delay only sets the
 		// first hop and the TTL, and a century says as much of those as
 		// any longer wait (which a Duration may not even hold).
-		r.delay = upToSecond(min(wait, dueline.MaxAfter))
+		r.delay = upToSecond(min(wait, wire.MaxAfter))
 		// A target that cannot tell the service's time (one of your
 		// own): the line lets listeners decide on the service's.
 		r.line = !serviceTimeKnown(p.target)

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/cron"
-	"github.com/azdispatch/azdispatch/internal/dueline"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Scheduler sends messages on schedules through a [Publisher], so that
@@ -464,7 +464,7 @@ var errClaimLapsing = errors.New("half the claim timeout has passed; looking aga
 func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int) route {
 	at := o.At.UTC()
 	once := recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item))
-	return route{at: at, occ: &dueline.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, Once: once}}
+	return route{at: at, occ: &wire.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, Once: once}}
 }
 
 // messagesFor calls the schedule's Messages, turning a panic into a
@@ -660,7 +660,7 @@ func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, erro
 		return &ConfigError{Field: "Schedule." + field, Reason: fmt.Sprintf("schedule %q: %s", s.Name, reason)}
 	}
 	switch {
-	case s.Name == "" || len(s.Name) > dueline.MaxSchedule || strings.ContainsAny(s.Name, "\x00\n"):
+	case s.Name == "" || len(s.Name) > wire.MaxSchedule || strings.ContainsAny(s.Name, "\x00\n"):
 		return nil, "", bad("Name", "must be 1 to 64 bytes, without NUL or newline")
 	case s.Messages == nil:
 		return nil, "", bad("Messages", "missing")
@@ -674,7 +674,7 @@ func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, erro
 		return nil, "", bad("Jitter", fmt.Sprintf("%v: less than Every (%v)", s.Jitter, s.Every))
 	case s.Version != "" && s.Next == nil:
 		return nil, "", bad("Version", "names a Next function's timetable: set only with Next (Every and Cron say what they are)")
-	case len(s.Version) > dueline.MaxSchedule || strings.ContainsAny(s.Version, "\x00\n"):
+	case len(s.Version) > wire.MaxSchedule || strings.ContainsAny(s.Version, "\x00\n"):
 		return nil, "", bad("Version", "must be up to 64 bytes, without NUL or newline")
 	}
 	switch {

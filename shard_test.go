@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch/internal/azurite"
-	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 func TestShardedQueueSpreadsSendsAndListenerDrainsThroughOrigins(t *testing.T) {
@@ -630,7 +630,7 @@ func TestShardedQueueOffloadsThroughAPayloadStoreOfItsOwn(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	ctx := context.Background()
-	bodies := []string{strings.Repeat("large body ", 100<<10/11), payload.Magic + "a text, not a pointer"}
+	bodies := []string{strings.Repeat("large body ", 100<<10/11), wire.PointerMagic + "a text, not a pointer"}
 	var ids []string
 	for _, b := range bodies {
 		id, err := p.SendKeyed(ctx, "customer-7", b)

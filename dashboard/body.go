@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // bodyViews are the ways a body can be shown: decoded through the codec
@@ -38,18 +37,19 @@ type bodyView struct {
 // body is a pointer to a blob, named by its size (never its URL); a body
 // that carries metadata (a trace context) has it split off first.
 func decodeBody(text, view string, codec azdispatch.Codec) bodyView {
-	meta, rest, err := azdispatch.ParseMetadata(text)
+	info := azdispatch.DescribeText(text)
+	rest := info.Body
 	var note string
-	if err != nil {
-		rest, note = text, "its metadata line is malformed"
-	} else if len(meta) > 0 {
-		note = fmt.Sprintf("carries %d metadata entries", len(meta))
-	}
-	if payload.IsPointer(rest) {
-		if p, err := payload.ParsePointer(rest, payload.Unlimited()); err == nil {
-			return bodyView{Note: fmt.Sprintf("offloaded: a %s payload of %s (%d items) in the payload store; not fetched", p.Kind, fmtBytes(p.Size), p.Items)}
-		}
+	switch {
+	case info.Kind == azdispatch.TextBadMetadata:
+		note = "its metadata line is malformed"
+	case info.Kind == azdispatch.TextPointer:
+		p := info.Pointer
+		return bodyView{Note: fmt.Sprintf("offloaded: a %s payload of %s (%d items) in the payload store; not fetched", p.Kind, fmtBytes(p.Size), p.Items)}
+	case info.Kind == azdispatch.TextInvalidPointer:
 		return bodyView{Note: "an invalid payload pointer"}
+	case len(info.Metadata) > 0:
+		note = fmt.Sprintf("carries %d metadata entries", len(info.Metadata))
 	}
 	cut := func(s string) string {
 		if len(s) <= maxShownBody {

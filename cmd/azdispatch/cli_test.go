@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/dueline"
 )
 
 // Every command on one queue: messages sent, peeked, poisoned by a listener,
@@ -437,9 +436,11 @@ func TestPeekShowsWhenADelayedMessageIsDue(t *testing.T) {
 	queue := q.Name()
 	ctx := context.Background()
 	at := time.Date(2027, 5, 1, 8, 0, 0, 0, time.UTC)
-	_, err := q.Send(ctx, (&dueline.Line{At: at, Hops: 2, Seen: 2}).Encode()+"renew", nil)
+	// The texts a listener writes when it hides a message again, and one
+	// it would refuse.
+	_, err := q.Send(ctx, `azdispatch-due/1 {"at":"2027-05-01T08:00:00Z","hops":2,"seen":2}`+"\nrenew", nil)
 	require.NoError(t, err)
-	_, err = q.Send(ctx, dueline.Magic+"{}\nbody", nil)
+	_, err = q.Send(ctx, "azdispatch-due/1 {}\nbody", nil)
 	require.NoError(t, err)
 
 	var peeked peekDoc

@@ -8,19 +8,18 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/dueline"
-	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
-// Kinds of message text, as peek and poison show them.
+// Kinds of message text, as peek and poison show them: the library's (see
+// azdispatch.TextKind), and one of a poison queue's.
 const (
-	kindPlain          = "plain"           // the text as a publisher sent it
-	kindPointer        = "pointer"         // a claim check: the body is in a payload blob
-	kindInvalidPointer = "invalid-pointer" // claims to be a pointer but is not a valid one
-	kindBadMetadata    = "bad-metadata"    // starts with a metadata line that a listener would refuse
-	kindBadDueLine     = "bad-due-line"    // starts with a due line that a listener would refuse
-	kindPoison         = "poison"          // a poison envelope
-	kindNotEnvelope    = "not-envelope"    // in a poison queue, but not an envelope
+	kindPlain          = string(azdispatch.TextPlain)          // the text as a publisher sent it
+	kindPointer        = string(azdispatch.TextPointer)        // a claim check: the body is in a payload blob
+	kindInvalidPointer = string(azdispatch.TextInvalidPointer) // claims to be a pointer but is not a valid one
+	kindBadMetadata    = string(azdispatch.TextBadMetadata)    // starts with a metadata line that a listener would refuse
+	kindBadDueLine     = string(azdispatch.TextBadDueLine)     // starts with a due line that a listener would refuse
+	kindPoison         = string(azdispatch.TextPoison)         // a poison envelope
+	kindNotEnvelope    = "not-envelope"                        // in a poison queue, but not an envelope
 )
 
 // EnvelopeView is a poison envelope with its body, for output: the
@@ -31,8 +30,8 @@ type EnvelopeView struct {
 	Body string `json:"body"`
 	// BodyKind says whether the body is the text itself or a pointer to a
 	// payload blob (a body too large for a poison message, or a claim check).
-	BodyKind    string           `json:"body_kind"`
-	BodyPointer *payload.Pointer `json:"body_pointer,omitempty"`
+	BodyKind    string                     `json:"body_kind"`
+	BodyPointer *azdispatch.PayloadPointer `json:"body_pointer,omitempty"`
 	// BodyMetadata is what the body carries besides the message (a trace
 	// context, say): see azdispatch.Metadata.
 	BodyMetadata azdispatch.Metadata `json:"body_metadata,omitempty"`
@@ -40,15 +39,15 @@ type EnvelopeView struct {
 
 // messageView is one peeked message with its decoded view.
 type messageView struct {
-	Queue        string           `json:"queue"`
-	ID           string           `json:"id"`
-	DequeueCount int64            `json:"dequeue_count"`
-	InsertedAt   time.Time        `json:"inserted_at"`
-	ExpiresAt    time.Time        `json:"expires_at"`
-	Kind         string           `json:"kind"`
-	Text         string           `json:"text"`
-	Pointer      *payload.Pointer `json:"pointer,omitempty"`
-	Poison       *EnvelopeView    `json:"poison,omitempty"`
+	Queue        string                     `json:"queue"`
+	ID           string                     `json:"id"`
+	DequeueCount int64                      `json:"dequeue_count"`
+	InsertedAt   time.Time                  `json:"inserted_at"`
+	ExpiresAt    time.Time                  `json:"expires_at"`
+	Kind         string                     `json:"kind"`
+	Text         string                     `json:"text"`
+	Pointer      *azdispatch.PayloadPointer `json:"pointer,omitempty"`
+	Poison       *EnvelopeView              `json:"poison,omitempty"`
 	// Metadata is what the text carries besides the message (a trace
 	// context, say): see azdispatch.Metadata.
 	Metadata azdispatch.Metadata `json:"metadata,omitempty"`
@@ -60,32 +59,11 @@ type messageView struct {
 	Hops  int64      `json:"hops,omitempty"`
 }
 
-// textKind decodes what a message text is: a poison envelope, a pointer to
-// an offloaded payload, or plain text, after the metadata line it may
-// start with.
-func textKind(text string) (kind string, ptr *payload.Pointer, env *EnvelopeView, meta azdispatch.Metadata) {
-	if e, err := azdispatch.ParsePoison(text); err == nil {
-		return kindPoison, nil, newEnvelopeView(e), nil
-	}
-	meta, text, err := azdispatch.ParseMetadata(text)
-	if err != nil {
-		return kindBadMetadata, nil, nil, nil
-	}
-	if payload.IsPointer(text) {
-		// By its format alone: a pointer beyond one listener's limits is
-		// still a pointer to an operator.
-		if p, err := payload.ParsePointer(text, payload.Unlimited()); err == nil {
-			return kindPointer, p, nil, meta
-		}
-		return kindInvalidPointer, nil, nil, meta
-	}
-	return kindPlain, nil, nil, meta
-}
-
 func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 	v := &EnvelopeView{PoisonEnvelope: e, Body: e.Body}
-	v.BodyKind, v.BodyPointer, _, v.BodyMetadata = textKind(e.Body)
-	if v.BodyKind == kindPoison {
+	info := azdispatch.DescribeText(e.Body)
+	v.BodyKind, v.BodyPointer, v.BodyMetadata = string(info.Kind), info.Pointer, info.Metadata
+	if info.Kind == azdispatch.TextPoison {
 		v.BodyKind = kindPlain // an envelope's body is never read as another envelope
 	}
 	return v
@@ -93,16 +71,15 @@ func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 
 func newMessageView(m *azdispatch.Delivery) messageView {
 	v := messageView{Queue: m.Queue, ID: m.ID, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, ExpiresAt: m.ExpiresAt, Text: m.Text}
-	due, rest, err := dueline.Parse(m.Text)
-	switch {
-	case err != nil:
-		v.Kind = kindBadDueLine
-		return v
-	case due != nil:
-		at := due.Due(m.InsertedAt).UTC()
+	info := azdispatch.DescribeText(m.Text)
+	if due := info.Due; due != nil {
+		at := due.DueAt(m.InsertedAt).UTC()
 		v.DueAt, v.Hops = &at, due.Hops
 	}
-	v.Kind, v.Pointer, v.Poison, v.Metadata = textKind(rest)
+	v.Kind, v.Pointer, v.Metadata = string(info.Kind), info.Pointer, info.Metadata
+	if info.Poison != nil {
+		v.Poison = newEnvelopeView(info.Poison)
+	}
 	return v
 }
 
@@ -116,7 +93,7 @@ func dueCell(m messageView) string {
 }
 
 // summary is a table cell's short account of a message text.
-func summary(kind string, text string, p *payload.Pointer, e *EnvelopeView) string {
+func summary(kind string, text string, p *azdispatch.PayloadPointer, e *EnvelopeView) string {
 	switch {
 	case p != nil:
 		return fmt.Sprintf("%s payload, %d item(s), %d bytes in blob %s", p.Kind, p.Items, p.Size, p.Blob)

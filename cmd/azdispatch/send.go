@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 // sendDoc is the send command's result.
@@ -124,7 +123,7 @@ shards exists) is created whole, all N shards, so that it reads back at its size
 	}
 	doc := sendDoc{
 		Target: t.name(), ID: id, Bytes: len(text), Key: key, Created: created,
-		ClaimCheck: len(text) > azdispatch.MaxMessageSize || payload.IsPointer(text),
+		ClaimCheck: len(text) > azdispatch.MaxMessageSize || azdispatch.DescribeText(text).Reserved,
 	}
 	doc.Queue, doc.Account, doc.Shard = t.locate(sentTo)
 	if delay > 0 {

@@ -1,9 +1,6 @@
 package payload
 
-import (
-	"errors"
-	"math"
-)
+import "errors"
 
 // Limits bound what is offloaded and what a listener reads back, so that a
 // hostile or broken pointer cannot make a listener download, inflate or
@@ -51,14 +48,4 @@ func setDefault[T int | int64](v *T, def T) {
 	if *v == 0 {
 		*v = def
 	}
-}
-
-// Unlimited returns the limits for parsing a pointer by its format alone:
-// a pointer beyond one listener's limits may still be requeued to one with
-// larger limits, so whether its blob must be kept does not depend on them.
-// ParsePointer consults only MaxBlobSize, MaxExpandedSize and MaxItems, and
-// Unlimited sets those to the largest possible. MaxItemSize is zero, and
-// nothing is bounded: these limits must not be used to read a payload.
-func Unlimited() Limits {
-	return Limits{MaxBlobSize: math.MaxInt64, MaxExpandedSize: math.MaxInt64, MaxItems: math.MaxInt}
 }

@@ -1,11 +1,12 @@
 package payload
 
 import (
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // defaultLimits returns the default limits.
@@ -49,7 +50,8 @@ func TestLimitsWithDefaults(t *testing.T) {
 	}
 }
 
-func TestUnlimitedBoundsOnlyWhatAPointerSays(t *testing.T) {
+func TestPointerLimitsAreTheOnesAPointerClaims(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, Limits{MaxBlobSize: math.MaxInt64, MaxExpandedSize: math.MaxInt64, MaxItems: math.MaxInt}, Unlimited())
+	l := Limits{MaxBlobSize: 1, MaxExpandedSize: 2, MaxItemSize: 3, MaxItems: 4}
+	assert.Equal(t, wire.Limits{MaxBlobSize: 1, MaxExpandedSize: 2, MaxItems: 4}, l.PointerLimits())
 }

@@ -1,24 +1,30 @@
-package payload
+package wire
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
-// Magic starts the text of every message whose payload is in a blob. A
-// listener recognises it before decoding; no JSON value and no base64 text
-// starts with it, and a publisher offloads any body that does, so a message
-// of the user's own never passes for one.
-const Magic = "azdispatch-payload/1 "
+// PointerMagic starts the text of every message whose payload is in a
+// blob (after its due and metadata lines, if any). A listener recognises
+// it before decoding; no JSON value and no base64 text starts with it, and
+// a publisher offloads any body that does (see [Marked]), so a message of
+// the user's own never passes for one.
+const PointerMagic = "azdispatch-payload/1 "
 
 // MaxPointerText bounds the text a listener parses as a pointer: a real one
 // is about 200 bytes.
 const MaxPointerText = 512
+
+// ErrInvalidPointer means a message claims to point at an offloaded
+// payload but the pointer is malformed or outside the reader's limits.
+// Such a message is poisoned without any blob request.
+var ErrInvalidPointer = errors.New("azdispatch: invalid payload pointer")
 
 // Kinds of offloaded payload.
 const (
@@ -55,28 +61,47 @@ type Pointer struct {
 	Expanded  int64  `json:"expanded_size,omitempty"`
 }
 
-// IsPointer reports whether text claims to be a pointer. Whether it is a
-// valid one is ParsePointer's question.
-func IsPointer(text string) bool { return strings.HasPrefix(text, Magic) }
-
-// Encode returns the pointer as message text.
-func (p *Pointer) Encode() string {
-	b, _ := json.Marshal(p) // a struct of strings and numbers always marshals
-	return Magic + string(b)
+// Limits bound the sizes a pointer may claim, so that a hostile or broken
+// pointer is refused before a listener downloads or inflates anything. A
+// zero field sets no bound: the zero Limits read a pointer by its format
+// alone, as an operator or a poisoning does (a pointer beyond one
+// listener's limits may still be requeued to one with larger limits).
+type Limits struct {
+	MaxBlobSize     int64 // bounds Pointer.Size
+	MaxExpandedSize int64 // bounds Pointer.Expanded
+	MaxItems        int   // bounds Pointer.Items
 }
 
-// ParsePointer reads and checks a pointer against a listener's limits (of
-// which it consults MaxBlobSize, MaxExpandedSize and MaxItems). It makes no request: a
-// pointer that fails here is poisoned without any blob being touched.
-// Errors match ErrInvalidPointer.
-func ParsePointer(text string, lim Limits) (*Pointer, error) {
+// orNoBound is limit, or the largest value of its type for a zero limit.
+func orNoBound[T int | int64](limit T) T {
+	if limit != 0 {
+		return limit
+	}
+	if _, ok := any(limit).(int); ok {
+		return T(math.MaxInt)
+	}
+	return T(math.MaxInt64)
+}
+
+// Encode returns the pointer as message text, in its canonical form.
+func (p *Pointer) Encode() string {
+	b, _ := json.Marshal(p) // a struct of strings and numbers always marshals
+	return PointerMagic + string(b)
+}
+
+// parsePointer reads and checks a pointer, the whole of text, against lim.
+// It makes no request: a pointer that fails here is poisoned without any
+// blob being touched. Errors match [ErrInvalidPointer]. [Parse] reads a
+// pointer with it.
+func parsePointer(text string, lim Limits) (*Pointer, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidPointer, fmt.Sprintf(format, args...))
 	}
-	rest, ok := strings.CutPrefix(text, Magic)
+	rest, ok := strings.CutPrefix(text, PointerMagic)
 	if !ok {
-		return nil, bad("no %q prefix", strings.TrimSpace(Magic))
+		return nil, bad("no %q prefix", strings.TrimSpace(PointerMagic))
 	}
+	maxBlob, maxExpanded, maxItems := orNoBound(lim.MaxBlobSize), orNoBound(lim.MaxExpandedSize), orNoBound(lim.MaxItems)
 	if len(text) > MaxPointerText {
 		return nil, bad("%d bytes, more than %d", len(text), MaxPointerText)
 	}
@@ -96,14 +121,14 @@ func ParsePointer(text string, lim Limits) (*Pointer, error) {
 		return nil, bad("blob id %q is not %d lowercase hex digits", xmltext.TruncateUTF8(p.Blob, 80), BlobIDLen)
 	case !IsLowerHex(p.SHA256, sha256Len):
 		return nil, bad("sha256 is not %d lowercase hex digits", sha256Len)
-	case p.Size < 1 || p.Size > lim.MaxBlobSize:
-		return nil, bad("size %d is not between 1 and MaxBlobSize %d", p.Size, lim.MaxBlobSize)
+	case p.Size < 1 || p.Size > maxBlob:
+		return nil, bad("size %d is not between 1 and MaxBlobSize %d", p.Size, maxBlob)
 	case p.Kind == KindSingle && p.Items != 1:
 		return nil, bad("a single payload has %d items", p.Items)
-	case p.Items < 1 || p.Items > lim.MaxItems:
-		return nil, bad("%d items, not between 1 and MaxItems %d", p.Items, lim.MaxItems)
-	case p.Expanded < 0 || p.Expanded > lim.MaxExpandedSize:
-		return nil, bad("expanded size %d is not between 0 and MaxExpandedSize %d", p.Expanded, lim.MaxExpandedSize)
+	case p.Items < 1 || p.Items > maxItems:
+		return nil, bad("%d items, not between 1 and MaxItems %d", p.Items, maxItems)
+	case p.Expanded < 0 || p.Expanded > maxExpanded:
+		return nil, bad("expanded size %d is not between 0 and MaxExpandedSize %d", p.Expanded, maxExpanded)
 	case p.Container != "" && !validContainer(p.Container):
 		return nil, bad("container %q is not a container name", xmltext.TruncateUTF8(p.Container, 80))
 	}
@@ -121,14 +146,6 @@ func IsLowerHex(s string, n int) bool {
 		}
 	}
 	return true
-}
-
-// NewBlobID returns a fresh opaque blob name: BlobIDLen lowercase hex digits
-// of crypto/rand.
-func NewBlobID() string {
-	b := make([]byte, BlobIDLen/2)
-	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
-	return hex.EncodeToString(b)
 }
 
 // validContainer reports whether name is a blob container name: 3 to 63

@@ -1,4 +1,6 @@
-// Package dueline is the line a message sent to be handled later carries
+package wire
+
+// The due line is the line a message sent to be handled later carries
 // before its text: when it is due, and what the listener has done to keep
 // it hidden until then.
 //
@@ -6,12 +8,11 @@
 // sent hidden for 7 days with this line first; a listener that receives it
 // before it is due hides it again (one Update Message, which rewrites the
 // line with the hop counted) instead of handling it. A message due within
-// 7 days is hidden by the service alone, and its line (see [Line.Kept])
+// 7 days is hidden by the service alone, and its line (see [DueLine.Kept])
 // only says when it is due, for its time in queue. Every decision is
 // taken on the service's clock: a due time is either an absolute time the
 // sender gave (At) or seconds after the message's insertion time, which
 // the service stamps (After).
-package dueline
 
 import (
 	"encoding/json"
@@ -21,23 +22,24 @@ import (
 	"time"
 )
 
-// Magic starts the line. No JSON value and no base64 text starts with it,
-// and a publisher offloads any body that does, so a body of the user's own
-// never passes for one.
-const Magic = "azdispatch-due/1 "
+// DueMagic starts the due line. No JSON value and no base64 text starts
+// with it, and a publisher offloads any body that does (see [Marked]), so
+// a body of the user's own never passes for one.
+const DueMagic = "azdispatch-due/1 "
 
-// MaxLine bounds the line, newline included, that a listener reads: a real
+// MaxDueLine bounds the line, newline included, that a listener reads: a real
 // one is under 100 bytes.
-const MaxLine = 256
+const MaxDueLine = 256
 
 // MaxAfter bounds After: a century, beyond which a due time is a mistake.
 const MaxAfter = 100 * 365 * 24 * time.Hour
 
-// ErrMalformed is the error of a line that does not parse or makes no sense.
-var ErrMalformed = errors.New("malformed due line")
+// ErrBadDueLine is the error of a due line that does not parse or makes no
+// sense.
+var ErrBadDueLine = errors.New("malformed due line")
 
-// Line says when a message is due and how often it was hidden again.
-type Line struct {
+// DueLine says when a message is due and how often it was hidden again.
+type DueLine struct {
 	// At is the due time the sender named, in UTC to the second; zero if
 	// After says it instead.
 	At time.Time `json:"at,omitzero"`
@@ -62,8 +64,8 @@ type Line struct {
 	extra map[string]json.RawMessage
 }
 
-// known are the names of the fields Line reads.
-var known = map[string]bool{"at": true, "after": true, "hops": true, "seen": true, "occ": true}
+// dueFields are the names of the fields DueLine reads.
+var dueFields = map[string]bool{"at": true, "after": true, "hops": true, "seen": true, "occ": true}
 
 // Occurrence is the occurrence of a schedule a message was sent for.
 type Occurrence struct {
@@ -79,12 +81,12 @@ type Occurrence struct {
 }
 
 // MaxSchedule bounds an occurrence's schedule name, so that a line stays
-// within MaxLine.
+// within MaxDueLine.
 const MaxSchedule = 64
 
 // Due is when the message is due, for one inserted at inserted (the
 // service's insertion time).
-func (l *Line) Due(inserted time.Time) time.Time {
+func (l *DueLine) Due(inserted time.Time) time.Time {
 	if !l.At.IsZero() {
 		return l.At
 	}
@@ -96,15 +98,15 @@ func (l *Line) Due(inserted time.Time) time.Time {
 // hiding), never hidden again. The line then only records when it is due,
 // for its time in queue: no listener hides it again, nor looks for a
 // cancel record (a cancel of it is a delete).
-func (l *Line) Kept(hop time.Duration) bool {
+func (l *DueLine) Kept(hop time.Duration) bool {
 	return l.At.IsZero() && l.Occ == nil && l.Hops == 0 && time.Duration(l.After)*time.Second <= hop
 }
 
 // Encode returns the line, newline included, to put before a message's
 // text, with the fields it was parsed with that this version does not
 // know. Its At must be within 1970 to 9999 (a time JSON can carry, and
-// Parse accepts): the publisher refuses others before any request.
-func (l *Line) Encode() string {
+// CutDue accepts): the publisher refuses others before any request.
+func (l *DueLine) Encode() string {
 	fields := make(map[string]any, len(l.extra)+4)
 	for k, v := range l.extra {
 		fields[k] = v
@@ -122,9 +124,9 @@ func (l *Line) Encode() string {
 	}
 	b, err := json.Marshal(fields) // keys sorted: the same line, the same bytes
 	if err != nil {
-		panic(fmt.Sprintf("dueline: a line that cannot be encoded: %v", err)) // an At out of range: the caller's bug
+		panic(fmt.Sprintf("wire: a due line that cannot be encoded: %v", err)) // an At out of range: the caller's bug
 	}
-	return Magic + string(b) + "\n"
+	return DueMagic + string(b) + "\n"
 }
 
 // InRange reports whether t is a due time a line can carry: 1970 to 9999.
@@ -133,34 +135,34 @@ func InRange(t time.Time) bool {
 	return u.Year() >= 1970 && u.Year() <= 9999
 }
 
-// Has reports whether text starts with a due line.
-func Has(text string) bool { return strings.HasPrefix(text, Magic) }
-
-// Parse splits text into its due line and the rest. Text without the line
-// gives nil and text unchanged; a line that is too long, does not parse,
-// or makes no sense (no due time, both kinds, negative counts, a delay
-// beyond a century, a time outside 1970 to 9999) gives an error matching ErrMalformed. Fields it does
-// not know are ignored, so that a later version may add some.
-func Parse(text string) (*Line, string, error) {
-	if !Has(text) {
+// CutDue splits text into its due line and the rest, byte for byte: the
+// first step of [Parse], and all of it that a reader needs who keeps the
+// rest as it is (a poison envelope's body, a message hidden again). Text
+// without the line gives nil and text unchanged; a line that is too long,
+// does not parse, or makes no sense (no due time, both kinds, negative
+// counts, a delay beyond a century, a time outside 1970 to 9999) gives an
+// error matching [ErrBadDueLine], and text unchanged. Fields it does not
+// know are kept for [DueLine.Encode], so that a later version may add some.
+func CutDue(text string) (*DueLine, string, error) {
+	if !strings.HasPrefix(text, DueMagic) {
 		return nil, text, nil
 	}
-	end := strings.IndexByte(text[:min(len(text), MaxLine)], '\n')
+	end := strings.IndexByte(text[:min(len(text), MaxDueLine)], '\n')
 	if end < 0 {
-		return nil, text, fmt.Errorf("%w: no end of line within %d bytes", ErrMalformed, MaxLine)
+		return nil, text, fmt.Errorf("%w: no end of line within %d bytes", ErrBadDueLine, MaxDueLine)
 	}
-	raw := []byte(text[len(Magic):end])
-	var l Line
+	raw := []byte(text[len(DueMagic):end])
+	var l DueLine
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, text, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, text, fmt.Errorf("%w: %v", ErrBadDueLine, err)
 	}
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, text, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, text, fmt.Errorf("%w: %v", ErrBadDueLine, err)
 	}
 	for k, v := range fields {
-		// JSON names match Line's fields in any case, as Unmarshal did.
-		if !known[strings.ToLower(k)] {
+		// JSON names match DueLine's fields in any case, as Unmarshal did.
+		if !dueFields[strings.ToLower(k)] {
 			if l.extra == nil {
 				l.extra = map[string]json.RawMessage{}
 			}
@@ -169,15 +171,15 @@ func Parse(text string) (*Line, string, error) {
 	}
 	switch {
 	case l.At.IsZero() == (l.After == 0):
-		return nil, text, fmt.Errorf("%w: it needs one of \"at\" and \"after\"", ErrMalformed)
+		return nil, text, fmt.Errorf("%w: it needs one of \"at\" and \"after\"", ErrBadDueLine)
 	case l.After < 0 || time.Duration(l.After) > MaxAfter/time.Second:
-		return nil, text, fmt.Errorf("%w: \"after\" %d is not between 1 s and a century", ErrMalformed, l.After)
+		return nil, text, fmt.Errorf("%w: \"after\" %d is not between 1 s and a century", ErrBadDueLine, l.After)
 	case !l.At.IsZero() && !InRange(l.At):
-		return nil, text, fmt.Errorf("%w: \"at\" %v is not between 1970 and 9999", ErrMalformed, l.At)
+		return nil, text, fmt.Errorf("%w: \"at\" %v is not between 1970 and 9999", ErrBadDueLine, l.At)
 	case l.Hops < 0 || l.Seen < 0:
-		return nil, text, fmt.Errorf("%w: negative \"hops\" or \"seen\"", ErrMalformed)
+		return nil, text, fmt.Errorf("%w: negative \"hops\" or \"seen\"", ErrBadDueLine)
 	case l.Occ != nil && !l.Occ.valid():
-		return nil, text, fmt.Errorf("%w: \"occ\" is not an occurrence", ErrMalformed)
+		return nil, text, fmt.Errorf("%w: \"occ\" is not an occurrence", ErrBadDueLine)
 	}
 	return &l, text[end+1:], nil
 }

@@ -1,4 +1,4 @@
-package payload
+package wire
 
 import (
 	"strings"
@@ -8,13 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// listenerLimits are a listener's default limits.
+var listenerLimits = Limits{MaxBlobSize: 64 << 20, MaxExpandedSize: 256 << 20, MaxItems: 1_000_000}
+
 func TestPointerRoundTrips(t *testing.T) {
 	t.Parallel()
 	p := &Pointer{Kind: KindBatch, Blob: strings.Repeat("0f", 16), Size: 123, SHA256: strings.Repeat("ab", 32), Items: 1000}
 	text := p.Encode()
-	assert.True(t, IsPointer(text))
+	assert.True(t, strings.HasPrefix(text, PointerMagic))
 	assert.Less(t, len(text), MaxPointerText)
-	got, err := ParsePointer(text, defaultLimits(t))
+	got, err := parsePointer(text, listenerLimits)
 	require.NoError(t, err)
 	assert.Equal(t, p, got)
 }
@@ -49,37 +52,29 @@ func TestParsePointerRefusesTamperedPointers(t *testing.T) {
 		"too long":       strings.Replace(valid, `"kind"`, strings.Repeat(" ", 600)+`"kind"`, 1),
 	}
 	for name, body := range cases {
-		_, err := ParsePointer(Magic+body, defaultLimits(t))
+		_, err := parsePointer(PointerMagic+body, listenerLimits)
 		assert.ErrorIs(t, err, ErrInvalidPointer, name)
 	}
-	_, err := ParsePointer(Magic+valid, defaultLimits(t))
+	_, err := parsePointer(PointerMagic+valid, listenerLimits)
 	assert.NoError(t, err, "the untampered pointer is valid")
 	// A container and an expanded size are said, for people: the
 	// listener checks the container against its own.
-	said, err := ParsePointer(Magic+strings.Replace(valid, `"items":2`, `"items":2,"container":"other","expanded_size":30`, 1), defaultLimits(t))
+	said, err := parsePointer(PointerMagic+strings.Replace(valid, `"items":2`, `"items":2,"container":"other","expanded_size":30`, 1), listenerLimits)
 	require.NoError(t, err)
 	assert.Equal(t, "other", said.Container)
 	assert.EqualValues(t, 30, said.Expanded)
-	_, err = ParsePointer(valid, defaultLimits(t))
+	_, err = parsePointer(valid, listenerLimits)
 	assert.ErrorIs(t, err, ErrInvalidPointer, "no magic")
 }
 
-func TestUnlimitedParsesByFormatAlone(t *testing.T) {
+func TestNoLimitsParseByFormatAlone(t *testing.T) {
 	t.Parallel()
-	p := &Pointer{Kind: KindBatch, Blob: NewBlobID(), Size: 99_999_999_999, SHA256: strings.Repeat("ab", 32), Items: 2_000_000}
-	_, err := ParsePointer(p.Encode(), defaultLimits(t))
+	p := &Pointer{Kind: KindBatch, Blob: strings.Repeat("0f", 16), Size: 99_999_999_999, SHA256: strings.Repeat("ab", 32), Items: 2_000_000}
+	_, err := parsePointer(p.Encode(), listenerLimits)
 	require.ErrorIs(t, err, ErrInvalidPointer, "beyond the default limits")
-	got, err := ParsePointer(p.Encode(), Unlimited())
+	got, err := parsePointer(p.Encode(), Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, p, got)
-}
-
-func TestNewBlobIDIsFreshLowerHex(t *testing.T) {
-	t.Parallel()
-	a, b := NewBlobID(), NewBlobID()
-	assert.True(t, IsLowerHex(a, BlobIDLen), a)
-	assert.True(t, IsLowerHex(b, BlobIDLen), b)
-	assert.NotEqual(t, a, b)
 }
 
 func TestIsLowerHex(t *testing.T) {
