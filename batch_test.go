@@ -27,7 +27,7 @@ func jobs(n int) []job {
 }
 
 // sendBatch sends jobs 0..n-1 as one batch through a default publisher on q.
-func sendBatch(t testing.TB, q *Queue, n int, cfg *PublisherOptions) SentBatch {
+func sendBatch(t testing.TB, q *Queue, n int, cfg *PublisherOptions) Sent {
 	t.Helper()
 	p, err := NewPublisher[job](q, cfg)
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 			c := newTally()
 			var wrong atomic.Int64
 			l, err := NewListener(q, c.handler(func(_ context.Context, m *Message[job]) error {
-				if m.BatchID != sent.BatchID || m.Item != m.Body.N || m.ID != sent.MessageID {
+				if m.BatchID != sent.BatchID || m.Item != m.Body.N || m.ID != sent.ID {
 					wrong.Add(1)
 				}
 				return nil
@@ -161,7 +161,7 @@ func TestBatchPoisonsAnItemThatKeepsFailingAloneAndRequeueBringsItBack(t *testin
 	for _, e := range envs {
 		byItem[e.Item] = e
 		assert.Equal(t, sent.BatchID, e.Batch)
-		assert.Equal(t, sent.MessageID, e.MessageID)
+		assert.Equal(t, sent.ID, e.MessageID)
 	}
 	assert.Equal(t, `{"n":7}`, byItem[7].Body, "the envelope holds the item")
 	assert.Contains(t, byItem[7].Reason, "failed 3 times")
@@ -505,4 +505,27 @@ func TestBatchShutdownStartsNoFurtherItem(t *testing.T) {
 	batch, err := q.Receive(context.Background(), 1, time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, batch, 1, "visible again at once")
+}
+
+// A batch takes a key as a single message does: it lands on the key's
+// shard, and its Sent describes the batch.
+func TestAKeyedBatchLandsOnItsKeysShard(t *testing.T) {
+	t.Parallel()
+	acct := testAccount(t, nil)
+	sq := shardedQueue(t, 3, nil, acct)
+	store, err := acct.PayloadStore("")
+	require.NoError(t, err)
+	p, err := NewPublisher[job](sq, &PublisherOptions{Payloads: store})
+	require.NoError(t, err)
+	const key = "tenant-9"
+	sent, err := p.SendBatch(context.Background(), jobs(4), &SendOptions{Key: key})
+	require.NoError(t, err)
+	assert.NotEmpty(t, sent.ID)
+	assert.Equal(t, 4, sent.Items)
+	assert.Len(t, sent.BatchID, payload.BlobIDLen)
+	assert.Positive(t, sent.BatchBytes)
+	assert.NotEmpty(t, sent.Token, "a batch can be cancelled")
+	want := make([]int, 3)
+	want[KeyShard(key, 3)] = 1
+	assert.Equal(t, want, shardDepths(t, sq))
 }

@@ -116,7 +116,7 @@
 //
 // # Latency
 //
-// [Message.TimeInQueue] is how long a message waited before the receive
+// [MessageInfo.TimeInQueue] is how long a message waited before the receive
 // that brought it, from when it first became visible (its insertion, or its
 // due time), on the service's clock: the insertion time and the Date of the
 // receive's answer, whole seconds, no local clock. [State.TimeInQueue]
@@ -160,7 +160,8 @@
 // Update Message a week, no try counted. [Publisher.Cancel] makes sure the
 // handler never runs for a message, at any time before delivery;
 // [SendOptions.UniqueKey] refuses a second send of a key within a window,
-// across processes. Both keep small records in the [PayloadStore], which
+// across processes. Every send returns a [Sent]: its ID, due time, and the
+// token a cancel needs. Both Cancel and unique keys keep small records in the [PayloadStore], which
 // [Sweep] removes once expired.
 //
 // # Periodic dispatch
@@ -176,7 +177,7 @@
 // occurrences no instance makes a request. Occurrences missed while no
 // instance ran are skipped, sent as one catch-up, or each sent, by the
 // schedule's [Misfire] policy; the handler sees whether one is late in
-// [Message.Occurrence].
+// [MessageInfo.Occurrence].
 //
 // # Sharding and Lease
 //
@@ -228,7 +229,7 @@
 // that what cannot start soon stays in the queue. A send middleware may
 // attach [Metadata], string pairs that travel in
 // the message's text (queue messages have no headers) and reach the
-// listener's middleware in [Call].Metadata; a message sent without any is
+// handler and the listener's middleware in [MessageInfo].Metadata; a message sent without any is
 // byte for byte what the codec wrote (a delayed one, with
 // [PublisherOptions].PlainDelays). The otelazdispatch package is built
 // on these seams: OpenTelemetry spans across the queue, the trace context

@@ -374,7 +374,7 @@ func (e *engineRound) unsettled(t *testing.T) (missing []int, depth int) {
 
 // readPoison takes the envelopes off a poison queue and records their
 // messages as poisoned.
-func (e *engineRound) readPoison(t *testing.T, pq *memqueue.Queue) {
+func (e *engineRound) readPoison(t *testing.T, pq azdispatch.Source) {
 	ctx := context.Background()
 	for {
 		batch, err := pq.Receive(ctx, azdispatch.MaxBatch, time.Minute)

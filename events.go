@@ -104,18 +104,18 @@ type State struct {
 	Cancelled int64
 	// Duplicates counts messages of a [Scheduler] deleted unhandled because
 	// another message of the same occurrence was delivered (see
-	// [Message.Occurrence]).
+	// [MessageInfo.Occurrence]).
 	Duplicates int64
 
 	// RetriedFor breaks Retried down by cause.
 	RetriedFor RetryCounts
 
 	// TimeInQueue is how long messages waited before their first
-	// delivery, on the service's clock (see [Message.TimeInQueue]):
+	// delivery, on the service's clock (see [MessageInfo.TimeInQueue]):
 	// retries are not in it, since a retry waits by design. First is by
 	// the service's dequeue count: a message whose first receive reached
 	// no handler here (its answer lost, its process gone) is counted at no
-	// delivery; its wait shows in [Message.TimeInQueue] and [OldestAge].
+	// delivery; its wait shows in [MessageInfo.TimeInQueue] and [OldestAge].
 	TimeInQueue Latency
 	// HandlerTime is how long handler calls took, batch items' included.
 	HandlerTime Latency

@@ -42,7 +42,7 @@ func ExamplePoisonEnvelope_earlier() {
 		}
 		stop()
 		<-done
-		msgs, _ := queue.PoisonQueue().Peek(ctx, 1)
+		msgs, _ := queue.PoisonQueue().(*azdispatch.Queue).Peek(ctx, 1) // a Queue's poison queue is a *Queue
 		env, _ := azdispatch.ParsePoison(msgs[0].Text)
 		return env
 	}

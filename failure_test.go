@@ -116,7 +116,7 @@ func TestListenerLosesNothingThroughServerBusyAndLostResponses(t *testing.T) {
 	assert.Positive(t, chaos.lostHits)
 	chaos.mu.Unlock()
 	assert.Zero(t, s.Poisoned)
-	assert.Equal(t, 0, depth(t, observer.PoisonQueue()))
+	assert.Equal(t, 0, depth(t, observer.poisonQueue()))
 }
 
 func TestTwoListenersShareAQueueWithoutDuplicates(t *testing.T) {

@@ -283,7 +283,7 @@ func TestRetriesAreCountedByCause(t *testing.T) {
 			q := memqueue.New("latency-causes-"+tc.body, nil)
 			_, err := q.Send(context.Background(), `"`+tc.body+`"`, nil)
 			require.NoError(t, err)
-			q.PoisonQueue().FailNext(azdispatch.OpSend, 1, nil)
+			q.PoisonQueue().(*memqueue.Queue).FailNext(azdispatch.OpSend, 1, nil)
 			l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[string]) error {
 				switch m.Body {
 				case "panic":

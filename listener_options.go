@@ -317,7 +317,7 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 	}
 	if cfg.PoisonQueue == nil {
 		if p, ok := src.(PoisonQueuer); ok {
-			if q := p.PoisonShard(); q != nil {
+			if q := p.PoisonQueue(); q != nil {
 				cfg.PoisonQueue = q
 			}
 		}

@@ -482,7 +482,7 @@ func TestListenerKeepsAForeignMessageItCannotPoison(t *testing.T) {
 
 	assert.Zero(t, l.State().Poisoned)
 	assert.Equal(t, 1, depth(t, q), "it stays in its queue, hidden for the retry delay")
-	assert.Equal(t, 0, depth(t, q.PoisonQueue()))
+	assert.Equal(t, 0, depth(t, q.poisonQueue()))
 }
 
 func TestListenerOptionsErrorsNameTheField(t *testing.T) {

@@ -36,19 +36,12 @@ type MiddlewareFunc func(ctx context.Context, c *Call) error
 // HandleCall calls f.
 func (f MiddlewareFunc) HandleCall(ctx context.Context, c *Call) error { return f(ctx, c) }
 
-// Call is one handler call as middleware sees it. Its fields describe the
-// message; they are the listener's, valid until [Middleware.HandleCall] returns, and not
-// to be changed (except through Body, which the handler then sees).
+// Call is one handler call as middleware sees it. Its [MessageInfo]
+// describes the message as the handler's [Message] does; it is the
+// listener's, valid until [Middleware.HandleCall] returns, and not to be
+// changed (except through Body, which the handler then sees).
 type Call struct {
-	ID           string
-	Queue        string // the queue the message came from: for a [ShardedQueue], the shard's name
-	DequeueCount int64  // 1 on the first delivery
-	InsertedAt   time.Time
-	TimeInQueue  time.Duration // see [Message.TimeInQueue]
-	// BatchID and Item name the batch item the call is for; BatchID is
-	// empty for a message sent on its own.
-	BatchID string
-	Item    int
+	MessageInfo
 	// Size is the length in bytes of the text the body was decoded from:
 	// for a claim-checked message the text from its blob, for a batch item
 	// the item's own, metadata not included.
@@ -57,9 +50,6 @@ type Call struct {
 	// middleware may change what it points at (the handler sees the
 	// change), not the pointer.
 	Body any
-	// Metadata is what the publisher carried with the message (for a batch
-	// item, with its batch): nil when it carried none.
-	Metadata Metadata
 
 	chain   []Middleware
 	pos     int
@@ -118,7 +108,7 @@ type StorageOp struct {
 	//     queue, for Reason; an [OpDelete] follows if it succeeds.
 	Kind Op
 	// Queue is the queue the request goes to: the message's (for a
-	// [ShardedQueue], its shard's, as in [Call.Queue]), or for [OpReceive] the
+	// [ShardedQueue], its shard's, as in [MessageInfo.Queue]), or for [OpReceive] the
 	// listener's source.
 	Queue string
 	// Message is the message settled (nil for [OpReceive]): read it, do not
@@ -157,7 +147,7 @@ func (op *StorageOp) Next(ctx context.Context) error {
 }
 
 // SendMiddleware wraps every send of a [Publisher]: [Publisher.Send],
-// [Publisher.SendAfter], [Publisher.SendKeyed] and [Publisher.SendBatch]. Set
+// [Publisher.SendWith] and its shorthands, and [Publisher.SendBatch]. Set
 // it in [PublisherOptions.Middleware].
 //
 // HandleSend sends by calling s.Next with the context the send should
@@ -184,9 +174,12 @@ type Outgoing struct {
 	Body any
 	// Items is the number of items of a [Publisher.SendBatch]; 0 for a single message.
 	Items int
-	Key   string // [Publisher.SendKeyed]'s key; "" otherwise
-	// Delay is [Publisher.SendAfter]'s delay, or what remains until
-	// [Publisher.SendAt]'s time; 0 otherwise.
+	// Key is the send's [SendOptions.Key] ("" for none). A middleware may
+	// set or change it: the send then takes it as if the option had said
+	// so, and fails with a [*ConfigError] if the target is no [KeyedTarget].
+	Key string
+	// Delay is the send's [SendOptions.Delay], or what remains until its
+	// [SendOptions.At]; 0 for a message sent visible at once.
 	Delay time.Duration
 	// Metadata goes with the message (see [Metadata]): set entries before
 	// calling Next. Nil until something is set.
@@ -200,18 +193,19 @@ type Outgoing struct {
 	Offloaded bool
 	// SentTo is, once Next returns nil, the name of the queue that took
 	// the message: the shard a [*ShardedQueue] chose (by key, or round
-	// robin with failover), otherwise the target's own. Empty for a
-	// [Publisher.SendBatch] and for a [Target] that does not tell.
+	// robin with failover), otherwise the target's own; for a
+	// [Publisher.SendBatch], its pointer message's. Empty for a [Target]
+	// that does not tell.
 	SentTo string
 
 	chain   []SendMiddleware
 	pos     int
 	send    func(ctx context.Context, s *Outgoing) error
-	route   route       // how it goes: Delay and Key, which a middleware may change, are taken at the send
-	sent    sentMessage // what the target said of the message
-	ownMeta bool        // Metadata is a map Set made for this send
-	isBatch bool        // sent with SendBatch
-	batch   SentBatch   // what SendBatch returns
+	route   route         // how it goes: Delay and Key, which a middleware may change, are taken at the send
+	sent    sentMessage   // what the target said of the message
+	ownMeta bool          // Metadata is a map Set made for this send
+	isBatch bool          // sent with SendBatch
+	batch   *wire.Pointer // the pointer a SendBatch sent
 }
 
 // Set adds one entry of metadata. The first Set of a send copies a
@@ -257,14 +251,11 @@ func (s *Outgoing) Next(ctx context.Context) error {
 // middleware it is the handler call alone: no [Call] is made, nothing is
 // allocated, and a message in hand carries no room for one.
 func (l *Listener[T]) callChain(ctx context.Context, t *try, m *Message[T], size int) error {
+	m.Metadata = t.meta
 	if l.mw == nil {
 		return l.callRecovering(ctx, m)
 	}
-	c := &Call{
-		ID: m.ID, Queue: m.Queue, DequeueCount: m.DequeueCount, InsertedAt: m.InsertedAt, TimeInQueue: m.TimeInQueue,
-		BatchID: m.BatchID, Item: m.Item, Size: size, Body: &m.Body, Metadata: t.meta,
-		chain: l.mw, handler: l.invoke, msg: m,
-	}
+	c := &Call{MessageInfo: m.MessageInfo, Size: size, Body: &m.Body, chain: l.mw, handler: l.invoke, msg: m}
 	return c.runChain(ctx)
 }
 

@@ -41,7 +41,7 @@ func TestMiddlewareSeamAllocations(t *testing.T) {
 			require.NoError(t, err)
 			ctx := context.Background()
 			tr := &try{}
-			m := &Message[job]{ID: "1"}
+			m := &Message[job]{MessageInfo: MessageInfo{ID: "1"}}
 			got := testing.AllocsPerRun(1000, func() {
 				if err := l.callChain(ctx, tr, m, 10); err != nil {
 					t.Fatal(err)

@@ -196,11 +196,12 @@ func TestMetadataTravelsInTheTextAndReachesMiddleware(t *testing.T) {
 	c := &carry{}
 	pub, err := azdispatch.NewPublisher[item](q, &azdispatch.PublisherOptions{Middleware: []azdispatch.SendMiddleware{c}})
 	require.NoError(t, err)
-	id, err := pub.SendKeyed(ctx, "k", item{N: 7})
+	sent, err := pub.SendKeyed(ctx, "k", item{N: 7})
 	require.Error(t, err, "a memqueue is not a KeyedTarget")
-	require.Empty(t, id)
-	id, err = pub.Send(ctx, item{N: 7})
+	require.Empty(t, sent.ID)
+	sent, err = pub.Send(ctx, item{N: 7})
 	require.NoError(t, err)
+	id := sent.ID
 
 	want := `azdispatch-meta/1 {"tenant":"contoso","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}` + "\n" + `{"n":7}`
 	ds, err := q.Receive(ctx, 1, time.Second)

@@ -43,17 +43,16 @@ type PayloadStore struct {
 	clock  *svcclock.Clock // the account's: the service's time
 }
 
-// Payloads returns the account's default payload store, the container
-// "azdispatch-payloads". It makes no request. It fails with
-// [ErrNoBlobService] when the account's blob service is unknown.
-func (a *Account) Payloads() (*PayloadStore, error) {
-	return a.PayloadStore(defaultPayloadContainer)
-}
-
 // PayloadStore returns a payload store in the named container of this
-// account (3 to 63 lowercase letters, digits and single inner hyphens).
-// Publishers and listeners of a queue must use the same one.
+// account (3 to 63 lowercase letters, digits and single inner hyphens), or
+// "" for the account's default, "azdispatch-payloads", which its queues use
+// (see [Queue.PayloadStore]). Publishers and listeners of a queue must use
+// the same one. It makes no request. It fails with [ErrNoBlobService] when
+// the account's blob service is unknown.
 func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
+	if containerName == "" {
+		containerName = defaultPayloadContainer
+	}
 	if err := validateName("container name", containerName, 0); err != nil {
 		return nil, err
 	}
@@ -68,13 +67,13 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 func (s *PayloadStore) Container() string { return s.name }
 
 // PayloadStore implements [PayloadStorer]: the store of the queue's account
-// (see [Account.Payloads]); nil for a queue opened by its own SAS URL, or
+// (see [Account.PayloadStore]); nil for a queue opened by its own SAS URL, or
 // through an account whose blob service is unknown.
 func (q *Queue) PayloadStore() *PayloadStore {
 	if q.account == nil {
 		return nil
 	}
-	s, err := q.account.Payloads()
+	s, err := q.account.PayloadStore("")
 	if err != nil {
 		return nil
 	}

@@ -90,7 +90,7 @@ func TestBlobReadIsBoundedByProgressNotByTheTryTimeout(t *testing.T) {
 	}}})
 	lq, err := slowAccount.Queue(q.Name())
 	require.NoError(t, err)
-	store, err := slowAccount.Payloads()
+	store, err := slowAccount.PayloadStore("")
 	require.NoError(t, err)
 	store.stall = payload.Stall{Window: 500 * time.Millisecond, MinBytes: 64 << 10}
 	var got atomic.Pointer[string]

@@ -115,7 +115,7 @@ func (s *ShardedQueue) eachPeeker(ctx context.Context, f func(ctx context.Contex
 
 // OldestAge returns how long the oldest of the messages at the front of
 // src has been visible, by the service's clock: from its insertion, or its
-// due time if it was sent for later (as [Message.TimeInQueue] counts), to
+// due time if it was sent for later (as [MessageInfo.TimeInQueue] counts), to
 // the Date of the answer, in whole seconds; 0 for an empty queue, or one
 // that does not exist. src is a [*Queue], a [*ShardedQueue] (the oldest
 // over every shard of the view, asked in parallel), or any source with a

@@ -97,7 +97,7 @@ func TestShardedPeekAsksEveryShard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 2, "a view peeks only its own shards")
 
-	poison, err := s.PoisonQueue().Peek(ctx, MaxBatch)
+	poison, err := s.poisonQueue().Peek(ctx, MaxBatch)
 	require.NoError(t, err)
 	assert.Empty(t, poison, "poison queues never created: nothing to see")
 }

@@ -269,13 +269,13 @@ var listenerOps = []sasOp{
 	}},
 	{name: "send to the poison queue", needs: []need{{'q', 'o', 'a'}}, run: func(ctx context.Context, t *testing.T, r *sasRig) error {
 		admin, sas := r.queues(t)
-		require.NoError(t, admin.PoisonQueue().Create(ctx))
-		_, err := sas.PoisonQueue().Send(ctx, "envelope", nil)
+		require.NoError(t, admin.poisonQueue().Create(ctx))
+		_, err := sas.poisonQueue().Send(ctx, "envelope", nil)
 		return err
 	}},
 	{name: "create the poison queue", needs: []need{{'q', 'o', 'a'}, {'q', 'c', 'c'}}, run: func(ctx context.Context, t *testing.T, r *sasRig) error {
 		_, sas := r.queues(t)
-		_, err := sas.PoisonQueue().Send(ctx, "envelope", nil)
+		_, err := sas.poisonQueue().Send(ctx, "envelope", nil)
 		return err
 	}},
 	{name: "read a payload", needs: []need{{'b', 'o', 'r'}}, run: func(ctx context.Context, t *testing.T, r *sasRig) error {

@@ -153,11 +153,11 @@ func TestARepoisonedMessageNamesItsEarlierIDs(t *testing.T) {
 		// Put the envelope back and requeue it, as an operator would.
 		text, err := env.encode()
 		require.NoError(t, err)
-		_, err = q.PoisonQueue().Send(ctx, text, nil)
+		_, err = q.poisonQueue().Send(ctx, text, nil)
 		require.NoError(t, err)
 		// Max 1: the listener, still running, poisons the requeued message
 		// at once, and a Requeue over the whole queue would move it again.
-		res, err := Requeue(ctx, q.PoisonQueue(), q, &RequeueOptions{Max: 1})
+		res, err := Requeue(ctx, q.poisonQueue(), q, &RequeueOptions{Max: 1})
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Moved, "round %d: %+v, state %+v", round, res, l.State())
 	}
@@ -179,10 +179,10 @@ func TestRequeueKeepTextSendsTheTextAsItWas(t *testing.T) {
 	env := &PoisonEnvelope{Queue: q.Name(), MessageID: "m1", Reason: "r", InsertedAt: time.Now(), PoisonedAt: time.Now(), Body: `{"n":1}`}
 	text, err := env.encode()
 	require.NoError(t, err)
-	require.NoError(t, q.PoisonQueue().Create(ctx))
-	_, err = q.PoisonQueue().Send(ctx, text, nil)
+	require.NoError(t, q.poisonQueue().Create(ctx))
+	_, err = q.poisonQueue().Send(ctx, text, nil)
 	require.NoError(t, err)
-	res, err := Requeue(ctx, q.PoisonQueue(), q, &RequeueOptions{KeepText: true})
+	res, err := Requeue(ctx, q.poisonQueue(), q, &RequeueOptions{KeepText: true})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Moved)
 	back, err := q.Receive(ctx, 1, time.Minute)

@@ -58,7 +58,7 @@ func TestRequeueMovesPoisonedMessagesBackWithTheirBody(t *testing.T) {
 	ctx := context.Background()
 	q := testQueue(t)
 	sendJobs(t, q, 3)
-	sendTexts(t, q.PoisonQueue(), 1, func(int) string { return "not an envelope" })
+	sendTexts(t, q.poisonQueue(), 1, func(int) string { return "not an envelope" })
 
 	var broken atomic.Bool
 	broken.Store(true)
@@ -74,7 +74,7 @@ func TestRequeueMovesPoisonedMessagesBackWithTheirBody(t *testing.T) {
 	waitFor(t, "all poisoned", func() bool { return l.State().Poisoned == 3 })
 	broken.Store(false) // the fix is deployed
 
-	res, err := Requeue(ctx, q.PoisonQueue(), q, &RequeueOptions{
+	res, err := Requeue(ctx, q.poisonQueue(), q, &RequeueOptions{
 		Filter: func(env *PoisonEnvelope) bool { return !strings.Contains(env.Body, `"n":2`) },
 	})
 	require.NoError(t, err)
@@ -86,9 +86,9 @@ func TestRequeueMovesPoisonedMessagesBackWithTheirBody(t *testing.T) {
 	assert.Equal(t, 2, c.callsOf(0), "poisoned once, then handled")
 	assert.Equal(t, 2, c.callsOf(1))
 	assert.Equal(t, 1, c.callsOf(2), "left in the poison queue")
-	assert.Equal(t, 2, depth(t, q.PoisonQueue()), "the skipped envelope and the foreign message stay")
+	assert.Equal(t, 2, depth(t, q.poisonQueue()), "the skipped envelope and the foreign message stay")
 
-	res, err = Requeue(ctx, q.PoisonQueue(), q, &RequeueOptions{Max: 1})
+	res, err = Requeue(ctx, q.poisonQueue(), q, &RequeueOptions{Max: 1})
 	require.NoError(t, err)
 	assert.LessOrEqual(t, res.Moved, 1)
 }

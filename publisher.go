@@ -49,7 +49,7 @@ type PublisherOptions struct {
 	// than this package's listeners needs (the Azure Functions queue
 	// trigger). By default such a message carries a line before its text
 	// that says when it is due, so that a listener counts its time in
-	// queue ([Message.TimeInQueue]) from then; with PlainDelays it counts
+	// queue ([MessageInfo.TimeInQueue]) from then; with PlainDelays it counts
 	// from the send, delay included. A message due beyond 7 days, one sent
 	// with [Publisher.SendAt] before the queue has answered, and a
 	// [Scheduler]'s carry their line whatever this says.
@@ -118,44 +118,33 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	return p, nil
 }
 
-// Send encodes body and puts it on the queue, visible at once. It returns
-// the message ID. A body that encodes to more than [MaxMessageSize] bytes
-// (base64 and JSON escapes count; the XML escaping of the request does not,
-// as the service counts the text it stores) is offloaded to the payload store
-// and a pointer is sent in its place (a claim check): the listener resolves
-// it before decoding, so its handler cannot tell. Without a payload store
-// such a body fails with a [*MessageTooLargeError], before any request.
-func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
-	m, _, err := p.publish(ctx, body, route{})
-	return m.ID, err
+// Send encodes body and puts it on the queue, visible at once. A body that
+// encodes to more than [MaxMessageSize] bytes (base64 and JSON escapes count;
+// the XML escaping of the request does not, as the service counts the text it
+// stores) is offloaded to the payload store and a pointer is sent in its
+// place (a claim check): the listener resolves it before decoding, so its
+// handler cannot tell. Without a payload store such a body fails with a
+// [*MessageTooLargeError], before any request.
+//
+// It is [Publisher.SendWith] with no options, and returns the same [Sent].
+func (p *Publisher[T]) Send(ctx context.Context, body T) (Sent, error) {
+	return p.SendWith(ctx, body, nil)
 }
 
-// SendKeyed is [Publisher.Send] with a key: every message of the key lands on the same
-// shard and so reaches the same listener instance (see
-// [ShardedQueue.SendKeyed] and [ShardedQueue.Subset]). The publisher's target must be a
-// [KeyedTarget]; a plain [Queue] is not, because it has no choice to make.
-func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (string, error) {
-	if p.keyed == nil {
-		return "", &ConfigError{Field: "target", Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
+// SendKeyed is [Publisher.SendWith] with [SendOptions.Key]: every message of
+// the key lands on the same shard and so reaches the same listener instance
+// (see [ShardedQueue.SendKeyed] and [ShardedQueue.Subset]). It is there
+// because a key is most sends' only option on a [ShardedQueue], as a delay
+// is with [Publisher.SendAfter]. The key must not be empty, and the
+// publisher's target must be a [KeyedTarget] (a plain [Queue] is not: it has
+// no choice to make); either mistake fails with a [*ConfigError].
+func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (Sent, error) {
+	if key == "" {
+		// Without a key it would go round robin: an unset key would
+		// quietly lose the key's shard.
+		return Sent{}, &ConfigError{Field: "SendKeyed's key", Reason: "empty"}
 	}
-	m, _, err := p.publish(ctx, body, route{key: key, keyed: true})
-	return m.ID, err
-}
-
-// SentBatch describes a batch that [Publisher.SendBatch] put on the queue.
-type SentBatch struct {
-	MessageID string // the pointer message's ID
-	BatchID   string // the payload blob's name; each item's [Message.BatchID]
-	Items     int
-	Size      int64 // bytes stored in the blob (gzip)
-	// Due and Token are as for a single message (see [Sent]): when the
-	// batch may first be handled, and what [Publisher.Cancel] needs to
-	// cancel all of it.
-	Due   time.Time
-	Token string
-
-	text int         // length of the pointer message's text, for middleware
-	sent sentMessage // what the target said of the pointer message
+	return p.SendWith(ctx, body, &SendOptions{Key: key})
 }
 
 // SendBatch sends items as one batch: their encoded texts, compressed
@@ -171,74 +160,79 @@ type SentBatch struct {
 // single messages cost about 2n.
 //
 // opts are those of [Publisher.SendWith] (nil: sent visible at once): a
-// batch can be delayed, by any length, made unique and cancelled like a
-// single message, and its blob lives as long as its pointer message.
+// batch can be delayed, by any length, keyed, made unique and cancelled like
+// a single message, and its blob lives as long as its pointer message. It
+// returns the [Sent] of its pointer message, with [Sent.BatchID],
+// [Sent.Items] and [Sent.BatchBytes] set.
 //
 // It fails before any request with a [*ConfigError] for no items or bad
 // options, with [ErrNoBlobService] when the publisher has no payload store,
 // and with [ErrMessageTooLarge] when the batch exceeds the publisher's
 // [PayloadLimits] (the error names the limit to raise).
-func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptions) (SentBatch, error) {
+func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptions) (Sent, error) {
 	if len(items) == 0 {
-		return SentBatch{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
+		return Sent{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
 	}
 	if p.store == nil {
-		return SentBatch{}, wrapf(p.noStore(), "send batch")
+		return Sent{}, wrapf(p.noStore(), "send batch")
 	}
 	o, r, err := p.routeFor(ctx, opts)
 	if err != nil {
-		return SentBatch{}, err
+		return Sent{}, err
 	}
-	var b SentBatch
+	var m sentMessage
+	var ptr *wire.Pointer
 	err = p.unique(ctx, o, func() error {
 		if p.mw == nil {
-			b, err = p.sendBatch(ctx, items, nil, r)
+			m, ptr, _, err = p.sendBatch(ctx, items, nil, r)
 			return err
 		}
 		s := p.outgoing(&items, r)
 		s.Items, s.isBatch = len(items), true
 		err := s.Next(ctx)
-		b, r = s.batch, s.route
+		m, ptr, r = s.sent, s.batch, s.route
 		return err
 	})
-	if err != nil {
-		return SentBatch{}, err
+	if err != nil || ptr == nil { // nil: a middleware sent nothing
+		return Sent{}, err
 	}
-	sent := p.sent(b.sent, r)
-	b.Due, b.Token = sent.Due, sent.Token
-	return b, nil
+	sent := p.sent(m, r)
+	sent.BatchID, sent.Items, sent.BatchBytes = ptr.Blob, ptr.Items, ptr.Size
+	return sent, nil
 }
 
 // sendBatch is SendBatch past the middleware, with the metadata to carry,
-// sent as r says.
-func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route) (SentBatch, error) {
+// sent as r says. It returns what the target said of the pointer message,
+// the pointer, and the length of the pointer message's text.
+func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route) (sentMessage, *wire.Pointer, int, error) {
+	fail := func(err error) (sentMessage, *wire.Pointer, int, error) { return sentMessage{}, nil, 0, err }
 	msg := wire.Text{Due: p.dueLine(r)}
 	var err error
 	if msg.Meta, err = wire.NewMeta(meta); err != nil {
-		return SentBatch{}, err
+		return fail(err)
 	}
 	w := payload.NewWriter(p.limits)
 	for i, item := range items {
 		text, err := p.codec.Encode(item)
 		if err != nil {
-			return SentBatch{}, wrapf(err, "encode item %d", i)
+			return fail(wrapf(err, "encode item %d", i))
 		}
 		if err := w.Add(text); err != nil {
-			return SentBatch{}, limitOption(err, "PublisherOptions")
+			return fail(limitOption(err, "PublisherOptions"))
 		}
 	}
 	ptr, err := p.offload(ctx, payload.KindBatch, w, r)
 	if err != nil {
-		return SentBatch{}, limitOption(err, "PublisherOptions")
+		return fail(limitOption(err, "PublisherOptions"))
 	}
 	msg.Pointer = ptr
 	text := msg.Render()
 	m, err := p.deliver(ctx, text, r)
 	if err != nil {
-		return SentBatch{}, err
+		return fail(err)
 	}
 	m.Blob = ptr.Blob
-	return SentBatch{MessageID: m.ID, BatchID: ptr.Blob, Items: ptr.Items, Size: ptr.Size, text: len(text), sent: m}, nil
+	return m, ptr, len(text), nil
 }
 
 // route is how a message goes on the queue: visible at once or after a
@@ -247,8 +241,7 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, 
 type route struct {
 	delay  time.Duration // whole seconds
 	at     time.Time     // SendAt's time
-	key    string
-	keyed  bool
+	key    string        // "": no key
 	ttl    time.Duration
 	ownTTL bool             // ttl is the send's, not the publisher's
 	line   bool             // a due line even within the hop: SendAt's time, before the target's clock is known
@@ -384,11 +377,14 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		if err := s.takeRoute(); err != nil {
 			return err
 		}
-		b, err := p.sendBatch(ctx, *items, s.Metadata, s.route)
+		if err := p.checkKey("Outgoing.Key", s.route.key); err != nil {
+			return err
+		}
+		m, ptr, size, err := p.sendBatch(ctx, *items, s.Metadata, s.route)
 		if err != nil {
 			return err
 		}
-		s.batch, s.ID, s.Size, s.Offloaded = b, b.MessageID, b.text, true
+		s.sent, s.batch, s.ID, s.Size, s.Offloaded, s.SentTo = m, ptr, m.ID, size, true, m.Queue
 		return nil
 	}
 	body, ok := s.Body.(*T)
@@ -396,6 +392,9 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		return fmt.Errorf("azdispatch: a send middleware replaced Outgoing.Body (a %T now)", s.Body)
 	}
 	if err := s.takeRoute(); err != nil {
+		return err
+	}
+	if err := p.checkKey("Outgoing.Key", s.route.key); err != nil {
 		return err
 	}
 	m, text, err := p.send(ctx, *body, s.route, s.Metadata)
@@ -413,9 +412,9 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 	var err error
 	sharded, _ := p.target.(*ShardedQueue)
 	switch {
-	case r.keyed && sharded != nil:
+	case r.key != "" && sharded != nil:
 		m, err = sharded.sendKeyedMessage(ctx, r.key, text, opts)
-	case r.keyed:
+	case r.key != "":
 		m.ID, err = p.keyed.SendKeyed(ctx, r.key, text, opts)
 	default:
 		m, err = sendTo(ctx, p.target, text, opts)
@@ -427,6 +426,17 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 		p.onSent(ctx, m.ID)
 	}
 	return m, nil
+}
+
+// checkKey refuses a send's key when the target cannot keep a key's messages
+// together: a key it ignored would quietly break what the sender relies on
+// (every message of the key reaching one listener). field names the option
+// that set it.
+func (p *Publisher[T]) checkKey(field, key string) error {
+	if key != "" && p.keyed == nil {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
+	}
+	return nil
 }
 
 // noStore is the error of a publisher with no payload store.

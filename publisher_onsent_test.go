@@ -53,8 +53,9 @@ func TestOnSentIsCalledForAnInlineSend(t *testing.T) {
 	var heard sentIDs
 	p, err := NewPublisher[job](q, &PublisherOptions{OnSent: heard.onSent})
 	require.NoError(t, err)
-	id, err := p.Send(context.Background(), job{N: 1})
+	sent, err := p.Send(context.Background(), job{N: 1})
 	require.NoError(t, err)
+	id := sent.ID
 	assert.Equal(t, []string{id}, heard.take())
 	receiveOne(t, q, id)
 
@@ -69,8 +70,9 @@ func TestOnSentIsCalledForALargeMessage(t *testing.T) {
 	var heard sentIDs
 	p, err := NewPublisher[string](q, &PublisherOptions{Codec: Raw(), OnSent: heard.onSent})
 	require.NoError(t, err)
-	id, err := p.Send(context.Background(), strings.Repeat("large ", MaxMessageSize/4))
+	sent, err := p.Send(context.Background(), strings.Repeat("large ", MaxMessageSize/4))
 	require.NoError(t, err)
+	id := sent.ID
 	assert.Equal(t, []string{id}, heard.take())
 	d := receiveOne(t, q, id)
 	assert.True(t, strings.HasPrefix(d.Text, wire.PointerMagic), "it was offloaded")
@@ -84,28 +86,30 @@ func TestOnSentIsCalledForABatch(t *testing.T) {
 	require.NoError(t, err)
 	sent, err := p.SendBatch(context.Background(), []job{{N: 1}, {N: 2}, {N: 3}}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []string{sent.MessageID}, heard.take())
-	receiveOne(t, q, sent.MessageID)
+	assert.Equal(t, []string{sent.ID}, heard.take())
+	receiveOne(t, q, sent.ID)
 }
 
 func TestOnSentIsCalledForAKeyedSend(t *testing.T) {
 	t.Parallel()
 	acct := testAccount(t, nil)
 	sq := shardedQueue(t, 3, nil, acct)
-	store, err := acct.Payloads()
+	store, err := acct.PayloadStore("")
 	require.NoError(t, err)
 	var heard sentIDs
 	p, err := NewPublisher[string](sq, &PublisherOptions{Codec: Raw(), OnSent: heard.onSent, Payloads: store})
 	require.NoError(t, err)
 
-	id, err := p.SendKeyed(context.Background(), "customer-7", "small")
+	sent, err := p.SendKeyed(context.Background(), "customer-7", "small")
 	require.NoError(t, err)
+	id := sent.ID
 	assert.Equal(t, []string{id}, heard.take())
 	d := receiveOne(t, sq, id)
 	assert.Equal(t, sq.Shards()[KeyShard("customer-7", 3)].Name(), d.Queue, "on the key's shard")
 
-	id, err = p.SendKeyed(context.Background(), "customer-7", strings.Repeat("large ", MaxMessageSize/4))
+	sent, err = p.SendKeyed(context.Background(), "customer-7", strings.Repeat("large ", MaxMessageSize/4))
 	require.NoError(t, err, "a keyed message too large for the queue is offloaded")
+	id = sent.ID
 	assert.Equal(t, []string{id}, heard.take())
 	d = receiveOne(t, sq, id)
 	assert.Equal(t, sq.Shards()[KeyShard("customer-7", 3)].Name(), d.Queue, "on the key's shard")
@@ -120,7 +124,7 @@ func TestKeyedLargeAndPointerLikeBodiesRoundTripThroughAShardedQueue(t *testing.
 	ctx := context.Background()
 	acct := testAccount(t, nil)
 	sq := shardedQueue(t, 3, nil, acct)
-	store, err := acct.Payloads()
+	store, err := acct.PayloadStore("")
 	require.NoError(t, err)
 	p, err := NewPublisher[string](sq, &PublisherOptions{Codec: Raw(), Payloads: store})
 	require.NoError(t, err)

@@ -73,10 +73,19 @@ func (q *Queue) Account() *Account { return q.account }
 // Transactions counts the requests made on this queue, by anyone in this process.
 func (q *Queue) Transactions() Transactions { return q.tx.snapshot() }
 
-// PoisonQueue is where a listener on q moves messages it gives up on:
-// "<name>-poison" in the same account. It is nil for a queue opened with
+// PoisonQueue implements [PoisonQueuer]: it is where a listener on q moves
+// messages it gives up on, "<name>-poison" in the same account, a [*Queue]
+// (assert it to peek or create). It is nil for a queue opened with
 // [NewQueueWithSAS], whose token cannot reach another queue.
-func (q *Queue) PoisonQueue() *Queue {
+func (q *Queue) PoisonQueue() Shard {
+	if p := q.poisonQueue(); p != nil {
+		return p
+	}
+	return nil // not a nil *Queue in a non-nil Shard
+}
+
+// poisonQueue is [Queue.PoisonQueue] as a *Queue, nil if there is none.
+func (q *Queue) poisonQueue() *Queue {
 	if q.account == nil {
 		return nil
 	}
@@ -86,14 +95,6 @@ func (q *Queue) PoisonQueue() *Queue {
 		return nil // a name that had no room for the suffix
 	}
 	return p
-}
-
-// PoisonShard implements [PoisonQueuer]: it is [Queue.PoisonQueue] as a [Shard].
-func (q *Queue) PoisonShard() Shard {
-	if p := q.PoisonQueue(); p != nil {
-		return p
-	}
-	return nil // not a nil *Queue in a non-nil Shard
 }
 
 // Create creates the queue. It succeeds if the queue already exists.

@@ -48,8 +48,9 @@ func TestOutgoingSentToNamesTheQueueThatTookIt(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sq.Shards()[KeyShard("customer-7", 3)].Name(), sentTo)
 
-	id, err := pub.Send(ctx, "round robin")
+	sent, err := pub.Send(ctx, "round robin")
 	require.NoError(t, err)
+	id := sent.ID
 	var holder Shard
 	for _, sh := range sq.Shards() {
 		if sh.Name() == sentTo {

@@ -29,10 +29,12 @@ import (
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
-// Sent is a message a [Publisher] sent with [Publisher.SendWith],
-// [Publisher.SendAfter] or [Publisher.SendAt].
+// Sent is a message a [Publisher] sent: what every send returns
+// ([Publisher.Send], [Publisher.SendKeyed], [Publisher.SendWith],
+// [Publisher.SendAfter], [Publisher.SendAt] and [Publisher.SendBatch]).
 type Sent struct {
-	ID string // the message's ID
+	// ID is the message's ID: for a batch, its pointer message's.
+	ID string
 	// Due is when a listener may first handle it, on the service's clock,
 	// to the second: the time [Publisher.SendAt] named (even one past), or
 	// the insertion time plus the delay.
@@ -43,12 +45,22 @@ type Sent struct {
 	// the target cannot tell what a cancel needs (a [Target] of your own,
 	// a memqueue.Queue).
 	Token string
+
+	// BatchID, Items and BatchBytes describe a batch ([Publisher.SendBatch]);
+	// they are zero for a single message. BatchID is the payload blob's
+	// name, each item's [MessageInfo.BatchID]; Items is how many items it
+	// holds; BatchBytes is what the blob stores (gzip).
+	BatchID    string
+	Items      int
+	BatchBytes int64
 }
 
 // SendWith is [Publisher.Send] with per-send options:
 //   - [SendOptions.Delay] or [SendOptions.At]: handled no sooner than then,
 //     by the service's clock, however far ahead (see [Publisher.SendAfter]);
 //   - [SendOptions.TTL]: the message's life, instead of [PublisherOptions.TTL];
+//   - [SendOptions.Key]: every message of the key on one shard of a
+//     [KeyedTarget] (see [Publisher.SendKeyed]);
 //   - [SendOptions.UniqueKey]: a second send with the same key within
 //     [SendOptions.UniqueFor] fails with [ErrDuplicate], across processes
 //     and machines. The key is held by a blob in the payload store (one
@@ -100,7 +112,7 @@ func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() er
 // sent hidden for it, in one send, its text what [Publisher.Send] would
 // send after a short line that says when it is due
 // (`azdispatch-due/1 {"after":60}`), so that a listener counts its time in
-// queue from then ([Message.TimeInQueue]); nothing else reads it. A
+// queue from then ([MessageInfo.TimeInQueue]); nothing else reads it. A
 // longer one, of any length, is recorded in the message's text (a line
 // before the body, relative to the service's insertion time), and the
 // message is sent hidden for 7 days; a listener that receives it before it
@@ -108,7 +120,7 @@ func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() er
 // handler: one Update Message a week while it waits, riding on a receive the
 // listener makes anyway, and nothing else (no table, no poller). Those hops
 // are not tries: they never count towards [ListenerOptions.MaxDequeueCount],
-// and the handler's [Message.DequeueCount] counts only real deliveries.
+// and the handler's [MessageInfo.DequeueCount] counts only real deliveries.
 // Listeners must be of a version that reads due lines to read a delayed
 // message (an earlier one poisons it as undecodable): upgrade listeners
 // first.
@@ -178,13 +190,13 @@ func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 	case o.UniqueKey != "" && p.store == nil:
 		return wrapf(p.noStore(), "a unique send keeps its key in the payload store")
 	}
-	return nil
+	return p.checkKey("SendOptions.Key", o.Key)
 }
 
 // routeOf says how a message sent with o (checked) goes: for SendAt's
 // time, hidden for what remains of the wait by the service's clock.
 func (p *Publisher[T]) routeOf(o SendOptions) route {
-	r := route{delay: upToSecond(o.Delay), ttl: o.TTL, ownTTL: o.TTL != 0}
+	r := route{delay: upToSecond(o.Delay), key: o.Key, ttl: o.TTL, ownTTL: o.TTL != 0}
 	if o.At.IsZero() {
 		return r
 	}
@@ -276,10 +288,9 @@ func parseCancelToken(s string) (cancelToken, error) {
 	return c, nil
 }
 
-// Cancel makes sure the handler never runs for a message sent with
-// [Publisher.SendWith], [Publisher.SendAfter], [Publisher.SendAt] or
-// [Publisher.SendBatch], at any time before a listener receives it to handle:
-// token is its [Sent.Token]. It fails with an error matching
+// Cancel makes sure the handler never runs for a message sent by any send of
+// the publisher (a batch included), at any time before a listener receives
+// it to handle: token is its [Sent.Token]. It fails with an error matching
 // [ErrAlreadyDelivered] if a listener has it already (or it is gone:
 // deleted, expired, or cleared by someone else), and [ErrAlreadyCancelled] if
 // it was cancelled before. Cancels of one message racing each other, in any

@@ -609,7 +609,7 @@ const (
 )
 
 // Occurrence is one occurrence of a [Schedule]: what [Schedule.Messages]
-// builds messages for, and what a handler finds in [Message.Occurrence].
+// builds messages for, and what a handler finds in [MessageInfo.Occurrence].
 type Occurrence struct {
 	Schedule string
 	At       time.Time // its time, in UTC, to the second

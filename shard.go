@@ -525,28 +525,29 @@ func (s *ShardedQueue) Degraded() error {
 // and a requeued message goes back to its own shard, keeping the affinity
 // of keyed sends.
 
-// PoisonQueue is where a listener on s moves messages it gives up on: a
-// sharded queue over the shards' own poison queues ("<shard>-poison" in the
-// shard's account). A message is poisoned into its own shard's poison queue
-// while that is healthy, and into another one otherwise. A receive from it
-// asks every shard before it reports none, so [Requeue](ctx, s.PoisonQueue(),
-// s, nil) moves everything back, spread round-robin; s.Requeue puts each
-// message back on its own shard. It is nil unless every shard has a default
-// poison queue (see [PoisonQueuer]).
-func (s *ShardedQueue) PoisonQueue() *ShardedQueue {
+// PoisonQueue implements [PoisonQueuer]: it is where a listener on s moves
+// messages it gives up on, a [*ShardedQueue] over the shards' own poison
+// queues ("<shard>-poison" in the shard's account). A message is poisoned
+// into its own shard's poison queue while that is healthy, and into another
+// one otherwise. A receive from it asks every shard before it reports none,
+// so [Requeue](ctx, s.PoisonQueue(), s, nil) moves everything back, spread
+// round-robin; s.Requeue puts each message back on its own shard. It is nil
+// unless every shard has a default poison queue (see [PoisonQueuer]).
+func (s *ShardedQueue) PoisonQueue() Shard {
+	if p := s.poisonQueue(); p != nil {
+		return p
+	}
+	return nil // not a nil *ShardedQueue in a non-nil Shard
+}
+
+// poisonQueue is [ShardedQueue.PoisonQueue] as a *ShardedQueue, nil if
+// there is none.
+func (s *ShardedQueue) poisonQueue() *ShardedQueue {
 	p := s.set.poisonSet()
 	if p == nil {
 		return nil
 	}
 	return p.view(s.members)
-}
-
-// PoisonShard implements [PoisonQueuer]: it is [ShardedQueue.PoisonQueue] as a [Shard].
-func (s *ShardedQueue) PoisonShard() Shard {
-	if p := s.PoisonQueue(); p != nil {
-		return p
-	}
-	return nil // not a nil *ShardedQueue in a non-nil Shard
 }
 
 // Requeue moves the envelopes in each shard's poison queue back to that

@@ -62,7 +62,7 @@ func TestAReceiveWhoseCandidateHangsAsksTheRestingShards(t *testing.T) {
 }
 
 // envelopesIn puts n poison envelopes on q.
-func envelopesIn(t *testing.T, q *memqueue.Queue, n int) {
+func envelopesIn(t *testing.T, q azdispatch.Shard, n int) {
 	t.Helper()
 	for k := range n {
 		text, err := azdispatch.EncodeEnvelopeForTest(&azdispatch.PoisonEnvelope{

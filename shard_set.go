@@ -294,7 +294,7 @@ func (set *shardSet) poisonSet() *shardSet {
 			if !ok {
 				return
 			}
-			q := pq.PoisonShard()
+			q := pq.PoisonQueue()
 			if q == nil {
 				return
 			}

@@ -457,7 +457,7 @@ func TestShardedPoisonStaysBesideItsShardAndRequeues(t *testing.T) {
 
 	// Each poisoned message is beside the shard it came from.
 	for i, sh := range sq.Shards() {
-		n, err := sh.(*Queue).PoisonQueue().Depth(context.Background())
+		n, err := sh.(*Queue).poisonQueue().Depth(context.Background())
 		require.NoError(t, err)
 		want := 3
 		if i == 0 {
@@ -479,7 +479,7 @@ func TestShardedPoisonStaysBesideItsShardAndRequeues(t *testing.T) {
 	stop = started(t, l2)
 	waitFor(t, "6 poisoned again", func() bool { return l2.State().Poisoned == 6 })
 	require.NoError(t, stop())
-	res, err = Requeue(context.Background(), sq.PoisonQueue(), sq, nil)
+	res, err = Requeue(context.Background(), sq.poisonQueue(), sq, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 6, res.Moved, "a receive from the poison set asks every shard")
 	n, err := sq.Depth(context.Background())
@@ -500,7 +500,7 @@ func TestShardedPoisonMoveRoutesByTheDelivery(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
-	poison := sq.PoisonQueue()
+	poison := sq.poisonQueue()
 	_, err = poison.sendBeside(ctx, got[0].Receipt, "not an envelope at all", nil)
 	require.NoError(t, err)
 	for i, sh := range sq.Shards() {
@@ -508,7 +508,7 @@ func TestShardedPoisonMoveRoutesByTheDelivery(t *testing.T) {
 		if i == KeyShard(key, 3) {
 			want = 1
 		}
-		assert.Equal(t, want, depth(t, sh.(*Queue).PoisonQueue()), "poison queue of shard %d", i)
+		assert.Equal(t, want, depth(t, sh.(*Queue).poisonQueue()), "poison queue of shard %d", i)
 	}
 
 	// A delivery from elsewhere is spread as any send is.
@@ -527,7 +527,7 @@ func TestShardedBatchItemsArePoisonedBesideTheirShardWhileRenewalsRun(t *testing
 	ctx := context.Background()
 	acct := testAccount(t, quickRetries(nil))
 	sq := shardedQueue(t, 3, nil, acct)
-	store, err := acct.Payloads()
+	store, err := acct.PayloadStore("")
 	require.NoError(t, err)
 	p, err := NewPublisher[job](sq, &PublisherOptions{Payloads: store})
 	require.NoError(t, err)
@@ -568,7 +568,7 @@ func TestShardedBatchItemsArePoisonedBesideTheirShardWhileRenewalsRun(t *testing
 		if i == origin {
 			want = len(items) - 1
 		}
-		assert.Equal(t, want, depth(t, sh.(*Queue).PoisonQueue()), "poison queue of shard %d", i)
+		assert.Equal(t, want, depth(t, sh.(*Queue).poisonQueue()), "poison queue of shard %d", i)
 	}
 }
 
@@ -618,8 +618,8 @@ func TestShardedQueueOffloadsThroughAPayloadStoreOfItsOwn(t *testing.T) {
 	store := sq.PayloadStore()
 	require.NotNil(t, store, "the first account's store")
 	assert.Equal(t, defaultPayloadContainer, store.Container())
-	require.NotNil(t, sq.PoisonQueue())
-	assert.Same(t, store, sq.PoisonQueue().PayloadStore(), "its poison queue shares it")
+	require.NotNil(t, sq.poisonQueue())
+	assert.Same(t, store, sq.poisonQueue().PayloadStore(), "its poison queue shares it")
 
 	var mu sync.Mutex
 	var onSent []string
@@ -633,9 +633,9 @@ func TestShardedQueueOffloadsThroughAPayloadStoreOfItsOwn(t *testing.T) {
 	bodies := []string{strings.Repeat("large body ", 100<<10/11), wire.PointerMagic + "a text, not a pointer"}
 	var ids []string
 	for _, b := range bodies {
-		id, err := p.SendKeyed(ctx, "customer-7", b)
+		sent, err := p.SendKeyed(ctx, "customer-7", b)
 		require.NoError(t, err)
-		ids = append(ids, id)
+		ids = append(ids, sent.ID)
 	}
 	mu.Lock()
 	assert.Equal(t, ids, onSent)

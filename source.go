@@ -49,12 +49,13 @@ type KeyedTarget interface {
 }
 
 // PoisonQueuer is a [Shard] with a poison queue of its own beside it, such as
-// a [*Queue] of an [Account] or a memqueue.Queue. A [Listener] on it, and a
-// [ShardedQueue] over shards that all have one, use it by default (see
-// [ListenerOptions.PoisonQueue] and [ShardedQueue.PoisonQueue]).
+// a [*Queue] of an [Account], a [*ShardedQueue] or a memqueue.Queue. A
+// [Listener] on it, and a [ShardedQueue] over shards that all have one, use
+// it by default (see [ListenerOptions.PoisonQueue]).
 type PoisonQueuer interface {
-	// PoisonShard returns the poison queue, or nil if there is none.
-	PoisonShard() Shard
+	// PoisonQueue returns the poison queue, or nil (a nil interface) if
+	// there is none.
+	PoisonQueue() Shard
 }
 
 // PayloadStorer is a [Source] or [Target] with a [PayloadStore] of its own, such
@@ -80,7 +81,8 @@ type WakeSource interface {
 
 // SendOptions are the per-message options of a send. Nil means defaults.
 // A [Target]'s Send reads Delay (up to 7 days) and TTL, and refuses the
-// rest, which only a [Publisher] can carry out ([Publisher.SendWith]).
+// rest, which only a [Publisher] can carry out ([Publisher.SendWith]; a
+// [KeyedTarget] takes its key as an argument of SendKeyed instead).
 type SendOptions struct {
 	// Delay keeps the message from listeners for this long after it is
 	// sent (rounded up to whole seconds, the service's unit): up to 7 days
@@ -100,6 +102,14 @@ type SendOptions struct {
 	// only.
 	UniqueKey string
 	UniqueFor time.Duration
+	// Key, if set, keeps every message sent with it together: a
+	// [KeyedTarget] such as a [ShardedQueue] puts them all on one shard,
+	// so that they reach the same listener instance (see
+	// [Publisher.SendKeyed]). A send with a key to a target that is not a
+	// KeyedTarget fails with a [*ConfigError] rather than ignore it, since
+	// a sender that sets one relies on it. A [SendMiddleware] sees and may
+	// change it as [Outgoing.Key]. A Publisher's only.
+	Key string
 }
 
 // checkTargetOptions refuses what a Target's Send cannot carry out.
@@ -109,6 +119,8 @@ func checkTargetOptions(o *SendOptions) error {
 		return &ConfigError{Field: "SendOptions.At", Reason: "only a Publisher sends at a time (Publisher.SendWith)"}
 	case o.UniqueKey != "" || o.UniqueFor != 0:
 		return &ConfigError{Field: "SendOptions.UniqueKey", Reason: "only a Publisher makes a send unique (Publisher.SendWith)"}
+	case o.Key != "":
+		return &ConfigError{Field: "SendOptions.Key", Reason: "a Target's Send takes no key (a KeyedTarget's SendKeyed, or Publisher.SendWith, does)"}
 	}
 	return checkDelay(o.Delay)
 }
@@ -194,13 +206,23 @@ const (
 // UTF-8 bytes (XML escaping on the wire does not count).
 const serviceMessageLimit = 64 * 1024
 
-// Message is what a handler receives: the decoded body and where it came from.
+// Message is what a handler receives: the decoded body, and what the
+// listener knows of the message it came in ([MessageInfo], whose fields
+// read as the Message's own: m.ID, m.DequeueCount).
 type Message[T any] struct {
-	Body         T
+	Body T
+	MessageInfo
+}
+
+// MessageInfo describes a message a listener received: what a handler sees
+// of it in its [Message], and a [Middleware] in its [Call]. Both embed it,
+// so the two always describe a message alike. The listener's, not to be
+// changed.
+type MessageInfo struct {
 	ID           string
-	DequeueCount int64 // 1 on the first delivery; more means an earlier try failed or was cut short
+	Queue        string // the queue the message came from: for a [ShardedQueue], the shard's name
+	DequeueCount int64  // 1 on the first delivery; more means an earlier try failed or was cut short
 	InsertedAt   time.Time
-	Queue        string // the queue the message came from
 
 	// TimeInQueue is how long the message waited before this delivery:
 	// from when it first became visible (its insertion, or, sent for
@@ -225,6 +247,11 @@ type Message[T any] struct {
 	// by a [Scheduler]: its time, and whether it is late; nil for a message
 	// sent otherwise.
 	Occurrence *Occurrence
+
+	// Metadata is what the publisher carried with the message (for a batch
+	// item, with its batch; see [Metadata]): nil when it carried none. The
+	// items of a batch share one map: read it, do not change it.
+	Metadata Metadata
 }
 
 // Handler processes one message. Its result decides the message's fate:
@@ -239,5 +266,5 @@ type Message[T any] struct {
 // receiver may have it (cause [ErrOwnershipLost]), or at the end of a
 // shutdown's drain (cause [ErrDrainTimeout]). Delivery is at least once: a
 // message may be handled again after a crash or a lost delete, so handlers
-// should be idempotent; [Message.DequeueCount] > 1 says a retry may be under way.
+// should be idempotent; [MessageInfo.DequeueCount] > 1 says a retry may be under way.
 type Handler[T any] func(ctx context.Context, m *Message[T]) error

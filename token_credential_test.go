@@ -133,7 +133,7 @@ func TestTokenCredential(t *testing.T) {
 			require.NoError(t, err)
 			_, err = q.Send(ctx, "refused", nil)
 			assertUnauthenticated(t, err)
-			store, err := a.Payloads()
+			store, err := a.PayloadStore("")
 			require.NoError(t, err)
 			_, err = store.put(ctx, payload.Meta{Kind: payload.KindSingle, Queue: q.Name(), Created: time.Now(), Items: 1}, []byte("refused"))
 			assertUnauthenticated(t, err)

@@ -140,7 +140,7 @@ func TestCloseStopsARunningJob(t *testing.T) {
 // receive before its context ends.
 type stuckPoison struct{ *memqueue.Queue }
 
-func (s *stuckPoison) PoisonShard() azdispatch.Shard { return stuckShard{s.Queue.PoisonShard()} }
+func (s *stuckPoison) PoisonQueue() azdispatch.Shard { return stuckShard{s.Queue.PoisonQueue()} }
 
 type stuckShard struct{ azdispatch.Shard }
 

@@ -343,7 +343,7 @@ func TestAStoppedPurgeLeavesEveryMessageItDidNotDeleteVisible(t *testing.T) {
 			assert.Contains(t, body, "2 deleted")
 			left := depth(t, q.PoisonQueue())
 			require.Equal(t, 8, left)
-			visible, err := q.PoisonQueue().Peek(context.Background(), 32)
+			visible, err := q.PoisonQueue().(*memqueue.Queue).Peek(context.Background(), 32)
 			require.NoError(t, err)
 			assert.Len(t, visible, left, "every message left is visible")
 		})

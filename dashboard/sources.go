@@ -66,7 +66,7 @@ func newTopology(o *Options) *topology {
 			u.set = s.name
 		}
 		if pq, ok := q.(azdispatch.PoisonQueuer); ok {
-			u.poison = pq.PoisonShard()
+			u.poison = pq.PoisonQueue()
 		}
 		u.readPoison = u.poison
 		if sq := s.sharded; sq != nil {
@@ -74,7 +74,7 @@ func newTopology(o *Options) *topology {
 			if view, err := sq.Subset(k, n); err == nil {
 				u.read = view
 			}
-			if pq := sq.PoisonQueue(); pq != nil && u.poison != nil {
+			if pq, ok := sq.PoisonQueue().(*azdispatch.ShardedQueue); ok && u.poison != nil {
 				if view, err := pq.Subset(k, n); err == nil {
 					u.readPoison = view
 				}

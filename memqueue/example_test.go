@@ -123,7 +123,7 @@ func runUntil(l *azdispatch.Listener[order], idle <-chan struct{}, done func(azd
 }
 
 // poisonReasons reads the reasons of the envelopes in a poison queue.
-func poisonReasons(ctx context.Context, poison *memqueue.Queue) []string {
+func poisonReasons(ctx context.Context, poison azdispatch.Source) []string {
 	ds, err := poison.Receive(ctx, azdispatch.MaxBatch, time.Minute)
 	if err != nil {
 		panic(err)

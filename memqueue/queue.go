@@ -117,10 +117,13 @@ func (q *Queue) Name() string { return q.name }
 // every Advance of a [ManualClock] the queue is on.
 func (q *Queue) Subscribe(wake func()) (cancel func()) { return q.sent.Subscribe(wake) }
 
-// PoisonQueue is the queue "<name>-poison" on the same clock, made on first
-// use: where a Listener on q, or a ShardedQueue over it, moves the messages
-// it gives up on.
-func (q *Queue) PoisonQueue() *Queue {
+// PoisonQueue implements [azdispatch.PoisonQueuer]: the queue
+// "<name>-poison" on the same clock, made on first use, where a Listener on
+// q, or a ShardedQueue over it, moves the messages it gives up on. It is a
+// [*Queue] (assert it to inject faults into it).
+func (q *Queue) PoisonQueue() azdispatch.Shard { return q.poisonQueue() }
+
+func (q *Queue) poisonQueue() *Queue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.poison == nil {
@@ -128,10 +131,6 @@ func (q *Queue) PoisonQueue() *Queue {
 	}
 	return q.poison
 }
-
-// PoisonShard is PoisonQueue as an [azdispatch.Shard], for the Listener's and
-// ShardedQueue's defaults.
-func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
 
 // Send puts text on the queue and returns the new message's ID. Like an
 // [azdispatch.Queue], it refuses text over 64 KiB
@@ -153,8 +152,8 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 		switch {
 		case opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility:
 			return "", &azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
-		case !opts.At.IsZero() || opts.UniqueKey != "" || opts.UniqueFor != 0:
-			return "", &azdispatch.ConfigError{Field: "SendOptions", Reason: "At and UniqueKey are a Publisher's (Publisher.SendWith)"}
+		case !opts.At.IsZero() || opts.UniqueKey != "" || opts.UniqueFor != 0 || opts.Key != "":
+			return "", &azdispatch.ConfigError{Field: "SendOptions", Reason: "At, UniqueKey and Key are a Publisher's (Publisher.SendWith)"}
 		}
 		delay, ttl = opts.Delay, opts.TTL
 	}

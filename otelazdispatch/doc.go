@@ -78,7 +78,7 @@
 //     calls), by the conventions, with messaging.operation.name and .type,
 //     and error.type on failures;
 //   - azdispatch.message.time_in_queue (s, histogram): how long a message
-//     waited before its first delivery ([azdispatch.Call.TimeInQueue]),
+//     waited before its first delivery ([azdispatch.MessageInfo.TimeInQueue]),
 //     recorded per handler call (each item of a batch counts) on first
 //     deliveries only: a retry waits by design, for its retry delay, and
 //     counting it would make a queue that keeps up look behind whenever
@@ -87,7 +87,7 @@
 //     they are whole seconds: the buckets are 0, 1, 2, 5, 10, 30 s, 1, 2,
 //     5, 10, 30 min, 1, 2, 6 and 24 h, none under a second;
 //   - azdispatch.message.end_to_end (s, histogram, same buckets): from a
-//     message's insertion ([azdispatch.Call.InsertedAt], the service's
+//     message's insertion ([azdispatch.MessageInfo.InsertedAt], the service's
 //     clock) to the end of a handler call for it (the listener's clock), on
 //     every call, with error.type when the call failed: a successful call's
 //     value is how long the message took from its send to done, retries and

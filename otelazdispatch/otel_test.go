@@ -125,9 +125,9 @@ func TestEveryProcessSpanIsLinkedToItsSend(t *testing.T) {
 	require.NoError(t, err)
 	ids := map[string]bool{}
 	for i := range 3 {
-		id, err := pub.Send(ctx, order{ID: i})
+		sent, err := pub.Send(ctx, order{ID: i})
 		require.NoError(t, err)
-		ids[id] = true
+		ids[sent.ID] = true
 	}
 	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[order]) error {
 		if !trace.SpanContextFromContext(ctx).IsValid() {

@@ -366,11 +366,11 @@ func TestPoisonShowNamesTheOtherItemsOfABatch(t *testing.T) {
 	runUntil(t, l, func(s azdispatch.State) bool { return s.ItemsPoisoned == 2 && s.Succeeded == 1 })
 
 	var shown poisonEntry
-	runJSON(t, env, exitOK, &shown, "poison", "show", sent.MessageID, "-queue", q.Name())
-	assert.Equal(t, sent.MessageID, shown.MessageID)
+	runJSON(t, env, exitOK, &shown, "poison", "show", sent.ID, "-queue", q.Name())
+	assert.Equal(t, sent.ID, shown.MessageID)
 	require.Len(t, shown.Others, 1, "the other poisoned item is named")
 	assert.NotEqual(t, shown.PoisonID, shown.Others[0])
-	r := run(t, env, "", "poison", "show", sent.MessageID, "-queue", q.Name())
+	r := run(t, env, "", "poison", "show", sent.ID, "-queue", q.Name())
 	require.Equal(t, exitOK, r.code, r)
 	assert.Contains(t, r.stdout, "other envelopes:")
 	assert.Contains(t, r.stdout, shown.Others[0])

@@ -69,14 +69,15 @@ type poisonListDoc struct {
 // listPoison peeks at every poison queue of t and reads their depth.
 func listPoison(ctx context.Context, t *target) (poisonListDoc, error) {
 	doc := poisonListDoc{Target: t.name(), Envelopes: []poisonEntry{}, Note: peekNote}
-	var src peekable
+	var poison azdispatch.Shard
 	switch {
 	case t.queue != nil:
-		src = t.queue.PoisonQueue()
+		poison = t.queue.PoisonQueue()
 	case t.sharded != nil:
-		src = t.sharded.PoisonQueue()
+		poison = t.sharded.PoisonQueue()
 	}
-	if src == nil {
+	src, ok := poison.(peekable) // a *Queue or a *ShardedQueue: both peek
+	if !ok {
 		return doc, fmt.Errorf("%s has no poison queue", t.name())
 	}
 	msgs, perr := src.Peek(ctx, azdispatch.MaxBatch)

@@ -60,8 +60,6 @@ shards exists) is created whole, all N shards, so that it reads back at its size
 	switch {
 	case key != "" && len(o.target.queues()) > 0:
 		return usageErrorf("-key needs a sharded set (-base and -shards): one queue has no shard to choose")
-	case key != "" && delay > 0:
-		return usageErrorf("-key and -delay cannot be combined: the library has no delayed keyed send")
 	case delay < 0:
 		return usageErrorf("-delay must not be negative")
 	}
@@ -103,18 +101,7 @@ shards exists) is created whole, all N shards, so that it reads back at its size
 	if err != nil {
 		return err
 	}
-	var id string
-	var due time.Time
-	switch {
-	case key != "":
-		id, err = pub.SendKeyed(ctx, key, text)
-	case delay > 0:
-		var s azdispatch.Sent
-		s, err = pub.SendAfter(ctx, text, delay)
-		id, due = s.ID, s.Due
-	default:
-		id, err = pub.Send(ctx, text)
-	}
+	sent, err := pub.SendWith(ctx, text, &azdispatch.SendOptions{Key: key, Delay: delay})
 	if err != nil {
 		if errors.Is(err, azdispatch.ErrInvalidText) {
 			return usageError{err}
@@ -122,12 +109,12 @@ shards exists) is created whole, all N shards, so that it reads back at its size
 		return err
 	}
 	doc := sendDoc{
-		Target: t.name(), ID: id, Bytes: len(text), Key: key, Created: created,
+		Target: t.name(), ID: sent.ID, Bytes: len(text), Key: key, Created: created,
 		ClaimCheck: len(text) > azdispatch.MaxMessageSize || azdispatch.DescribeText(text).Reserved,
 	}
 	doc.Queue, doc.Account, doc.Shard = t.locate(sentTo)
 	if delay > 0 {
-		doc.Delay, doc.Due = delay.String(), due.Format(time.RFC3339)
+		doc.Delay, doc.Due = delay.String(), sent.Due.Format(time.RFC3339)
 	}
 	return c.emit(o.json, doc, func(tw *tabwriter.Writer) {
 		how := "as a message"

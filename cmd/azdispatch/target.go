@@ -196,7 +196,7 @@ func (t *target) units() []unit {
 	for i, q := range qs {
 		out[i] = unit{queue: q, account: t.labels[i%len(t.labels)]}
 		if pq, ok := q.(azdispatch.PoisonQueuer); ok {
-			out[i].poison = pq.PoisonShard()
+			out[i].poison = pq.PoisonQueue()
 		}
 	}
 	return out

@@ -119,7 +119,7 @@ func runUntil(t *testing.T, q Queue, h azdispatch.Handler[job], opts *azdispatch
 // poisoned returns the one envelope in q's poison queue.
 func poisoned(t *testing.T, q Queue) *azdispatch.PoisonEnvelope {
 	t.Helper()
-	p := q.PoisonShard()
+	p := q.PoisonQueue()
 	require.NotNil(t, p, "the harness's queues have a poison queue")
 	d := receiveOne(t, p, long)
 	env, err := azdispatch.ParsePoison(d.Text)

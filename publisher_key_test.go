@@ -1,0 +1,154 @@
+package azdispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// keyRig is a sharded queue over three in-memory queues.
+func keyRig(t *testing.T) (*azdispatch.ShardedQueue, []*memqueue.Queue) {
+	t.Helper()
+	var qs []*memqueue.Queue
+	var shards []azdispatch.Shard
+	for i := range 3 {
+		q := memqueue.New(fmt.Sprintf("keyed-%d", i), nil)
+		qs, shards = append(qs, q), append(shards, q)
+	}
+	sq, err := azdispatch.NewShardedQueue("keyed", shards, nil)
+	require.NoError(t, err)
+	return sq, qs
+}
+
+// depths is each queue's depth, hidden messages included.
+func depths(t *testing.T, qs []*memqueue.Queue) []int {
+	t.Helper()
+	var ds []int
+	for _, q := range qs {
+		d, err := q.Depth(context.Background())
+		require.NoError(t, err)
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// A key is one thing however a send gives it: SendKeyed, SendOptions.Key
+// (with a delay, too), or a send middleware that sets Outgoing.Key. Each puts
+// the message on the key's shard.
+func TestAKeyIsTheSameHoweverASendGivesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const key = "customer-7"
+	sq, qs := keyRig(t)
+	setKey := azdispatch.SendMiddlewareFunc(func(ctx context.Context, s *azdispatch.Outgoing) error {
+		if s.Key == "" {
+			s.Key = key
+		}
+		return s.Next(ctx)
+	})
+	plain, err := azdispatch.NewPublisher[string](sq, nil)
+	require.NoError(t, err)
+	viaMiddleware, err := azdispatch.NewPublisher[string](sq, &azdispatch.PublisherOptions{
+		Middleware: []azdispatch.SendMiddleware{setKey},
+	})
+	require.NoError(t, err)
+
+	sends := map[string]func() (azdispatch.Sent, error){
+		"SendKeyed":       func() (azdispatch.Sent, error) { return plain.SendKeyed(ctx, key, "a") },
+		"SendOptions.Key": func() (azdispatch.Sent, error) { return plain.SendWith(ctx, "b", &azdispatch.SendOptions{Key: key}) },
+		"Key and Delay": func() (azdispatch.Sent, error) {
+			return plain.SendWith(ctx, "c", &azdispatch.SendOptions{Key: key, Delay: time.Hour})
+		},
+		"Outgoing.Key":        func() (azdispatch.Sent, error) { return viaMiddleware.Send(ctx, "d") },
+		"Outgoing.Key, later": func() (azdispatch.Sent, error) { return viaMiddleware.SendAfter(ctx, "e", time.Minute) },
+	}
+	want := make([]int, len(qs))
+	for name, send := range sends {
+		sent, err := send()
+		require.NoError(t, err, name)
+		assert.NotEmpty(t, sent.ID, name)
+		want[azdispatch.KeyShard(key, len(qs))]++
+		assert.Equal(t, want, depths(t, qs), "%s: on the key's shard", name)
+	}
+}
+
+// A key given to a target that cannot keep a key's messages together is
+// refused before anything is sent, whichever way it was given: ignored, it
+// would break what the sender relies on.
+func TestAKeyForATargetThatIsNotKeyedIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("plain", nil)
+	setKey := azdispatch.SendMiddlewareFunc(func(ctx context.Context, s *azdispatch.Outgoing) error {
+		s.Key = "customer-7"
+		return s.Next(ctx)
+	})
+	plain, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	viaMiddleware, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{
+		Middleware: []azdispatch.SendMiddleware{setKey},
+	})
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name, field string
+		send        func() (azdispatch.Sent, error)
+	}{
+		{"SendKeyed", "SendOptions.Key", func() (azdispatch.Sent, error) { return plain.SendKeyed(ctx, "customer-7", "a") }},
+		{"SendOptions.Key", "SendOptions.Key", func() (azdispatch.Sent, error) {
+			return plain.SendWith(ctx, "b", &azdispatch.SendOptions{Key: "customer-7"})
+		}},
+		{"Outgoing.Key", "Outgoing.Key", func() (azdispatch.Sent, error) { return viaMiddleware.Send(ctx, "c") }},
+		{"Target's own Send", "SendOptions", func() (azdispatch.Sent, error) {
+			_, err := q.Send(ctx, "d", &azdispatch.SendOptions{Key: "customer-7"})
+			return azdispatch.Sent{}, err
+		}},
+	} {
+		sent, err := tc.send()
+		var ce *azdispatch.ConfigError
+		require.True(t, errors.As(err, &ce), "%s: %v", tc.name, err)
+		assert.Equal(t, tc.field, ce.Field, tc.name)
+		assert.Zero(t, sent, tc.name)
+	}
+	d, err := q.Depth(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, d, "nothing was sent")
+
+	sq, _ := keyRig(t)
+	p, err := azdispatch.NewPublisher[string](sq, nil)
+	require.NoError(t, err)
+	_, err = p.SendKeyed(ctx, "", "e")
+	var ce *azdispatch.ConfigError
+	require.True(t, errors.As(err, &ce), "an empty key is a mistake, not round robin: %v", err)
+	assert.Equal(t, "SendKeyed's key", ce.Field)
+}
+
+// Every send says what it sent in one [azdispatch.Sent]: a plain send's has
+// its ID and due time, and no batch fields.
+func TestEverySendReturnsASent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("sent", &memqueue.Options{Clock: clock})
+	p, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	now, err := p.Send(ctx, "now")
+	require.NoError(t, err)
+	later, err := p.SendAfter(ctx, "later", time.Minute)
+	require.NoError(t, err)
+	for _, s := range []azdispatch.Sent{now, later} {
+		assert.NotEmpty(t, s.ID)
+		assert.Empty(t, s.BatchID)
+		assert.Zero(t, s.Items)
+		assert.Zero(t, s.BatchBytes)
+	}
+	assert.Equal(t, time.Minute, later.Due.Sub(now.Due), "due a minute after the one sent now")
+}
