@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/txcount"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -31,11 +30,18 @@ const (
 type Options struct {
 	// Clock tells the queue the time. Defaults to the system's clock.
 	Clock Clock
-	// Intercept, if set, is called before every call on the queue, outside
+	// Intercept, if set, is called before every call on the queue, and
+	// every request on its payload store (see [Queue.PayloadStore]), outside
 	// its lock, with the queue's name and the kind of call; an error fails
 	// the call before it acts. It lets a test model throttling or an
 	// outage of its own, beside [Queue.FailNext] and [Queue.LoseNext].
 	Intercept func(ctx context.Context, queue string, op azdispatch.Op) error
+	// Payloads, if set, is the payload store the queue offers (see
+	// [Queue.PayloadStore]): one store shared by several queues, as the
+	// queues of one account share a container. Its requests then pass
+	// through the fault hooks of the queue that made it, not this one's.
+	// Defaults to a store of the queue's own, in memory, on its clock.
+	Payloads *azdispatch.PayloadStore
 }
 
 // Queue is an in-memory queue with the semantics of an Azure storage queue
@@ -53,7 +59,8 @@ type Queue struct {
 	faults   faults
 	poison   *Queue
 
-	records *records.Memory
+	store     *azdispatch.PayloadStore
+	blobCalls [numBlobOps]atomic.Int64 // requests on the store this queue made, by blobIndex
 
 	sent          syncx.Subscribers // woken by sends of visible messages and releases
 	calls         [numOps]atomic.Int64
@@ -61,8 +68,9 @@ type Queue struct {
 }
 
 var (
-	_ azdispatch.Shard      = (*Queue)(nil)
-	_ azdispatch.WakeSource = (*Queue)(nil)
+	_ azdispatch.Shard         = (*Queue)(nil)
+	_ azdispatch.WakeSource    = (*Queue)(nil)
+	_ azdispatch.PayloadStorer = (*Queue)(nil)
 )
 
 // New returns an empty queue. Nil opts means defaults.
@@ -84,7 +92,13 @@ func New(name string, opts *Options) *Queue {
 		mc.subscribe(q.sent.Wake)
 		moved = mc.subscribe
 	}
-	q.records = records.NewMemory(o.Clock.Now, moved)
+	q.store = o.Payloads
+	if q.store == nil {
+		// The account's default container name: a valid name cannot fail.
+		q.store, _ = azdispatch.NewMemoryPayloadStore("azdispatch-payloads", &azdispatch.MemoryPayloadStoreOptions{
+			Now: o.Clock.Now, Moved: moved, Intercept: q.blobRequest,
+		})
+	}
 	return q
 }
 
@@ -124,7 +138,8 @@ func (q *Queue) PoisonQueue() *Queue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.poison == nil {
-		q.poison = New(q.name+"-poison", &Options{Clock: q.clock, Intercept: q.intercept})
+		// The same store: a poison envelope keeps its message's pointer.
+		q.poison = New(q.name+"-poison", &Options{Clock: q.clock, Intercept: q.intercept, Payloads: q.store})
 	}
 	return q.poison
 }
@@ -383,13 +398,14 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // returned nothing. Each call is also counted in every count
 // its context carries ([azdispatch.CountTransactions]), so a Listener's
 // State().Transactions counts its requests on a memqueue as on a Queue.
-// Reads and writes of q's records (see [Queue.Records]) count as BlobRead
-// and BlobWrite, as a payload store's blobs would.
+// The requests on its payload store (see [Queue.PayloadStore]) count as
+// BlobRead, BlobWrite, BlobDelete and BlobList, as an account's would.
 func (q *Queue) Transactions() azdispatch.Transactions {
-	reads, writes := q.records.Requests()
 	return azdispatch.Transactions{
-		BlobRead:     reads,
-		BlobWrite:    writes,
+		BlobRead:     q.blobCalls[blobIndex(OpBlobRead)].Load(),
+		BlobWrite:    q.blobCalls[blobIndex(OpBlobWrite)].Load(),
+		BlobDelete:   q.blobCalls[blobIndex(OpBlobDelete)].Load(),
+		BlobList:     q.blobCalls[blobIndex(OpBlobList)].Load(),
 		Send:         q.calls[opIndex(azdispatch.OpSend)].Load(),
 		Receive:      q.calls[opIndex(azdispatch.OpReceive)].Load(),
 		EmptyReceive: q.emptyReceives.Load(),
@@ -409,12 +425,15 @@ func (q *Queue) delivery(m *message, r *receipt, received time.Time) azdispatch.
 	}
 }
 
-// Records is where an azdispatch.Scheduler that sends to q keeps its
-// schedules' state, and where a listener of q marks the scheduled
-// messages it delivered: in memory, on q's clock, shared by every
-// scheduler and listener of q in the process. It is for the azdispatch
-// package; there is nothing in it to call.
-func (q *Queue) Records() records.Store { return q.records }
+// PayloadStore implements [azdispatch.PayloadStorer]: the queue's payload
+// store, in memory on its clock, where a Publisher to q offloads batches
+// and large messages, and keeps the records of cancels and unique keys; a
+// Scheduler keeps its schedules' state; and a Listener of q reads them
+// back and marks the scheduled messages it delivered. Its requests pass
+// through the queue's fault hooks ([Queue.FailNext], [Queue.LoseNext],
+// [Options.Intercept]) as the blob [azdispatch.Op]s OpBlobRead,
+// OpBlobWrite, OpBlobDelete and OpBlobList.
+func (q *Queue) PayloadStore() *azdispatch.PayloadStore { return q.store }
 
 // ServiceTime is the time on the queue's clock, which stands for the
 // service's: what a publisher hides a message sent with
