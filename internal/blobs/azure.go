@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -202,11 +203,14 @@ func toPtrs(mp map[string]string) map[string]*string {
 	return out
 }
 
+// fromPtrs is metadata as the SDK returns it, names in lower case: the
+// service keeps names as written, but the SDK reads them from headers,
+// whose names it writes in its own case.
 func fromPtrs(mp map[string]*string) map[string]string {
 	out := make(map[string]string, len(mp))
 	for k, v := range mp {
 		if v != nil {
-			out[k] = *v
+			out[strings.ToLower(k)] = *v
 		}
 	}
 	return out
