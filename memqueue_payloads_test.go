@@ -144,3 +144,47 @@ func TestMemqueueRunsAUniqueSend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 }
+
+// A message sent for later is cancelled before it is due, its record kept
+// in the memqueue's store: a second cancel says so, and no listener runs
+// it. One sent 400 days ahead, which listeners hide again, is cancelled
+// by its record: the listener that receives it when due drops it.
+func TestMemqueueRunsACancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	q := memqueue.New("mem-cancel", &memqueue.Options{Clock: clock})
+	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	soon, err := pub.SendAfter(ctx, "soon", time.Hour)
+	require.NoError(t, err)
+	require.NotEmpty(t, soon.Token)
+	far, err := pub.SendAfter(ctx, "far", 400*24*time.Hour)
+	require.NoError(t, err)
+	kept, err := pub.SendAfter(ctx, "kept", time.Hour)
+	require.NoError(t, err)
+
+	require.NoError(t, pub.Cancel(ctx, soon.Token))
+	assert.ErrorIs(t, pub.Cancel(ctx, soon.Token), azdispatch.ErrAlreadyCancelled)
+
+	var h handled
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	require.NoError(t, err)
+	running(t, l)
+	clock.Advance(week)
+	waitUntil(t, "the kept one handled, the far one hidden again", func() bool {
+		s := l.State()
+		return s.Succeeded == 1 && s.Rehidden == 1
+	})
+	require.NoError(t, pub.Cancel(ctx, far.Token), "cancelled by its record: a listener has hidden it again")
+	assert.ErrorIs(t, pub.Cancel(ctx, kept.Token), azdispatch.ErrAlreadyDelivered)
+	for clock.Now().Before(far.Due) {
+		clock.Advance(week)
+	}
+	waitUntil(t, "dropped when due", func() bool { return l.State().Cancelled == 1 })
+	require.Len(t, h.get(), 1)
+	assert.Equal(t, "kept", h.get()[0].m.Body)
+	n, err := q.Depth(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}

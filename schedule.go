@@ -35,8 +35,8 @@ type Sent struct {
 	// Token is what [Publisher.Cancel] needs to cancel the message: safe to
 	// store (in a database, say) and to use from another process. It holds
 	// no secret (a cancel still needs the queue's credentials). Empty if
-	// the target cannot tell what a cancel needs (a [Target] of your own,
-	// a memqueue.Queue).
+	// the target cannot tell what a cancel needs (a [Target] of your own
+	// that is not a [CancelTarget]).
 	Token string
 }
 
@@ -314,8 +314,9 @@ func parseCancelToken(s string) (cancelToken, error) {
 // of its delete was lost, a cancel tried again finds the message gone and
 // says [ErrAlreadyDelivered].
 //
-// Cancel needs the publisher's target to be a [*Queue] or a [ShardedQueue]
-// (whose shard the token names). Without a payload store it can only delete
+// Cancel needs the publisher's target to be a [CancelTarget] (a [*Queue],
+// a memqueue.Queue) or a [ShardedQueue] of them (whose shard the token
+// names). Without a payload store it can only delete
 // a message still in its send's hidden period, and cannot tell a message
 // delivered from one cancelled before.
 func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
@@ -403,7 +404,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 // deletes the message and says what became of it. The record is settled,
 // or given back, whatever becomes of ctx: a record left pending makes
 // every later cancel wait for it (see settledRecord).
-func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, rec *record) error {
+func (p *Publisher[T]) cancelAs(ctx context.Context, q CancelTarget, c cancelToken, rec *record) error {
 	name, meta, etag := rec.name, rec.meta, rec.etag
 	// Within half the time other cancels wait for a pending record, so
 	// that none takes it over while this delete may still succeed.
@@ -478,8 +479,8 @@ func (p *Publisher[T]) settledRecord(ctx context.Context, rec *record) (*record,
 }
 
 // deleteSent deletes a sent message with its send's pop receipt.
-func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) error {
-	err := q.Delete(ctx, &Delivery{ID: c.ID, Queue: q.name, Receipt: &popReceipt{queue: q, value: c.Receipt}})
+func (p *Publisher[T]) deleteSent(ctx context.Context, q CancelTarget, c cancelToken) error {
+	err := q.DeleteSent(ctx, c.ID, c.Receipt)
 	if err != nil && !errors.Is(err, ErrOwnershipLost) {
 		return wrapf(err, "cancel %s", c.ID)
 	}
@@ -487,21 +488,55 @@ func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) 
 }
 
 // queueNamed is the publisher's target, or its shard, called name, if it
-// is a [*Queue].
-func (p *Publisher[T]) queueNamed(name string) *Queue {
+// is a [CancelTarget].
+func (p *Publisher[T]) queueNamed(name string) CancelTarget {
 	switch t := p.target.(type) {
-	case *Queue:
-		if t.name == name {
+	case CancelTarget:
+		if t.Name() == name {
 			return t
 		}
 	case *ShardedQueue:
 		for _, sh := range t.set.shards {
-			if q, ok := sh.(*Queue); ok && q.name == name {
+			if q, ok := sh.(CancelTarget); ok && q.Name() == name {
 				return q
 			}
 		}
 	}
 	return nil
+}
+
+// CancelTarget is a [Target] that tells what [Publisher.Cancel] needs of
+// the messages it takes: a [*Queue] and a memqueue.Queue are. A Publisher
+// on one, or on a [ShardedQueue] over them, gives each message a
+// [Sent.Token].
+type CancelTarget interface {
+	Target
+	// SendForCancel is Send, returning as well the new message's pop
+	// receipt, with which DeleteSent deletes it until a listener first
+	// receives it, and its insertion time on the target's clock.
+	SendForCancel(ctx context.Context, text string, opts *SendOptions) (id, receipt string, inserted time.Time, err error)
+	// DeleteSent deletes message id by the pop receipt its send returned.
+	// A receipt made stale since (the message was received, or is gone)
+	// gives an error matching [ErrOwnershipLost].
+	DeleteSent(ctx context.Context, id, receipt string) error
+	// ServiceTime is the time by the clock the target's messages are
+	// judged on: the service's.
+	ServiceTime() time.Time
+}
+
+var _ CancelTarget = (*Queue)(nil)
+
+// SendForCancel implements [CancelTarget]: [Queue.Send], with the pop
+// receipt and insertion time of the service's answer.
+func (q *Queue) SendForCancel(ctx context.Context, text string, opts *SendOptions) (id, receipt string, inserted time.Time, err error) {
+	m, err := q.sendMessage(ctx, text, opts)
+	return m.ID, m.Receipt, m.Inserted, err
+}
+
+// DeleteSent implements [CancelTarget]: one Delete Message, with the pop
+// receipt of the message's send.
+func (q *Queue) DeleteSent(ctx context.Context, id, receipt string) error {
+	return q.Delete(ctx, &Delivery{ID: id, Queue: q.name, Receipt: &popReceipt{queue: q, value: receipt}})
 }
 
 // recordMeta is the metadata of a record the publisher writes, to live for

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,7 @@ var (
 	_ azdispatch.Shard         = (*Queue)(nil)
 	_ azdispatch.WakeSource    = (*Queue)(nil)
 	_ azdispatch.PayloadStorer = (*Queue)(nil)
+	_ azdispatch.CancelTarget  = (*Queue)(nil)
 )
 
 // New returns an empty queue. Nil opts means defaults.
@@ -157,30 +159,40 @@ func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
 // answers a delay not shorter than a positive TTL with 400
 // InvalidQueryParameterValue.
 func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
+	id, _, _, err := q.SendForCancel(ctx, text, opts)
+	return id, err
+}
+
+// SendForCancel implements [azdispatch.CancelTarget]: [Queue.Send], with
+// the new message's pop receipt, which [Queue.DeleteSent] takes until a
+// receive gives it another, and its insertion time, as the service
+// reports it.
+func (q *Queue) SendForCancel(ctx context.Context, text string, opts *azdispatch.SendOptions) (id, popReceipt string, inserted time.Time, err error) {
+	fail := func(err error) (string, string, time.Time, error) { return "", "", time.Time{}, err }
 	if len(text) > MaxTextSize {
-		return "", &azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize}
+		return fail(&azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize})
 	}
 	if err := xmltext.Check(text); err != nil {
-		return "", err
+		return fail(err)
 	}
 	var delay, ttl time.Duration
 	if opts != nil {
 		switch {
 		case opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility:
-			return "", &azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+			return fail(&azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"})
 		case !opts.At.IsZero() || opts.UniqueKey != "" || opts.UniqueFor != 0:
-			return "", &azdispatch.ConfigError{Field: "SendOptions", Reason: "At and UniqueKey are a Publisher's (Publisher.SendWith)"}
+			return fail(&azdispatch.ConfigError{Field: "SendOptions", Reason: "At and UniqueKey are a Publisher's (Publisher.SendWith)"})
 		}
 		delay, ttl = opts.Delay, opts.TTL
 	}
 	if err := q.before(ctx, azdispatch.OpSend); err != nil {
-		return "", err
+		return fail(err)
 	}
 	if ttl > 0 && wholeSeconds(delay) >= wholeSeconds(ttl) {
 		// The service takes the request, and refuses a message that would
 		// expire before anyone could see it.
-		return "", q.storageError(azdispatch.OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
-			fmt.Errorf("memqueue: delay %v must be shorter than the TTL %v", delay, ttl))
+		return fail(q.storageError(azdispatch.OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
+			fmt.Errorf("memqueue: delay %v must be shorter than the TTL %v", delay, ttl)))
 	}
 	q.mu.Lock()
 	now := q.clock.Now()
@@ -197,6 +209,9 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 	case ttl > 0:
 		m.expires = now.Add(wholeSeconds(ttl))
 	}
+	// A receipt of its own from the start, as the service's answer
+	// gives one: what deletes it until it is received.
+	m.receipt = q.newReceipt()
 	q.push(m)
 	lost := q.lost(azdispatch.OpSend)
 	q.mu.Unlock()
@@ -204,9 +219,45 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 		q.sent.Wake()
 	}
 	if lost {
-		return "", q.lostError(azdispatch.OpSend)
+		return fail(q.lostError(azdispatch.OpSend))
 	}
-	return m.id, nil
+	return m.id, strconv.FormatUint(m.receipt, 10), reported(m.inserted), nil
+}
+
+// DeleteSent implements [azdispatch.CancelTarget]: it deletes message id by
+// the pop receipt its send returned ([Queue.SendForCancel]). A receipt a
+// receive or update made stale, or a message gone, is refused with 404
+// MessageNotFound, which matches [azdispatch.ErrOwnershipLost].
+func (q *Queue) DeleteSent(ctx context.Context, id, popReceipt string) error {
+	pop, err := strconv.ParseUint(popReceipt, 10, 64)
+	if err != nil {
+		return q.storageError(azdispatch.OpDelete, http.StatusBadRequest, "InvalidQueryParameterValue",
+			fmt.Errorf("memqueue: %q is not a pop receipt of queue %s", popReceipt, q.name))
+	}
+	if err := q.before(ctx, azdispatch.OpDelete); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var r *receipt
+	for _, m := range q.messages {
+		if m.id == id {
+			r = &receipt{q: q, m: m, pop: pop}
+			break
+		}
+	}
+	if r == nil {
+		return q.storageError(azdispatch.OpDelete, http.StatusNotFound, "MessageNotFound",
+			fmt.Errorf("memqueue: message %s is gone", id))
+	}
+	if err := q.check(r, azdispatch.OpDelete); err != nil {
+		return err
+	}
+	q.remove(r.m)
+	if q.lost(azdispatch.OpDelete) {
+		return q.lostError(azdispatch.OpDelete)
+	}
+	return nil
 }
 
 // Receive gets up to max (1 to 32) visible messages and hides them for
