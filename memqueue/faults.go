@@ -16,7 +16,9 @@ type faults struct {
 	lose map[azdispatch.Op]int
 }
 
-// FailNext makes the next n calls of op fail before they act. They return
+// FailNext makes the next n calls of op fail before they act: calls on the
+// queue, or, for the blob ops (OpBlobRead, OpBlobWrite, OpBlobDelete,
+// OpBlobList), requests on its payload store. They return
 // err, or, if err is nil, the service's answer to a request over its
 // scalability target: a 503 ServerBusy *[azdispatch.StorageError].
 func (q *Queue) FailNext(op azdispatch.Op, n int, err error) {
@@ -34,7 +36,8 @@ func (q *Queue) FailNext(op azdispatch.Op, n int, err error) {
 // the response is lost on its way back: a lost send leaves its message on
 // the queue (a retry sends a second copy), a lost receive leaves its
 // messages hidden for the visibility timeout with their DequeueCount raised,
-// a lost delete has deleted the message.
+// a lost delete has deleted the message, a lost blob write has written the
+// blob (a unique key's record, say).
 func (q *Queue) LoseNext(op azdispatch.Op, n int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
