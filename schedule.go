@@ -511,10 +511,13 @@ func (p *Publisher[T]) queueNamed(name string) CancelTarget {
 // [Sent.Token].
 type CancelTarget interface {
 	Target
-	// SendForCancel is Send, returning as well the new message's pop
-	// receipt, with which DeleteSent deletes it until a listener first
-	// receives it, and its insertion time on the target's clock.
-	SendForCancel(ctx context.Context, text string, opts *SendOptions) (id, receipt string, inserted time.Time, err error)
+	// SentReceipt is the pop receipt the send of message id was answered
+	// with, with which DeleteSent deletes it until a listener first
+	// receives it, and its insertion time on the target's clock; ok is
+	// false if the target cannot tell (a [*Queue]'s send tells its
+	// publisher itself). A publisher asks right after Send, so a Target
+	// that wraps one and sends through it keeps its own Send.
+	SentReceipt(id string) (receipt string, inserted time.Time, ok bool)
 	// DeleteSent deletes message id by the pop receipt its send returned.
 	// A receipt made stale since (the message was received, or is gone)
 	// gives an error matching [ErrOwnershipLost].
@@ -526,11 +529,10 @@ type CancelTarget interface {
 
 var _ CancelTarget = (*Queue)(nil)
 
-// SendForCancel implements [CancelTarget]: [Queue.Send], with the pop
-// receipt and insertion time of the service's answer.
-func (q *Queue) SendForCancel(ctx context.Context, text string, opts *SendOptions) (id, receipt string, inserted time.Time, err error) {
-	m, err := q.sendMessage(ctx, text, opts)
-	return m.ID, m.Receipt, m.Inserted, err
+// SentReceipt implements [CancelTarget]: a queue keeps no receipts, ok is
+// false. A [Publisher] has its send's answer tell it instead.
+func (q *Queue) SentReceipt(string) (receipt string, inserted time.Time, ok bool) {
+	return "", time.Time{}, false
 }
 
 // DeleteSent implements [CancelTarget]: one Delete Message, with the pop

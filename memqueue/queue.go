@@ -55,6 +55,7 @@ type Queue struct {
 
 	mu       sync.Mutex
 	messages messageHeap // every message, by when it is next visible
+	byID     map[string]*message
 	nextID   uint64
 	order    uint64 // breaks ties between messages visible at the same time, oldest first
 	faults   faults
@@ -86,7 +87,7 @@ func New(name string, opts *Options) *Queue {
 	}
 	q := &Queue{
 		name: name, clock: o.Clock, intercept: o.Intercept,
-		idPrefix: fmt.Sprintf("%08x", rand.Uint32()),
+		idPrefix: fmt.Sprintf("%08x", rand.Uint32()), byID: map[string]*message{},
 	}
 	var moved func(func()) func()
 	if mc, ok := o.Clock.(*ManualClock); ok {
@@ -113,8 +114,11 @@ type message struct {
 	visibleAt time.Time
 	order     uint64
 	dequeues  int64
-	receipt   uint64 // the current pop receipt; 0 before the first receive
-	index     int    // in the heap
+	receipt   uint64 // the current pop receipt
+	// sentReceipt is the receipt its send was answered with: current
+	// until a receive or update.
+	sentReceipt uint64
+	index       int // in the heap
 }
 
 // receipt is a Delivery's Receipt: the message and the pop receipt it was
@@ -159,16 +163,7 @@ func (q *Queue) PoisonShard() azdispatch.Shard { return q.PoisonQueue() }
 // answers a delay not shorter than a positive TTL with 400
 // InvalidQueryParameterValue.
 func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
-	id, _, _, err := q.SendForCancel(ctx, text, opts)
-	return id, err
-}
-
-// SendForCancel implements [azdispatch.CancelTarget]: [Queue.Send], with
-// the new message's pop receipt, which [Queue.DeleteSent] takes until a
-// receive gives it another, and its insertion time, as the service
-// reports it.
-func (q *Queue) SendForCancel(ctx context.Context, text string, opts *azdispatch.SendOptions) (id, popReceipt string, inserted time.Time, err error) {
-	fail := func(err error) (string, string, time.Time, error) { return "", "", time.Time{}, err }
+	fail := func(err error) (string, error) { return "", err }
 	if len(text) > MaxTextSize {
 		return fail(&azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize})
 	}
@@ -212,7 +207,9 @@ func (q *Queue) SendForCancel(ctx context.Context, text string, opts *azdispatch
 	// A receipt of its own from the start, as the service's answer
 	// gives one: what deletes it until it is received.
 	m.receipt = q.newReceipt()
+	m.sentReceipt = m.receipt
 	q.push(m)
+	q.byID[m.id] = m
 	lost := q.lost(azdispatch.OpSend)
 	q.mu.Unlock()
 	if delay == 0 {
@@ -221,11 +218,26 @@ func (q *Queue) SendForCancel(ctx context.Context, text string, opts *azdispatch
 	if lost {
 		return fail(q.lostError(azdispatch.OpSend))
 	}
-	return m.id, strconv.FormatUint(m.receipt, 10), reported(m.inserted), nil
+	return m.id, nil
+}
+
+// SentReceipt implements [azdispatch.CancelTarget]: the pop receipt the
+// send of message id was answered with, which [Queue.DeleteSent] takes
+// until a receive or update gives the message another, and its insertion
+// time as the service reports it; ok is false for a message the queue
+// no longer holds.
+func (q *Queue) SentReceipt(id string) (receipt string, inserted time.Time, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := q.byID[id]
+	if m == nil {
+		return "", time.Time{}, false
+	}
+	return strconv.FormatUint(m.sentReceipt, 10), reported(m.inserted), true
 }
 
 // DeleteSent implements [azdispatch.CancelTarget]: it deletes message id by
-// the pop receipt its send returned ([Queue.SendForCancel]). A receipt a
+// the pop receipt its send was answered with ([Queue.SentReceipt]). A receipt a
 // receive or update made stale, or a message gone, is refused with 404
 // MessageNotFound, which matches [azdispatch.ErrOwnershipLost].
 func (q *Queue) DeleteSent(ctx context.Context, id, popReceipt string) error {
@@ -239,21 +251,16 @@ func (q *Queue) DeleteSent(ctx context.Context, id, popReceipt string) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var r *receipt
-	for _, m := range q.messages {
-		if m.id == id {
-			r = &receipt{q: q, m: m, pop: pop}
-			break
-		}
-	}
-	if r == nil {
+	m := q.byID[id]
+	if m == nil {
 		return q.storageError(azdispatch.OpDelete, http.StatusNotFound, "MessageNotFound",
 			fmt.Errorf("memqueue: message %s is gone", id))
 	}
+	r := &receipt{q: q, m: m, pop: pop}
 	if err := q.check(r, azdispatch.OpDelete); err != nil {
 		return err
 	}
-	q.remove(r.m)
+	q.remove(m)
 	if q.lost(azdispatch.OpDelete) {
 		return q.lostError(azdispatch.OpDelete)
 	}
@@ -541,6 +548,7 @@ func (q *Queue) requeue(m *message) {
 // remove takes m out of the queue. The caller holds q.mu.
 func (q *Queue) remove(m *message) {
 	heap.Remove(&q.messages, m.index)
+	delete(q.byID, m.id)
 }
 
 // expiresAt is a message's expiry as the service reports it: for one that
