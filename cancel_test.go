@@ -38,7 +38,7 @@ func newCancelRig(t *testing.T) *cancelRig {
 	require.NoError(t, err)
 	// As in a store in use: the first record of a new container would
 	// count its creation too.
-	_, err = r.store.client.Create(context.Background(), nil)
+	err = r.store.blobs.CreateContainer(context.Background())
 	require.NoError(t, err)
 	r.pub, err = NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store})
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
@@ -121,16 +122,15 @@ func TestALongDelayedClaimCheckKeepsItsBlobUntilItsMessageExpires(t *testing.T) 
 // listBlobs lists the names of the blobs in store's container.
 func listBlobs(t testing.TB, store *PayloadStore) []string {
 	t.Helper()
-	var blobs []string
-	pager := store.client.NewListBlobsFlatPager(nil)
-	for pager.More() {
-		page, err := pager.NextPage(context.Background())
-		require.NoError(t, err)
-		for _, b := range page.Segment.BlobItems {
-			blobs = append(blobs, *b.Name)
+	var names []string
+	err := store.blobs.List(context.Background(), "", func(page []blobs.Info, _ time.Time) error {
+		for _, b := range page {
+			names = append(names, b.Name)
 		}
-	}
-	return blobs
+		return nil
+	})
+	require.NoError(t, err)
+	return names
 }
 
 // The emulator's answers carry the service's time: a receive's Date is on

@@ -253,7 +253,10 @@
 // delays, with a clock a test moves and hooks that fail calls or lose their
 // responses. The same conformance tests run against it and against Azurite,
 // so that a handler's retries, poisoning and timeouts can be tested through
-// a real Listener in milliseconds, with no emulator.
+// a real Listener in milliseconds, with no emulator. Each queue offers a
+// payload store in memory on its clock ([NewMemoryPayloadStore]), so claim
+// checks, batches, cancels, unique sends, long delays and schedules run on
+// it too.
 //
 // # Shutdown
 //

@@ -296,14 +296,18 @@ func TestMalformedMetadataIsPoisoned(t *testing.T) {
 }
 
 func TestPublisherOffloadsTextThatLooksLikeMetadata(t *testing.T) {
-	// Without a payload store, the send is refused rather than sent as
+	// The text is offloaded (to the memqueue's store) rather than sent as
 	// text a listener would take for metadata.
 	q := memqueue.New("mw-lookalike", nil)
 	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
 	require.NoError(t, err)
-	_, err = pub.Send(context.Background(), "azdispatch-meta/1 {}\nhello")
-	assert.ErrorIs(t, err, azdispatch.ErrNoBlobService)
-	assert.Contains(t, err.Error(), "reserved prefix")
+	s, err := pub.SendWith(context.Background(), "azdispatch-meta/1 {}\nhello", nil)
+	require.NoError(t, err)
+	ds, err := q.Peek(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, s.ID, ds[0].ID)
+	assert.NotContains(t, ds[0].Text, "hello", "a pointer went instead")
 }
 
 func TestMetadataThatCannotBeCarriedIsRefused(t *testing.T) {

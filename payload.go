@@ -1,7 +1,6 @@
 package azdispatch
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,14 +11,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/payload"
-	"github.com/azdispatch/azdispatch/internal/svcclock"
+	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
@@ -32,15 +27,27 @@ import (
 const defaultPayloadContainer = "azdispatch-payloads"
 
 // PayloadStore is the blob container where publishers offload batches and
-// large messages and where listeners read them back. It is safe for
-// concurrent use. The container is created the first time a write finds it
-// missing, so a store in use costs no request of its own.
+// large messages and where listeners read them back; the records of
+// cancels, unique keys and schedules live there too. It is safe for
+// concurrent use. The container is created the first time a write finds
+// it missing, so a store in use costs no request of its own.
+//
+// A store is a container of an account's blob service ([Account.Payloads],
+// [Account.PayloadStore]) or one in memory ([NewMemoryPayloadStore]), which
+// a memqueue.Queue offers.
 type PayloadStore struct {
-	client *container.Client
-	name   string
-	retry  policy.RetryOptions // the account's, for downloads to adapt
-	stall  payload.Stall
-	clock  *svcclock.Clock // the account's: the service's time
+	blobs   blobs.Backend
+	records *records.Blobs      // the store's records, on its blobs and its clock
+	retry   policy.RetryOptions // the account's, for downloads to adapt
+	stall   payload.Stall
+}
+
+// newPayloadStore is the store on backend b, whose records are judged on
+// clock.
+func newPayloadStore(b blobs.Backend, clock records.Clock, retry policy.RetryOptions) *PayloadStore {
+	s := &PayloadStore{blobs: b, retry: retry, stall: payload.DefaultStall}
+	s.records = records.OnBlobs(b, clock, s.recordErr)
+	return s
 }
 
 // PayloadStore returns a payload store in the named container of this
@@ -60,11 +67,61 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PayloadStore{client: svc.NewContainerClient(containerName), name: containerName, retry: a.retry, stall: payload.DefaultStall, clock: a.clock}, nil
+	b := blobs.NewAzure(svc.NewContainerClient(containerName), containerName, func(ctx context.Context, o blobs.Op) context.Context { return tagBlob(ctx, Op(o)) })
+	// Records are judged on the service's clock, which every answer of the
+	// account's sets (see clockPolicy).
+	return newPayloadStore(b, records.NewClock(a.clock.Now, a.clock.Known, nil), a.retry), nil
+}
+
+// MemoryPayloadStoreOptions configures [NewMemoryPayloadStore]. Nil, or a
+// zero field, means the default.
+type MemoryPayloadStoreOptions struct {
+	// Now is the store's clock, which stands for the service's: the
+	// records' times, and the payloads' ages for [Sweep]. Defaults to the
+	// system's clock.
+	Now func() time.Time
+	// Moved, if set, subscribes wake to every move of a clock that moves
+	// only when told to (a memqueue.ManualClock), so that what waits on the
+	// store's clock (a scheduler, a listener holding a message due soon)
+	// follows it. Without it, waits run on real time.
+	Moved func(wake func()) (cancel func())
+	// Intercept, if set, is called before every request on the store with
+	// its kind (a blob [Op]: "blob read", "blob write", "blob delete",
+	// "blob list") and its blob's name (empty for a listing): fail, if not
+	// nil, fails the request before it acts; lose lets it act, then fails
+	// it as if its answer had been lost. One that blocks until ctx ends is
+	// a store that hangs.
+	Intercept func(ctx context.Context, op Op, blob string) (fail error, lose bool)
+}
+
+// NewMemoryPayloadStore returns an empty payload store in memory, with the
+// service's conditions and times, under the container name given (as
+// pointers name it): what a memqueue.Queue offers, so that claim checks,
+// batches, cancels, unique sends, long delays and schedules run without
+// storage. Nil opts means defaults.
+func NewMemoryPayloadStore(containerName string, opts *MemoryPayloadStoreOptions) (*PayloadStore, error) {
+	if err := validateName("container name", containerName, 0); err != nil {
+		return nil, err
+	}
+	var o MemoryPayloadStoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	var hook blobs.Hook
+	if o.Intercept != nil {
+		hook = func(ctx context.Context, op blobs.Op, name string) (error, bool) {
+			return o.Intercept(ctx, Op(op), name)
+		}
+	}
+	b := blobs.NewMemory(containerName, o.Now, hook)
+	return newPayloadStore(b, records.NewClock(o.Now, nil, o.Moved), policy.RetryOptions{}), nil
 }
 
 // Container is the store's container name.
-func (s *PayloadStore) Container() string { return s.name }
+func (s *PayloadStore) Container() string { return s.blobs.Container() }
 
 // PayloadStore implements [PayloadStorer]: the store of the queue's account
 // (see [Account.PayloadStore]); nil for a queue opened by its own SAS URL, or
@@ -129,25 +186,9 @@ func (s *PayloadStore) put(ctx context.Context, meta payload.Meta, data []byte) 
 	meta.Writer = payload.NewWriterToken()
 	sum := sha256.Sum256(data)
 	p := &wire.Pointer{Kind: meta.Kind, Blob: payload.NewBlobID(), Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Items: meta.Items}
-	bb := s.client.NewBlockBlobClient(p.Blob)
-	opts := &blockblob.UploadOptions{
-		Metadata:    meta.ToMap(),
-		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/gzip")},
-		// Never overwrite: a blob id is random, and a collision must fail.
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
-	}
-	upload := func() error {
-		_, err := bb.Upload(tagBlob(ctx, opBlobWrite), readSeekNopCloser{bytes.NewReader(data)}, opts)
-		return err
-	}
-	err := upload()
-	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		if err := s.createContainer(ctx); err != nil {
-			return nil, err
-		}
-		err = upload()
-	}
-	if err != nil && bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) {
+	// Never overwrite: a blob id is random, and a collision must fail.
+	_, err := s.blobs.Create(ctx, p.Blob, blobs.Write{Data: data, Metadata: meta.Strings(), ContentType: "application/gzip"})
+	if errors.Is(err, blobs.ErrConflict) {
 		// A random name taken: this write's own, whose answer was lost
 		// and which the SDK retried, if the blob carries its token.
 		if m, _, perr := s.properties(ctx, p.Blob); perr == nil && m.Writer == meta.Writer {
@@ -180,23 +221,23 @@ func (s *PayloadStore) fetch(ctx context.Context, p *wire.Pointer) (*fetched, er
 	retry := s.retry
 	retry.TryTimeout = 0
 	ctx = policy.WithRetryOptions(ctx, retry)
-	resp, err := s.client.NewBlobClient(p.Blob).DownloadStream(tagBlob(ctx, opBlobRead), nil)
+	body, info, err := s.blobs.Read(ctx, p.Blob)
 	if err != nil {
 		err = s.stall.Explain(ctx, err)
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return nil, fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, p.Blob)
+		if errors.Is(err, blobs.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.Container(), p.Blob)
 		}
 		return nil, s.err(opBlobRead, p.Blob, err)
 	}
-	defer resp.Body.Close()
-	if n := deref(resp.ContentLength); n != p.Size {
-		return nil, fmt.Errorf("%w: %s is %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, n, p.Size)
+	defer body.Close()
+	if info.Size != p.Size {
+		return nil, fmt.Errorf("%w: %s is %d bytes, the pointer says %d", ErrPayloadCorrupt, p.Blob, info.Size, p.Size)
 	}
 	// Exactly the size the pointer gives, read in place: a buffer that
 	// grows as it reads would copy the payload once or twice on the way.
 	data := make([]byte, p.Size)
-	body := s.stall.Count(ctx, resp.Body)
-	if n, err := io.ReadFull(body, data); err != nil {
+	counted := s.stall.Count(ctx, body)
+	if n, err := io.ReadFull(counted, data); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// The response said p.Size bytes (checked above): a body that
 			// ends sooner is a connection that broke, not a blob that is
@@ -207,15 +248,15 @@ func (s *PayloadStore) fetch(ctx context.Context, p *wire.Pointer) (*fetched, er
 	}
 	// One byte more tells a longer body from a correct one without
 	// reading the rest of it.
-	if k, _ := io.ReadFull(body, make([]byte, 1)); k > 0 {
+	if k, _ := io.ReadFull(counted, make([]byte, 1)); k > 0 {
 		return nil, fmt.Errorf("%w: %s is longer than the pointer's %d bytes", ErrPayloadCorrupt, p.Blob, p.Size)
 	}
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != p.SHA256 {
 		return nil, fmt.Errorf("%w: %s does not match the pointer's SHA-256", ErrPayloadCorrupt, p.Blob)
 	}
-	f := &fetched{data: data, etag: deref(resp.ETag)}
-	meta, ok := payload.ParseMeta(resp.Metadata)
+	f := &fetched{data: data, etag: azcore.ETag(info.ETag)}
+	meta, ok := payload.ParseStrings(info.Metadata)
 	if ok && payload.IsRecord(meta.Kind) {
 		// A record's bytes are public (a hostile pointer could name one
 		// with its hash): a payload it is not.
@@ -232,18 +273,18 @@ func (s *PayloadStore) fetch(ctx context.Context, p *wire.Pointer) (*fetched, er
 
 // properties reads a payload blob's metadata and ETag.
 func (s *PayloadStore) properties(ctx context.Context, id string) (payload.Meta, azcore.ETag, error) {
-	resp, err := s.client.NewBlobClient(id).GetProperties(tagBlob(ctx, opBlobRead), nil)
+	info, err := s.blobs.Properties(ctx, id)
 	if err != nil {
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return payload.Meta{}, "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, id)
+		if errors.Is(err, blobs.ErrNotFound) {
+			return payload.Meta{}, "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.Container(), id)
 		}
 		return payload.Meta{}, "", s.err(opBlobRead, id, err)
 	}
-	meta, ok := payload.ParseMeta(resp.Metadata)
+	meta, ok := payload.ParseStrings(info.Metadata)
 	if !ok {
 		return payload.Meta{}, "", fmt.Errorf("%w: %s has no payload metadata", ErrPayloadCorrupt, id)
 	}
-	return meta, deref(resp.ETag), nil
+	return meta, azcore.ETag(info.ETag), nil
 }
 
 // update rewrites a blob's metadata with change applied, if the blob still
@@ -253,17 +294,13 @@ func (s *PayloadStore) update(ctx context.Context, id string, meta payload.Meta,
 	for try := 0; ; try++ {
 		m := meta
 		change(&m)
-		opts := &blob.SetMetadataOptions{}
-		if etag != "" {
-			opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
-		}
-		resp, err := s.client.NewBlobClient(id).SetMetadata(tagBlob(ctx, opBlobWrite), m.ToMap(), opts)
+		info, err := s.blobs.SetMetadata(ctx, id, m.Strings(), string(etag))
 		switch {
 		case err == nil:
-			return deref(resp.ETag), nil
-		case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
-			return "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, id)
-		case !bloberror.HasCode(err, bloberror.ConditionNotMet) || try == 2:
+			return azcore.ETag(info.ETag), nil
+		case errors.Is(err, blobs.ErrNotFound):
+			return "", fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.Container(), id)
+		case !errors.Is(err, blobs.ErrConflict) || try == 2:
 			return "", s.err(opBlobWrite, id, err)
 		}
 		if meta, etag, err = s.properties(ctx, id); err != nil {
@@ -289,21 +326,31 @@ func (s *PayloadStore) markPoisoned(ctx context.Context, id string, now time.Tim
 // remove deletes a payload blob whose message is gone. A blob already
 // missing is not an error.
 func (s *PayloadStore) remove(ctx context.Context, id string) error {
-	_, err := s.client.NewBlobClient(id).Delete(tagBlob(ctx, opBlobDelete), nil)
-	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+	_, err := s.blobs.Delete(ctx, id, "")
+	if err != nil && !errors.Is(err, blobs.ErrNotFound) {
 		return s.err(opBlobDelete, id, err)
 	}
 	return nil
 }
 
-// err wraps a failed blob request.
+// err wraps a failed blob request; one that failed with a [*StorageError]
+// already (a memory store's fault hook) is returned as it is.
 func (s *PayloadStore) err(o Op, id string, err error) error {
-	return blobError(o, s.name+"/"+id, err)
+	var se *StorageError
+	if errors.As(err, &se) {
+		return err
+	}
+	return blobError(o, s.Container()+"/"+id, err)
 }
 
-type readSeekNopCloser struct{ io.ReadSeeker }
-
-func (readSeekNopCloser) Close() error { return nil }
+// recordErr shapes the errors of the store's records as its own: a blob
+// that is not a record is corrupt, a failed request a [*StorageError].
+func (s *PayloadStore) recordErr(o blobs.Op, name string, err error) error {
+	if errors.Is(err, records.ErrNotRecord) {
+		return fmt.Errorf("%w: %s/%s is not a record", ErrPayloadCorrupt, s.Container(), name)
+	}
+	return s.err(Op(o), name, err)
+}
 
 // defaultSweepGrace is how long [Sweep] keeps a payload past the expiry of the
 // message that pointed at it, unless told otherwise.
@@ -388,89 +435,70 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 	}
 	setDefault(&o.Grace, defaultSweepGrace)
 	var res SweepResult
-	pager := store.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
-		Include: container.ListBlobsInclude{Metadata: true},
-	})
-	for pager.More() {
-		page, err := pager.NextPage(tagBlob(ctx, opBlobList))
-		if err != nil {
-			if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-				return res, nil // nothing was ever offloaded
-			}
-			return res, store.err(opBlobList, "", err)
-		}
-		if page.Segment == nil {
-			continue
-		}
-		for _, item := range page.Segment.BlobItems {
-			if item == nil || item.Name == nil {
-				continue
-			}
+	err := store.blobs.List(ctx, "", func(page []blobs.Info, date time.Time) error {
+		for _, item := range page {
 			res.Scanned++
-			meta, ok := payload.ParseMeta(item.Metadata)
+			meta, ok := payload.ParseStrings(item.Metadata)
 			switch {
-			case !ok || !payload.IsLowerHex(*item.Name, payload.BlobIDLen):
+			case !ok || !payload.IsLowerHex(item.Name, payload.BlobIDLen):
 				res.Foreign++
 				continue
 			case o.Queue != "" && meta.Queue != o.Queue:
 				continue
 			}
-			var size int64
-			if item.Properties != nil && item.Properties.ContentLength != nil {
-				size = *item.Properties.ContentLength
-			}
 			switch {
 			case !meta.Poisoned.IsZero():
 				res.Poisoned++
-				res.count(meta.Kind, size, &res.PoisonedBytes)
+				res.count(meta.Kind, item.Size, &res.PoisonedBytes)
 				continue
-			case !sweepDue(meta, item.Properties, page.Date, o.Grace):
+			case !sweepDue(meta, item, date, o.Grace):
 				res.Live++
-				res.count(meta.Kind, size, &res.LiveBytes)
+				res.count(meta.Kind, item.Size, &res.LiveBytes)
 				continue
 			case o.DryRun:
 				res.Deleted++
-				res.count(meta.Kind, size, &res.DeletedBytes)
+				res.count(meta.Kind, item.Size, &res.DeletedBytes)
 				continue
 			}
-			var cond *blob.AccessConditions
-			if item.Properties != nil && item.Properties.ETag != nil {
-				cond = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: item.Properties.ETag}}
-			}
-			_, err := store.client.NewBlobClient(*item.Name).Delete(tagBlob(ctx, opBlobDelete), &blob.DeleteOptions{AccessConditions: cond})
+			_, err := store.blobs.Delete(ctx, item.Name, item.ETag)
 			switch {
 			case err == nil:
 				res.Deleted++
-				res.count(meta.Kind, size, &res.DeletedBytes)
-			case bloberror.HasCode(err, bloberror.BlobNotFound):
+				res.count(meta.Kind, item.Size, &res.DeletedBytes)
+			case errors.Is(err, blobs.ErrNotFound):
 				// Deleted meanwhile: by its listener, or another sweeper.
-			case bloberror.HasCode(err, bloberror.ConditionNotMet):
+			case errors.Is(err, blobs.ErrConflict):
 				res.Live++ // changed since the listing (marked poisoned, or checkpointed): look again next time
-				res.count(meta.Kind, size, &res.LiveBytes)
+				res.count(meta.Kind, item.Size, &res.LiveBytes)
 			default:
-				return res, store.err(opBlobDelete, *item.Name, err)
+				return store.err(opBlobDelete, item.Name, err)
 			}
 		}
+		return nil
+	})
+	var se *StorageError
+	if err != nil && !errors.As(err, &se) {
+		err = store.err(opBlobList, "", err)
 	}
-	return res, nil
+	return res, err
 }
 
 // sweepDue reports whether the message that could point at a payload has
 // expired, plus grace, by the service's clock: now is the listing's Date,
 // props the blob's properties in that listing. Anything missing, or a time
 // to live that does not make sense, keeps the payload.
-func sweepDue(meta payload.Meta, props *container.BlobProperties, now *time.Time, grace time.Duration) bool {
-	if meta.Expires.IsZero() || props == nil || now == nil {
+func sweepDue(meta payload.Meta, item blobs.Info, now time.Time, grace time.Duration) bool {
+	if meta.Expires.IsZero() || now.IsZero() {
 		return false
 	}
-	written := props.CreationTime
-	if written == nil || payload.IsRecord(meta.Kind) {
+	written := item.Created
+	if written.IsZero() || payload.IsRecord(meta.Kind) {
 		// A record is rewritten whole when taken over: its life runs
 		// from its last write.
-		written = props.LastModified
+		written = item.Modified
 	}
 	ttl := meta.Expires.Sub(meta.Created) // both on the publisher's clock: its skew cancels
-	if written == nil || ttl < 0 {
+	if written.IsZero() || ttl < 0 {
 		return false
 	}
 	return !now.Before(written.Add(ttl).Add(grace))

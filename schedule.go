@@ -10,18 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -42,8 +37,8 @@ type Sent struct {
 	// Token is what [Publisher.Cancel] needs to cancel the message: safe to
 	// store (in a database, say) and to use from another process. It holds
 	// no secret (a cancel still needs the queue's credentials). Empty if
-	// the target cannot tell what a cancel needs (a [Target] of your own,
-	// a memqueue.Queue).
+	// the target cannot tell what a cancel needs (a [Target] of your own
+	// that is not a [CancelTarget]).
 	Token string
 
 	// BatchID, Items and BatchBytes describe a batch ([Publisher.SendBatch]);
@@ -330,8 +325,9 @@ func parseCancelToken(s string) (cancelToken, error) {
 // of its delete was lost, a cancel tried again finds the message gone and
 // says [ErrAlreadyDelivered].
 //
-// Cancel needs the publisher's target to be a [*Queue] or a [ShardedQueue]
-// (whose shard the token names). Without a payload store it can only delete
+// Cancel needs the publisher's target to be a [CancelTarget] (a [*Queue],
+// a memqueue.Queue) or a [ShardedQueue] of them (whose shard the token
+// names). Without a payload store it can only delete
 // a message still in its send's hidden period, and cannot tell a message
 // delivered from one cancelled before.
 func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
@@ -406,7 +402,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 		// Pending for longer than any cancel takes: one that stopped
 		// midway left it. Take it over, and decide by the delete.
 		if rec, err = p.store.replaceRecord(ctx, name, meta, rec.etag); err != nil {
-			if bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound) && try < 2 {
+			if errors.Is(err, records.ErrChanged) && try < 2 {
 				continue // another cancel took it over first
 			}
 			return fail(err)
@@ -419,7 +415,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 // deletes the message and says what became of it. The record is settled,
 // or given back, whatever becomes of ctx: a record left pending makes
 // every later cancel wait for it (see settledRecord).
-func (p *Publisher[T]) cancelAs(ctx context.Context, q *Queue, c cancelToken, rec *record) error {
+func (p *Publisher[T]) cancelAs(ctx context.Context, q CancelTarget, c cancelToken, rec *record) error {
 	name, meta, etag := rec.name, rec.meta, rec.etag
 	// Within half the time other cancels wait for a pending record, so
 	// that none takes it over while this delete may still succeed.
@@ -494,8 +490,8 @@ func (p *Publisher[T]) settledRecord(ctx context.Context, rec *record) (*record,
 }
 
 // deleteSent deletes a sent message with its send's pop receipt.
-func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) error {
-	err := q.Delete(ctx, &Delivery{ID: c.ID, Queue: q.name, Receipt: &popReceipt{queue: q, value: c.Receipt}})
+func (p *Publisher[T]) deleteSent(ctx context.Context, q CancelTarget, c cancelToken) error {
+	err := q.DeleteSent(ctx, c.ID, c.Receipt)
 	if err != nil && !errors.Is(err, ErrOwnershipLost) {
 		return wrapf(err, "cancel %s", c.ID)
 	}
@@ -503,21 +499,57 @@ func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) 
 }
 
 // queueNamed is the publisher's target, or its shard, called name, if it
-// is a [*Queue].
-func (p *Publisher[T]) queueNamed(name string) *Queue {
+// is a [CancelTarget].
+func (p *Publisher[T]) queueNamed(name string) CancelTarget {
 	switch t := p.target.(type) {
-	case *Queue:
-		if t.name == name {
+	case CancelTarget:
+		if t.Name() == name {
 			return t
 		}
 	case *ShardedQueue:
 		for _, sh := range t.set.shards {
-			if q, ok := sh.(*Queue); ok && q.name == name {
+			if q, ok := sh.(CancelTarget); ok && q.Name() == name {
 				return q
 			}
 		}
 	}
 	return nil
+}
+
+// CancelTarget is a [Target] that tells what [Publisher.Cancel] needs of
+// the messages it takes: a [*Queue] and a memqueue.Queue are. A Publisher
+// on one, or on a [ShardedQueue] over them, gives each message a
+// [Sent.Token].
+type CancelTarget interface {
+	Target
+	// SentReceipt is the pop receipt the send of message id was answered
+	// with, with which DeleteSent deletes it until a listener first
+	// receives it, and its insertion time on the target's clock; ok is
+	// false if the target cannot tell (a [*Queue]'s send tells its
+	// publisher itself). A publisher asks right after Send, so a Target
+	// that wraps one and sends through it keeps its own Send.
+	SentReceipt(id string) (receipt string, inserted time.Time, ok bool)
+	// DeleteSent deletes message id by the pop receipt its send returned.
+	// A receipt made stale since (the message was received, or is gone)
+	// gives an error matching [ErrOwnershipLost].
+	DeleteSent(ctx context.Context, id, receipt string) error
+	// ServiceTime is the time by the clock the target's messages are
+	// judged on: the service's.
+	ServiceTime() time.Time
+}
+
+var _ CancelTarget = (*Queue)(nil)
+
+// SentReceipt implements [CancelTarget]: a queue keeps no receipts, ok is
+// false. A [Publisher] has its send's answer tell it instead.
+func (q *Queue) SentReceipt(string) (receipt string, inserted time.Time, ok bool) {
+	return "", time.Time{}, false
+}
+
+// DeleteSent implements [CancelTarget]: one Delete Message, with the pop
+// receipt of the message's send.
+func (q *Queue) DeleteSent(ctx context.Context, id, receipt string) error {
+	return q.Delete(ctx, &Delivery{ID: id, Queue: q.name, Receipt: &popReceipt{queue: q, value: receipt}})
 }
 
 // recordMeta is the metadata of a record the publisher writes, to live for
@@ -558,7 +590,7 @@ func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Dur
 			// does first.
 			held, err = p.store.replaceRecord(ctx, name, meta, rec.etag)
 			switch {
-			case bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobNotFound):
+			case errors.Is(err, records.ErrChanged):
 				return nil, fmt.Errorf("%w (taken over by another send just now)", ErrDuplicate)
 			case err != nil:
 				return nil, wrapf(err, "unique key")
@@ -600,6 +632,11 @@ type record struct {
 	now     time.Time // the read's Date
 }
 
+// recordOf is the record an entry of the store's records describes.
+func recordOf(e records.Entry) *record {
+	return &record{name: e.Name, meta: e.Meta, etag: azcore.ETag(e.ETag), written: e.Written, now: e.Now}
+}
+
 // until is when the record expires on the service's clock; zero if never.
 // Its write's time is known to the second (Last-Modified is cut, not
 // rounded): the life is counted from the end of that second, so that it is
@@ -617,85 +654,42 @@ func (r *record) expired() bool {
 	return !u.IsZero() && !r.now.Before(u)
 }
 
+// recordBody is what a cancel or unique-key record's body says, for an
+// operator who opens it; everything a process reads is in its metadata.
+func recordBody(meta payload.Meta) []byte {
+	body, _ := json.Marshal(map[string]string{"kind": meta.Kind, "state": meta.State, "queue": meta.Queue})
+	return body
+}
+
 // createRecord writes a record unless one of that name exists (one
 // request, If-None-Match: *): created reports which, and rec is the new
-// record, or the one found. The container is created if missing.
-//
-// On a conflict the record is read (one request more), and returned for
-// the caller to judge, unless it is this write's own: each write carries
-// a token of its own (payload.Meta.Writer), so a write that took effect
-// but whose answer was lost, which the SDK then retried into a conflict
-// with itself, is known for what it is, created. A record gone by the
-// time it is read gives an error matching [ErrPayloadMissing].
+// record, or the one found (one request more), unless it is this write's
+// own (see records.Blobs.Create). A record gone by the time it is read
+// gives an error matching [ErrPayloadMissing].
 func (s *PayloadStore) createRecord(ctx context.Context, name string, meta payload.Meta) (rec *record, created bool, err error) {
-	meta.Writer = payload.NewWriterToken()
-	cond := &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
-	etag, err := s.writeRecord(ctx, name, meta, cond)
-	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		if err := s.createContainer(ctx); err != nil {
-			return nil, false, err
-		}
-		etag, err = s.writeRecord(ctx, name, meta, cond)
+	e, created, err := s.records.Create(ctx, name, meta, recordBody(meta))
+	if err != nil {
+		return nil, false, s.missing(name, err)
 	}
-	switch {
-	case err == nil:
-		return &record{name: name, meta: meta, etag: etag}, true, nil
-	case !bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
-		return nil, false, s.err(opBlobWrite, name, err)
-	}
-	if rec, err = s.readRecord(ctx, name); err != nil {
-		return nil, false, err
-	}
-	return rec, rec.meta.Writer == meta.Writer, nil
+	return recordOf(e), created, nil
 }
 
 // replaceRecord overwrites a record if it still has etag, and returns it
-// as written. A write refused because the record changed is this write's
-// own if the record now carries its token (its answer was lost and the
-// SDK's retry was refused): one read tells.
+// as written; one changed since gives an error matching
+// records.ErrChanged, unless the change is this write's own.
 func (s *PayloadStore) replaceRecord(ctx context.Context, name string, meta payload.Meta, etag azcore.ETag) (*record, error) {
-	meta.Writer = payload.NewWriterToken()
-	written, err := s.writeRecord(ctx, name, meta, &blob.ModifiedAccessConditions{IfMatch: &etag})
-	if err == nil {
-		return &record{name: name, meta: meta, etag: written}, nil
+	e, err := s.records.Replace(ctx, name, meta, recordBody(meta), string(etag))
+	if err != nil {
+		return nil, err
 	}
-	if bloberror.HasCode(err, bloberror.ConditionNotMet) {
-		if rec, rerr := s.readRecord(ctx, name); rerr == nil && rec.meta.Writer == meta.Writer {
-			return rec, nil
-		}
-	}
-	return nil, err
-}
-
-// createContainer creates the store's container, which a write found
-// missing; one that exists by now is fine.
-func (s *PayloadStore) createContainer(ctx context.Context) error {
-	_, err := s.client.Create(tagBlob(ctx, opBlobWrite), nil)
-	if err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
-		return s.err(opBlobWrite, "", err)
-	}
-	return nil
+	return recordOf(e), nil
 }
 
 // removeRecord deletes a record if it still has etag: one written since by
 // someone else stays. It reports nothing: a record left is removed by a
 // sweep once expired.
 func (s *PayloadStore) removeRecord(ctx context.Context, name string, etag azcore.ETag) {
-	_, _ = s.client.NewBlobClient(name).Delete(tagBlob(ctx, opBlobDelete), &blob.DeleteOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}},
-	})
-}
-
-// writeRecord uploads a record under cond. Its body says what it is, for
-// an operator who opens it; everything a process reads is in its metadata.
-func (s *PayloadStore) writeRecord(ctx context.Context, name string, meta payload.Meta, cond *blob.ModifiedAccessConditions) (azcore.ETag, error) {
-	body, _ := json.Marshal(map[string]string{"kind": meta.Kind, "state": meta.State, "queue": meta.Queue})
-	resp, err := s.client.NewBlockBlobClient(name).Upload(tagBlob(ctx, opBlobWrite), readSeekNopCloser{bytes.NewReader(body)}, &blockblob.UploadOptions{
-		Metadata:         meta.ToMap(),
-		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
-	})
-	return deref(resp.ETag), err
+	s.records.Remove(ctx, name, string(etag))
 }
 
 // expireRecord marks a record expired now, for the next sweep to remove.
@@ -707,147 +701,30 @@ func (s *PayloadStore) expireRecord(ctx context.Context, r *record) error {
 // readRecord reads a record's metadata (one Get Blob Properties). A missing
 // one matches [ErrPayloadMissing].
 func (s *PayloadStore) readRecord(ctx context.Context, name string) (*record, error) {
-	resp, err := s.client.NewBlobClient(name).GetProperties(tagBlob(ctx, opBlobRead), nil)
+	e, err := s.records.Props(ctx, name)
 	if err != nil {
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return nil, fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.name, name)
-		}
-		return nil, s.err(opBlobRead, name, err)
+		return nil, s.missing(name, err)
 	}
-	meta, ok := payload.ParseMeta(resp.Metadata)
-	if !ok || !payload.IsRecord(meta.Kind) {
-		return nil, fmt.Errorf("%w: %s is not a record", ErrPayloadCorrupt, name)
-	}
-	r := &record{name: name, meta: meta, etag: deref(resp.ETag), written: deref(resp.LastModified), now: deref(resp.Date)}
-	if r.now.IsZero() {
-		r.now = time.Now()
-	}
-	return r, nil
+	return recordOf(e), nil
 }
 
-// recordKeeper is a source or target that keeps records of its own (a
-// memqueue.Queue, in memory on its clock).
-type recordKeeper interface {
-	Records() records.Store
+// missing is err, matching [ErrPayloadMissing] too if it says the record
+// name is missing.
+func (s *PayloadStore) missing(name string, err error) error {
+	if errors.Is(err, records.ErrMissing) {
+		return fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.Container(), name)
+	}
+	return err
 }
 
-// recordsOf is where records about v's messages are kept: its own, or
-// blobs in store; nil if neither.
-func recordsOf(v any, store *PayloadStore) records.Store {
-	if k, ok := v.(recordKeeper); ok {
-		return k.Records()
-	}
+// recordsOf is where records about v's messages are kept: in the payload
+// store of its publisher or listener (a memqueue.Queue's, in memory on its
+// clock, by default); nil without one.
+func recordsOf(_ any, store *PayloadStore) records.Store {
 	if store != nil {
-		return &blobRecords{store: store}
+		return store.records
 	}
 	return nil
-}
-
-// blobRecords keeps records as blobs of a payload store: the value in the
-// body, the kind and life in metadata (as a sweep reads them), the
-// version in the ETag, and the service's clock from each answer's Date
-// (the store's account's clock).
-type blobRecords struct {
-	store *PayloadStore
-}
-
-// Read implements records.Store: one Get Blob.
-func (b *blobRecords) Read(ctx context.Context, name string) (*records.Record, error) {
-	s := b.store
-	resp, err := s.client.NewBlobClient(name).DownloadStream(tagBlob(ctx, opBlobRead), nil)
-	if err != nil {
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return nil, fmt.Errorf("%w: %s/%s", records.ErrMissing, s.name, name)
-		}
-		return nil, s.err(opBlobRead, name, err)
-	}
-	defer resp.Body.Close()
-	value, err := io.ReadAll(io.LimitReader(resp.Body, records.MaxValue+1))
-	if err != nil {
-		return nil, s.err(opBlobRead, name, err)
-	}
-	meta, ok := payload.ParseMeta(resp.Metadata)
-	if !ok || !payload.IsRecord(meta.Kind) || len(value) > records.MaxValue {
-		return nil, fmt.Errorf("%w: %s/%s is not a record", ErrPayloadCorrupt, s.name, name)
-	}
-	r := &records.Record{Kind: meta.Kind, Value: value, Version: string(deref(resp.ETag)), Written: deref(resp.LastModified), Now: deref(resp.Date)}
-	if !meta.Expires.IsZero() {
-		r.Life = meta.Expires.Sub(meta.Created)
-	}
-	return r, nil
-}
-
-// Write implements records.Store: one Put Blob, If-None-Match: * or
-// If-Match its version; the container is created if missing.
-func (b *blobRecords) Write(ctx context.Context, name string, r *records.Record) error {
-	if len(r.Value) > records.MaxValue {
-		return fmt.Errorf("azdispatch: record %s: value of %d bytes, more than %d", name, len(r.Value), records.MaxValue)
-	}
-	cond := &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
-	if r.Version != "" {
-		cond = &blob.ModifiedAccessConditions{IfMatch: to.Ptr(azcore.ETag(r.Version))}
-	}
-	// Created and Expires are only a life for a sweep: both this
-	// machine's, so that its clock cancels out (see sweepDue).
-	now := time.Now()
-	meta := payload.Meta{Kind: r.Kind, Created: now, Writer: payload.NewWriterToken()}
-	if r.Life > 0 {
-		meta.Expires = now.Add(r.Life)
-	}
-	s := b.store
-	upload := func() (blockblob.UploadResponse, error) {
-		return s.client.NewBlockBlobClient(name).Upload(tagBlob(ctx, opBlobWrite), readSeekNopCloser{bytes.NewReader(r.Value)}, &blockblob.UploadOptions{
-			Metadata:         meta.ToMap(),
-			HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
-			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
-		})
-	}
-	resp, err := upload()
-	if err != nil && r.Version == "" && bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		if err := s.createContainer(ctx); err != nil {
-			return err
-		}
-		resp, err = upload()
-	}
-	switch {
-	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
-		// Refused as changed: by this very write, if the record carries
-		// its token (its answer was lost, and the SDK's retry refused).
-		if own, ok := b.ownWrite(ctx, name, meta.Writer); ok {
-			r.Version, r.Written, r.Now = string(deref(own.ETag)), deref(own.LastModified), deref(own.Date)
-			return nil
-		}
-		return fmt.Errorf("%w: %s/%s", records.ErrChanged, s.name, name)
-	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
-		return fmt.Errorf("%w: %s/%s", records.ErrChanged, s.name, name)
-	case err != nil:
-		return s.err(opBlobWrite, name, err)
-	}
-	r.Version, r.Written, r.Now = string(deref(resp.ETag)), deref(resp.LastModified), deref(resp.Date)
-	return nil
-}
-
-// ownWrite reads the properties of record name (one Get Blob Properties)
-// and reports whether its last write carried writer's token.
-func (b *blobRecords) ownWrite(ctx context.Context, name, writer string) (blob.GetPropertiesResponse, bool) {
-	resp, err := b.store.client.NewBlobClient(name).GetProperties(tagBlob(ctx, opBlobRead), nil)
-	if err != nil {
-		return resp, false
-	}
-	meta, ok := payload.ParseMeta(resp.Metadata)
-	return resp, ok && meta.Writer == writer
-}
-
-// Now implements records.Store.
-func (b *blobRecords) Now() time.Time { return b.store.clock.Now() }
-
-// Known implements records.Store: whether an answer of the store's account
-// has told the service's time.
-func (b *blobRecords) Known() bool { return b.store.clock.Known() }
-
-// Sleep implements records.Store.
-func (b *blobRecords) Sleep(ctx context.Context, until time.Time, wake <-chan struct{}) bool {
-	return syncx.Sleep(ctx, until.Sub(b.Now()), wake)
 }
 
 // Schedules lists the state of every schedule whose [Scheduler] keeps it in
@@ -855,36 +732,32 @@ func (b *blobRecords) Sleep(ctx context.Context, until time.Time, wake <-chan st
 // the container, and one read per schedule.
 func (s *PayloadStore) Schedules(ctx context.Context) ([]ScheduleState, error) {
 	var states []ScheduleState
-	b := &blobRecords{store: s}
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Include: container.ListBlobsInclude{Metadata: true}})
-	for pager.More() {
-		page, err := pager.NextPage(tagBlob(ctx, opBlobList))
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return states, s.err(opBlobList, "", err)
-		}
-		for _, item := range page.Segment.BlobItems {
-			if item == nil || item.Name == nil {
+	err := s.blobs.List(ctx, "", func(page []blobs.Info, _ time.Time) error {
+		for _, item := range page {
+			if meta, ok := payload.ParseStrings(item.Metadata); !ok || meta.Kind != payload.KindSchedule {
 				continue
 			}
-			if meta, ok := payload.ParseMeta(item.Metadata); !ok || meta.Kind != payload.KindSchedule {
-				continue
-			}
-			r, err := b.Read(ctx, *item.Name)
+			r, err := s.records.Read(ctx, item.Name)
 			if errors.Is(err, records.ErrMissing) {
 				continue // removed since the listing
 			}
 			if err != nil {
-				return states, err
+				return err
 			}
 			st, err := timetable.DecodeState(r.Value)
 			if err != nil {
-				return states, fmt.Errorf("%w: %s/%s: %w", ErrPayloadCorrupt, s.name, *item.Name, err)
+				return fmt.Errorf("%w: %s/%s: %w", ErrPayloadCorrupt, s.Container(), item.Name, err)
 			}
 			states = append(states, stateOf(st))
 		}
+		return nil
+	})
+	var se *StorageError
+	if err != nil && !errors.Is(err, ErrPayloadCorrupt) && !errors.As(err, &se) {
+		err = s.err(opBlobList, "", err)
+	}
+	if err != nil {
+		return states, err
 	}
 	slices.SortFunc(states, func(a, b ScheduleState) int {
 		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Name, b.Name))

@@ -40,8 +40,8 @@ import (
 // another message deletes its own unhandled, as a duplicate (counted in
 // [State.Duplicates]). So each occurrence's messages are handled once,
 // whoever sends them and however often. Listeners must be of this version
-// or later, and need a record store to mark in: their payload store (or,
-// over memqueue, the queue's records). A listener without one (a queue
+// or later, and need a record store to mark in: their payload store (over
+// memqueue, the queue's own, in memory). A listener without one (a queue
 // opened by its SAS URL, with no [ListenerOptions.Payloads]) cannot tell a
 // duplicate, and handles it.
 //
@@ -50,8 +50,9 @@ import (
 // the listener 1 write per message; nothing between occurrences. A
 // [Lease] held for the same purpose renews all day.
 //
-// A Scheduler over a memqueue.Queue keeps its records in memory, on the
-// queue's clock: for tests, and for schedulers in one process.
+// A Scheduler over a memqueue.Queue keeps its records in the queue's
+// payload store, in memory on the queue's clock: for tests, and for
+// schedulers in one process.
 type Scheduler[T any] struct {
 	p     *Publisher[T]
 	store records.Store
@@ -145,10 +146,10 @@ type schedulerRun struct {
 const maxStagger = 300 * time.Millisecond
 
 // NewScheduler returns a scheduler that sends through p and keeps its
-// schedules' state beside p's payloads (see [PublisherOptions.Payloads]),
-// or, for a target that keeps records of its own (a memqueue.Queue), there.
-// Nil opts means defaults. It fails with [ErrNoBlobService] if p has
-// neither.
+// schedules' state beside p's payloads (see [PublisherOptions.Payloads];
+// over a memqueue.Queue, by default, the queue's own store, in memory).
+// Nil opts means defaults. It fails with [ErrNoBlobService] if p has no
+// payload store.
 func NewScheduler[T any](p *Publisher[T], opts *SchedulerOptions) (*Scheduler[T], error) {
 	var o SchedulerOptions
 	if opts != nil {

@@ -274,7 +274,7 @@ func TestEveryAnswerTellsTheServicesTime(t *testing.T) {
 
 	store, err := a.PayloadStore(uniqueName(t))
 	require.NoError(t, err)
-	assert.True(t, (&blobRecords{store: store}).Known(), "the blob service shares the account's clock")
+	assert.True(t, store.records.Known(), "the blob service shares the account's clock")
 }
 
 // A cancel of a message that never expires, made longer after its due

@@ -327,7 +327,11 @@ func sendTo(ctx context.Context, t Target, text string, opts *SendOptions) (sent
 		return f.sendMessage(ctx, text, opts)
 	}
 	id, err := t.Send(ctx, text, opts)
-	return sentMessage{ID: id, Queue: t.Name()}, err
+	m := sentMessage{ID: id, Queue: t.Name()}
+	if c, ok := t.(CancelTarget); ok && err == nil {
+		m.Receipt, m.Inserted, _ = c.SentReceipt(id)
+	}
+	return m, err
 }
 
 // Delete deletes a message received from this sharded queue (or another

@@ -5,29 +5,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/payload"
 )
 
 func TestSweepDueReadsTheServiceClock(t *testing.T) {
 	t.Parallel()
-	at := func(s string) *time.Time {
+	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
 		require.NoError(t, err)
-		return &v
+		return v
 	}
 	// A publisher whose clock ran 5 hours slow wrote a payload for a
 	// message with an hour to live.
-	slow := payload.Meta{Created: *at("2030-01-01T07:00:00Z"), Expires: *at("2030-01-01T08:00:00Z")}
-	written := &container.BlobProperties{CreationTime: at("2030-01-01T12:00:00Z"), LastModified: at("2030-01-01T12:30:00Z")}
+	slow := payload.Meta{Created: at("2030-01-01T07:00:00Z"), Expires: at("2030-01-01T08:00:00Z")}
+	written := blobs.Info{Created: at("2030-01-01T12:00:00Z"), Modified: at("2030-01-01T12:30:00Z")}
 	for _, c := range []struct {
 		name  string
 		meta  payload.Meta
-		props *container.BlobProperties
-		now   *time.Time
+		props blobs.Info
+		now   time.Time
 		due   bool
 	}{
 		{"live by the service's clock", slow, written, at("2030-01-01T12:59:00Z"), false},
@@ -35,10 +35,9 @@ func TestSweepDueReadsTheServiceClock(t *testing.T) {
 		{"within grace", slow, written, at("2030-01-01T13:00:30Z"), false},
 		{"due at the very moment", slow, written, at("2030-01-01T13:01:00Z"), true},
 		{"Last-Modified stands in for a missing creation time", slow,
-			&container.BlobProperties{LastModified: at("2030-01-01T12:30:00Z")}, at("2030-01-01T13:01:00Z"), false},
-		{"no time written: kept", slow, &container.BlobProperties{}, at("2031-01-01T00:00:00Z"), false},
-		{"no properties: kept", slow, nil, at("2031-01-01T00:00:00Z"), false},
-		{"no Date on the listing: kept", slow, written, nil, false},
+			blobs.Info{Modified: at("2030-01-01T12:30:00Z")}, at("2030-01-01T13:01:00Z"), false},
+		{"no time written: kept", slow, blobs.Info{}, at("2031-01-01T00:00:00Z"), false},
+		{"no Date on the listing: kept", slow, written, time.Time{}, false},
 		{"never expires", payload.Meta{Created: slow.Created}, written, at("2031-01-01T00:00:00Z"), false},
 		{"expires before it was created: kept", payload.Meta{Created: slow.Expires, Expires: slow.Created}, written, at("2031-01-01T00:00:00Z"), false},
 	} {

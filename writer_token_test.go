@@ -134,7 +134,7 @@ func TestARecordWriteThatLostItsAnswerIsItsOwn(t *testing.T) {
 	a := lostAnswerAccount(t, l)
 	store, err := a.PayloadStore(uniqueName(t))
 	require.NoError(t, err)
-	recs := &blobRecords{store: store}
+	recs := store.records
 	r := &records.Record{Kind: payload.KindSchedule, Value: []byte(`{"a":1}`)}
 	l.left.Store(1)
 	require.NoError(t, recs.Write(ctx, "rec", r), "a create whose answer was lost")

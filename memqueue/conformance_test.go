@@ -2,12 +2,8 @@ package memqueue_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/azdispatch/azdispatch/internal/conformance"
-	"github.com/azdispatch/azdispatch/internal/records"
-	"github.com/azdispatch/azdispatch/internal/records/recordstest"
-	"github.com/azdispatch/azdispatch/memqueue"
 )
 
 // TestConformance checks memqueue against the same suite as Azurite (see
@@ -28,13 +24,4 @@ func TestConformanceSharded(t *testing.T) {
 	h := &conformance.MemHarness{Shards: 3}
 	conformance.RunSourceTests(t, h)
 	conformance.RunListenerTests(t, h)
-}
-
-// TestConformanceRecords checks memqueue's records against the suite that
-// checks the payload store's blobs against Azurite.
-func TestConformanceRecords(t *testing.T) {
-	t.Parallel()
-	recordstest.Run(t, func(*testing.T) records.Store {
-		return memqueue.New("records", &memqueue.Options{Clock: memqueue.NewManualClock(time.Now())}).Records()
-	})
 }

@@ -25,15 +25,24 @@
 //   - Depth counts every message, invisible ones included.
 //
 // These rules are checked against Azurite by the conformance suite that
-// runs against both (see internal/conformance); where Azurite and the real
-// service differ, this package follows the service.
+// runs against both; where Azurite and the real service differ, this
+// package follows the service.
+//
+// Each queue offers a payload store in memory on its clock
+// ([Queue.PayloadStore]), with the blob service's conditional writes and
+// times (checked against Azurite too), so that a Publisher's claim checks,
+// batches, cancels ([azdispatch.Publisher.Cancel]: a queue is an
+// [azdispatch.CancelTarget]), unique sends and delays beyond 7 days, and a
+// Scheduler's schedules, run on it as on an account's queue. Queues that
+// are to share one store, as an account's queues share a container, name
+// it in [Options.Payloads].
 //
 // Time comes from a [Clock]: a [ManualClock] lets a test move a queue's
 // time forward (visibility timeouts, retry delays, expiry) without
 // sleeping. Everything a listener decides on the service's clock follows
 // it: when a delayed or scheduled message is due (a message received a
 // little before its due time is held until the manual clock reaches it,
-// through the queue's records), its time in queue, a scheduler's waits and
+// through the records of the queue's payload store), its time in queue, a scheduler's waits and
 // claims. A listener's own timers run on the machine's clock, as they do
 // against the service, and do not wait for a manual one: the idle back-off
 // between receives ([azdispatch.ListenerOptions].Idle), renewals at half

@@ -16,7 +16,9 @@ type faults struct {
 	lose map[azdispatch.Op]int
 }
 
-// FailNext makes the next n calls of op fail before they act. They return
+// FailNext makes the next n calls of op fail before they act: calls on the
+// queue, or, for the blob ops (OpBlobRead, OpBlobWrite, OpBlobDelete,
+// OpBlobList), requests on its payload store. They return
 // err, or, if err is nil, the service's answer to a request over its
 // scalability target: a 503 ServerBusy *[azdispatch.StorageError].
 func (q *Queue) FailNext(op azdispatch.Op, n int, err error) {
@@ -34,7 +36,8 @@ func (q *Queue) FailNext(op azdispatch.Op, n int, err error) {
 // the response is lost on its way back: a lost send leaves its message on
 // the queue (a retry sends a second copy), a lost receive leaves its
 // messages hidden for the visibility timeout with their DequeueCount raised,
-// a lost delete has deleted the message.
+// a lost delete has deleted the message, a lost blob write has written the
+// blob (a unique key's record, say).
 func (q *Queue) LoseNext(op azdispatch.Op, n int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -72,6 +75,54 @@ func (q *Queue) before(ctx context.Context, op azdispatch.Op) error {
 			fmt.Errorf("memqueue: injected failure of %s", op))
 	}
 	return err
+}
+
+// The kinds of request on a queue's payload store, which its fault hooks
+// may fail or lose (see [Queue.PayloadStore]).
+const (
+	OpBlobRead   azdispatch.Op = "blob read"   // a read of a blob or its properties
+	OpBlobWrite  azdispatch.Op = "blob write"  // a write of a blob or its metadata
+	OpBlobDelete azdispatch.Op = "blob delete" // a delete of a blob
+	OpBlobList   azdispatch.Op = "blob list"   // a page of a listing
+)
+
+// numBlobOps is the number of kinds of request on a payload store.
+const numBlobOps = 4
+
+func blobIndex(op azdispatch.Op) int {
+	switch op {
+	case OpBlobRead:
+		return 0
+	case OpBlobWrite:
+		return 1
+	case OpBlobDelete:
+		return 2
+	}
+	return 3
+}
+
+// blobRequest is the fault hook of the queue's payload store: it counts a
+// request of op, then runs the interceptor and an armed failure or loss,
+// as before does for the queue's own calls.
+func (q *Queue) blobRequest(ctx context.Context, op azdispatch.Op, blob string) (fail error, lose bool) {
+	q.blobCalls[blobIndex(op)].Add(1)
+	if q.intercept != nil {
+		if err := q.intercept(ctx, q.name, op); err != nil {
+			return err, false
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if pending := q.faults.fail[op]; len(pending) > 0 {
+		err := pending[0]
+		q.faults.fail[op] = pending[1:]
+		if err == nil {
+			err = &azdispatch.StorageError{Op: op, Queue: q.name, Blob: blob, StatusCode: http.StatusServiceUnavailable, Code: "ServerBusy",
+				Err: fmt.Errorf("memqueue: injected failure of %s", op)}
+		}
+		return err, false
+	}
+	return nil, q.lost(op)
 }
 
 // lost reports whether the response to a call of op that has acted is to be

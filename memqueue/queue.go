@@ -8,12 +8,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
-	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/txcount"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -31,11 +31,18 @@ const (
 type Options struct {
 	// Clock tells the queue the time. Defaults to the system's clock.
 	Clock Clock
-	// Intercept, if set, is called before every call on the queue, outside
+	// Intercept, if set, is called before every call on the queue, and
+	// every request on its payload store (see [Queue.PayloadStore]), outside
 	// its lock, with the queue's name and the kind of call; an error fails
 	// the call before it acts. It lets a test model throttling or an
 	// outage of its own, beside [Queue.FailNext] and [Queue.LoseNext].
 	Intercept func(ctx context.Context, queue string, op azdispatch.Op) error
+	// Payloads, if set, is the payload store the queue offers (see
+	// [Queue.PayloadStore]): one store shared by several queues, as the
+	// queues of one account share a container. Its requests then pass
+	// through the fault hooks of the queue that made it, not this one's.
+	// Defaults to a store of the queue's own, in memory, on its clock.
+	Payloads *azdispatch.PayloadStore
 }
 
 // Queue is an in-memory queue with the semantics of an Azure storage queue
@@ -48,12 +55,14 @@ type Queue struct {
 
 	mu       sync.Mutex
 	messages messageHeap // every message, by when it is next visible
+	byID     map[string]*message
 	nextID   uint64
 	order    uint64 // breaks ties between messages visible at the same time, oldest first
 	faults   faults
 	poison   *Queue
 
-	records *records.Memory
+	store     *azdispatch.PayloadStore
+	blobCalls [numBlobOps]atomic.Int64 // requests on the store this queue made, by blobIndex
 
 	sent          syncx.Subscribers // woken by sends of visible messages and releases
 	calls         [numOps]atomic.Int64
@@ -61,8 +70,10 @@ type Queue struct {
 }
 
 var (
-	_ azdispatch.Shard      = (*Queue)(nil)
-	_ azdispatch.WakeSource = (*Queue)(nil)
+	_ azdispatch.Shard         = (*Queue)(nil)
+	_ azdispatch.WakeSource    = (*Queue)(nil)
+	_ azdispatch.PayloadStorer = (*Queue)(nil)
+	_ azdispatch.CancelTarget  = (*Queue)(nil)
 )
 
 // New returns an empty queue. Nil opts means defaults.
@@ -76,7 +87,7 @@ func New(name string, opts *Options) *Queue {
 	}
 	q := &Queue{
 		name: name, clock: o.Clock, intercept: o.Intercept,
-		idPrefix: fmt.Sprintf("%08x", rand.Uint32()),
+		idPrefix: fmt.Sprintf("%08x", rand.Uint32()), byID: map[string]*message{},
 	}
 	var moved func(func()) func()
 	if mc, ok := o.Clock.(*ManualClock); ok {
@@ -84,7 +95,13 @@ func New(name string, opts *Options) *Queue {
 		mc.subscribe(q.sent.Wake)
 		moved = mc.subscribe
 	}
-	q.records = records.NewMemory(o.Clock.Now, moved)
+	q.store = o.Payloads
+	if q.store == nil {
+		// The account's default container name: a valid name cannot fail.
+		q.store, _ = azdispatch.NewMemoryPayloadStore("azdispatch-payloads", &azdispatch.MemoryPayloadStoreOptions{
+			Now: o.Clock.Now, Moved: moved, Intercept: q.blobRequest,
+		})
+	}
 	return q
 }
 
@@ -97,8 +114,11 @@ type message struct {
 	visibleAt time.Time
 	order     uint64
 	dequeues  int64
-	receipt   uint64 // the current pop receipt; 0 before the first receive
-	index     int    // in the heap
+	receipt   uint64 // the current pop receipt
+	// sentReceipt is the receipt its send was answered with: current
+	// until a receive or update.
+	sentReceipt uint64
+	index       int // in the heap
 }
 
 // receipt is a Delivery's Receipt: the message and the pop receipt it was
@@ -127,7 +147,8 @@ func (q *Queue) poisonQueue() *Queue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.poison == nil {
-		q.poison = New(q.name+"-poison", &Options{Clock: q.clock, Intercept: q.intercept})
+		// The same store: a poison envelope keeps its message's pointer.
+		q.poison = New(q.name+"-poison", &Options{Clock: q.clock, Intercept: q.intercept, Payloads: q.store})
 	}
 	return q.poison
 }
@@ -141,30 +162,31 @@ func (q *Queue) poisonQueue() *Queue {
 // answers a delay not shorter than a positive TTL with 400
 // InvalidQueryParameterValue.
 func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOptions) (string, error) {
+	fail := func(err error) (string, error) { return "", err }
 	if len(text) > MaxTextSize {
-		return "", &azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize}
+		return fail(&azdispatch.MessageTooLargeError{Size: len(text), Limit: MaxTextSize})
 	}
 	if err := xmltext.Check(text); err != nil {
-		return "", err
+		return fail(err)
 	}
 	var delay, ttl time.Duration
 	if opts != nil {
 		switch {
 		case opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility:
-			return "", &azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"}
+			return fail(&azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"})
 		case !opts.At.IsZero() || opts.UniqueKey != "" || opts.UniqueFor != 0 || opts.Key != "":
-			return "", &azdispatch.ConfigError{Field: "SendOptions", Reason: "At, UniqueKey and Key are a Publisher's (Publisher.SendWith)"}
+			return fail(&azdispatch.ConfigError{Field: "SendOptions", Reason: "At, UniqueKey and Key are a Publisher's (Publisher.SendWith)"})
 		}
 		delay, ttl = opts.Delay, opts.TTL
 	}
 	if err := q.before(ctx, azdispatch.OpSend); err != nil {
-		return "", err
+		return fail(err)
 	}
 	if ttl > 0 && wholeSeconds(delay) >= wholeSeconds(ttl) {
 		// The service takes the request, and refuses a message that would
 		// expire before anyone could see it.
-		return "", q.storageError(azdispatch.OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
-			fmt.Errorf("memqueue: delay %v must be shorter than the TTL %v", delay, ttl))
+		return fail(q.storageError(azdispatch.OpSend, http.StatusBadRequest, "InvalidQueryParameterValue",
+			fmt.Errorf("memqueue: delay %v must be shorter than the TTL %v", delay, ttl)))
 	}
 	q.mu.Lock()
 	now := q.clock.Now()
@@ -181,16 +203,67 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 	case ttl > 0:
 		m.expires = now.Add(wholeSeconds(ttl))
 	}
+	// A receipt of its own from the start, as the service's answer
+	// gives one: what deletes it until it is received.
+	m.receipt = q.newReceipt()
+	m.sentReceipt = m.receipt
 	q.push(m)
+	q.byID[m.id] = m
 	lost := q.lost(azdispatch.OpSend)
 	q.mu.Unlock()
 	if delay == 0 {
 		q.sent.Wake()
 	}
 	if lost {
-		return "", q.lostError(azdispatch.OpSend)
+		return fail(q.lostError(azdispatch.OpSend))
 	}
 	return m.id, nil
+}
+
+// SentReceipt implements [azdispatch.CancelTarget]: the pop receipt the
+// send of message id was answered with, which [Queue.DeleteSent] takes
+// until a receive or update gives the message another, and its insertion
+// time as the service reports it; ok is false for a message the queue
+// no longer holds.
+func (q *Queue) SentReceipt(id string) (receipt string, inserted time.Time, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := q.byID[id]
+	if m == nil {
+		return "", time.Time{}, false
+	}
+	return strconv.FormatUint(m.sentReceipt, 10), reported(m.inserted), true
+}
+
+// DeleteSent implements [azdispatch.CancelTarget]: it deletes message id by
+// the pop receipt its send was answered with ([Queue.SentReceipt]). A receipt a
+// receive or update made stale, or a message gone, is refused with 404
+// MessageNotFound, which matches [azdispatch.ErrOwnershipLost].
+func (q *Queue) DeleteSent(ctx context.Context, id, popReceipt string) error {
+	pop, err := strconv.ParseUint(popReceipt, 10, 64)
+	if err != nil {
+		return q.storageError(azdispatch.OpDelete, http.StatusBadRequest, "InvalidQueryParameterValue",
+			fmt.Errorf("memqueue: %q is not a pop receipt of queue %s", popReceipt, q.name))
+	}
+	if err := q.before(ctx, azdispatch.OpDelete); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := q.byID[id]
+	if m == nil {
+		return q.storageError(azdispatch.OpDelete, http.StatusNotFound, "MessageNotFound",
+			fmt.Errorf("memqueue: message %s is gone", id))
+	}
+	r := &receipt{q: q, m: m, pop: pop}
+	if err := q.check(r, azdispatch.OpDelete); err != nil {
+		return err
+	}
+	q.remove(m)
+	if q.lost(azdispatch.OpDelete) {
+		return q.lostError(azdispatch.OpDelete)
+	}
+	return nil
 }
 
 // Receive gets up to max (1 to 32) visible messages and hides them for
@@ -382,13 +455,14 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // returned nothing. Each call is also counted in every count
 // its context carries ([azdispatch.CountTransactions]), so a Listener's
 // State().Transactions counts its requests on a memqueue as on a Queue.
-// Reads and writes of q's records (see [Queue.Records]) count as BlobRead
-// and BlobWrite, as a payload store's blobs would.
+// The requests on its payload store (see [Queue.PayloadStore]) count as
+// BlobRead, BlobWrite, BlobDelete and BlobList, as an account's would.
 func (q *Queue) Transactions() azdispatch.Transactions {
-	reads, writes := q.records.Requests()
 	return azdispatch.Transactions{
-		BlobRead:     reads,
-		BlobWrite:    writes,
+		BlobRead:     q.blobCalls[blobIndex(OpBlobRead)].Load(),
+		BlobWrite:    q.blobCalls[blobIndex(OpBlobWrite)].Load(),
+		BlobDelete:   q.blobCalls[blobIndex(OpBlobDelete)].Load(),
+		BlobList:     q.blobCalls[blobIndex(OpBlobList)].Load(),
 		Send:         q.calls[opIndex(azdispatch.OpSend)].Load(),
 		Receive:      q.calls[opIndex(azdispatch.OpReceive)].Load(),
 		EmptyReceive: q.emptyReceives.Load(),
@@ -408,12 +482,15 @@ func (q *Queue) delivery(m *message, r *receipt, received time.Time) azdispatch.
 	}
 }
 
-// Records is where an azdispatch.Scheduler that sends to q keeps its
-// schedules' state, and where a listener of q marks the scheduled
-// messages it delivered: in memory, on q's clock, shared by every
-// scheduler and listener of q in the process. It is for the azdispatch
-// package; there is nothing in it to call.
-func (q *Queue) Records() records.Store { return q.records }
+// PayloadStore implements [azdispatch.PayloadStorer]: the queue's payload
+// store, in memory on its clock, where a Publisher to q offloads batches
+// and large messages, and keeps the records of cancels and unique keys; a
+// Scheduler keeps its schedules' state; and a Listener of q reads them
+// back and marks the scheduled messages it delivered. Its requests pass
+// through the queue's fault hooks ([Queue.FailNext], [Queue.LoseNext],
+// [Options.Intercept]) as the blob [azdispatch.Op]s OpBlobRead,
+// OpBlobWrite, OpBlobDelete and OpBlobList.
+func (q *Queue) PayloadStore() *azdispatch.PayloadStore { return q.store }
 
 // ServiceTime is the time on the queue's clock, which stands for the
 // service's: what a publisher hides a message sent with
@@ -470,6 +547,7 @@ func (q *Queue) requeue(m *message) {
 // remove takes m out of the queue. The caller holds q.mu.
 func (q *Queue) remove(m *message) {
 	heap.Remove(&q.messages, m.index)
+	delete(q.byID, m.id)
 }
 
 // expiresAt is a message's expiry as the service reports it: for one that

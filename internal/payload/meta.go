@@ -161,3 +161,22 @@ func ParseMeta(mp map[string]*string) (Meta, bool) {
 	}
 	return m, true
 }
+
+// Strings is [Meta.ToMap] as plain strings, as a blob backend takes
+// metadata.
+func (m *Meta) Strings() map[string]string {
+	out := map[string]string{}
+	for k, v := range m.ToMap() {
+		out[k] = *v
+	}
+	return out
+}
+
+// ParseStrings is [ParseMeta] of metadata as plain strings.
+func ParseStrings(mp map[string]string) (Meta, bool) {
+	ptrs := make(map[string]*string, len(mp))
+	for k, v := range mp {
+		ptrs[k] = &v
+	}
+	return ParseMeta(ptrs)
+}

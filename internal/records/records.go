@@ -1,8 +1,10 @@
-// Package records is where a scheduler keeps its schedules' state and a
-// listener marks the scheduled messages it delivered: small named records,
-// each written only if it is as the writer last read it (an ETag), with
-// the store's clock beside them, so that every decision is taken on one
-// clock whatever the machines' own say.
+// Package records is where a scheduler keeps its schedules' state, a
+// listener marks the scheduled messages it delivered, and a publisher keeps
+// the records of its cancels and unique keys: small named records, each
+// written only if it is as the writer last read it (an ETag), with the
+// store's clock beside them, so that every decision is taken on one clock
+// whatever the machines' own say. One store keeps them all ([Blobs]), on
+// either blob backend: the service's, or memory's.
 package records
 
 import (

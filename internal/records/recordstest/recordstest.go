@@ -1,5 +1,5 @@
 // Package recordstest is the conformance suite of record stores: the
-// payload store's blobs against Azurite, and memqueue's records in memory,
+// payload store's blobs against Azurite, and the same store on memory blobs,
 // pass the same tests, so that memqueue stands in for storage only where
 // the two are checked to agree.
 package recordstest

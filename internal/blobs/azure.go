@@ -1,0 +1,229 @@
+package blobs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+)
+
+// Azure is a [Backend] on a container of the Azure blob service. Requests
+// go through the client's pipeline as they are: its retries, its counting
+// and its clock policies see each attempt.
+type Azure struct {
+	client *container.Client
+	name   string
+	tag    func(context.Context, Op) context.Context
+}
+
+var _ Backend = (*Azure)(nil)
+
+// NewAzure returns the backend of the container client names. tag, if not
+// nil, marks each request's context with its kind before it is made, for
+// the policies of the client's pipeline to count it.
+func NewAzure(client *container.Client, name string, tag func(context.Context, Op) context.Context) *Azure {
+	if tag == nil {
+		tag = func(ctx context.Context, _ Op) context.Context { return ctx }
+	}
+	return &Azure{client: client, name: name, tag: tag}
+}
+
+// Container implements [Backend].
+func (a *Azure) Container() string { return a.name }
+
+// Create implements [Backend]: one Put Blob, If-None-Match: *; and, if
+// the container is missing, one Create Container and the Put Blob again.
+func (a *Azure) Create(ctx context.Context, name string, w Write) (Info, error) {
+	info, err := a.upload(ctx, name, w, &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)})
+	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
+		if err := a.CreateContainer(ctx); err != nil {
+			return Info{}, err
+		}
+		info, err = a.upload(ctx, name, w, &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)})
+	}
+	return info, classify(err, false)
+}
+
+// Replace implements [Backend]: one Put Blob, If-Match.
+func (a *Azure) Replace(ctx context.Context, name string, w Write, etag string) (Info, error) {
+	info, err := a.upload(ctx, name, w, &blob.ModifiedAccessConditions{IfMatch: to.Ptr(azcore.ETag(etag))})
+	// A blob gone since its ETag was read has changed, as far as a
+	// replace is concerned.
+	return info, classify(err, true)
+}
+
+func (a *Azure) upload(ctx context.Context, name string, w Write, cond *blob.ModifiedAccessConditions) (Info, error) {
+	ctx = a.tag(ctx, OpWrite)
+	opts := &blockblob.UploadOptions{
+		Metadata:         toPtrs(w.Metadata),
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
+	}
+	if w.ContentType != "" {
+		opts.HTTPHeaders = &blob.HTTPHeaders{BlobContentType: to.Ptr(w.ContentType)}
+	}
+	resp, err := a.client.NewBlockBlobClient(name).Upload(ctx, nopCloser{bytes.NewReader(w.Data)}, opts)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Name: name, Metadata: w.Metadata, ETag: string(deref(resp.ETag)), Size: int64(len(w.Data)),
+		Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// SetMetadata implements [Backend]: one Set Blob Metadata.
+func (a *Azure) SetMetadata(ctx context.Context, name string, meta map[string]string, etag string) (Info, error) {
+	ctx = a.tag(ctx, OpWrite)
+	opts := &blob.SetMetadataOptions{}
+	if etag != "" {
+		opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: to.Ptr(azcore.ETag(etag))}}
+	}
+	resp, err := a.client.NewBlobClient(name).SetMetadata(ctx, toPtrs(meta), opts)
+	if err != nil {
+		return Info{}, classify(err, false)
+	}
+	return Info{Name: name, Metadata: meta, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// Read implements [Backend]: one Get Blob, whose body streams.
+func (a *Azure) Read(ctx context.Context, name string) (io.ReadCloser, Info, error) {
+	ctx = a.tag(ctx, OpRead)
+	resp, err := a.client.NewBlobClient(name).DownloadStream(ctx, nil)
+	if err != nil {
+		return nil, Info{}, classify(err, false)
+	}
+	return resp.Body, Info{Name: name, Metadata: fromPtrs(resp.Metadata), ETag: string(deref(resp.ETag)),
+		Size: deref(resp.ContentLength), Created: deref(resp.CreationTime), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// Properties implements [Backend]: one Get Blob Properties.
+func (a *Azure) Properties(ctx context.Context, name string) (Info, error) {
+	ctx = a.tag(ctx, OpRead)
+	resp, err := a.client.NewBlobClient(name).GetProperties(ctx, nil)
+	if err != nil {
+		return Info{}, classify(err, false)
+	}
+	return Info{Name: name, Metadata: fromPtrs(resp.Metadata), ETag: string(deref(resp.ETag)),
+		Size: deref(resp.ContentLength), Created: deref(resp.CreationTime), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// Delete implements [Backend]: one Delete Blob.
+func (a *Azure) Delete(ctx context.Context, name, etag string) (Info, error) {
+	ctx = a.tag(ctx, OpDelete)
+	var opts *blob.DeleteOptions
+	if etag != "" {
+		opts = &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: to.Ptr(azcore.ETag(etag))}}}
+	}
+	resp, err := a.client.NewBlobClient(name).Delete(ctx, opts)
+	if err != nil {
+		return Info{}, classify(err, false)
+	}
+	return Info{Name: name, Date: deref(resp.Date)}, nil
+}
+
+// List implements [Backend]: one List Blobs per 5,000 blobs.
+func (a *Azure) List(ctx context.Context, prefix string, page func([]Info, time.Time) error) error {
+	ctx = a.tag(ctx, OpList)
+	opts := &container.ListBlobsFlatOptions{Include: container.ListBlobsInclude{Metadata: true}}
+	if prefix != "" {
+		opts.Prefix = to.Ptr(prefix)
+	}
+	pager := a.client.NewListBlobsFlatPager(opts)
+	for pager.More() {
+		resp, err := pager.NextPage(ctx)
+		if err != nil {
+			if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+				return nil // nothing was ever written
+			}
+			return classify(err, false)
+		}
+		if resp.Segment == nil {
+			continue
+		}
+		infos := make([]Info, 0, len(resp.Segment.BlobItems))
+		for _, item := range resp.Segment.BlobItems {
+			if item == nil || item.Name == nil {
+				continue
+			}
+			info := Info{Name: *item.Name, Metadata: fromPtrs(item.Metadata)}
+			if p := item.Properties; p != nil {
+				info.ETag, info.Size = string(deref(p.ETag)), deref(p.ContentLength)
+				info.Created, info.Modified = deref(p.CreationTime), deref(p.LastModified)
+			}
+			infos = append(infos, info)
+		}
+		if err := page(infos, deref(resp.Date)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateContainer implements [Backend]: one Create Container.
+func (a *Azure) CreateContainer(ctx context.Context) error {
+	ctx = a.tag(ctx, OpWrite)
+	_, err := a.client.Create(ctx, nil)
+	if err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		return err
+	}
+	return nil
+}
+
+// classify wraps err in the sentinel its answer matches; goneIsConflict
+// takes a missing blob for a changed one.
+func classify(err error, goneIsConflict bool) error {
+	switch {
+	case err == nil:
+		return nil
+	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) && goneIsConflict:
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+func toPtrs(mp map[string]string) map[string]*string {
+	if mp == nil {
+		return nil
+	}
+	out := make(map[string]*string, len(mp))
+	for k, v := range mp {
+		out[k] = to.Ptr(v)
+	}
+	return out
+}
+
+// fromPtrs is metadata as the SDK returns it, names in lower case: the
+// service keeps names as written, but the SDK reads them from headers,
+// whose names it writes in its own case.
+func fromPtrs(mp map[string]*string) map[string]string {
+	out := make(map[string]string, len(mp))
+	for k, v := range mp {
+		if v != nil {
+			out[strings.ToLower(k)] = *v
+		}
+	}
+	return out
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+type nopCloser struct{ io.ReadSeeker }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,94 @@
+// Package blobs is the one layer every blob of the library goes through:
+// payloads, records and marks. A [Backend] is a container of blobs with the
+// few requests they need, each conditional where a race could lose a
+// write, and each answer carrying the service's time. Two backends
+// implement it: [Azure], a container of the Azure blob service, and
+// [Memory], a container in memory on a clock of the caller's, with fault
+// hooks, so that everything built on blobs runs without an emulator.
+//
+// Errors that callers decide on match a few sentinels ([ErrNotFound],
+// [ErrConflict]) with errors.Is; the service's own error stays reachable
+// behind them (errors.As to an *azcore.ResponseError).
+package blobs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is matched by the error of a request whose blob, or whose
+// container, does not exist.
+var ErrNotFound = errors.New("blob not found")
+
+// ErrConflict is matched by the error of a conditional request whose
+// condition failed: a create that found the blob there (If-None-Match: *),
+// a replace, update or delete that found it changed or gone since its ETag
+// was read (If-Match).
+var ErrConflict = errors.New("blob exists or changed")
+
+// Op is the kind of a request, as the library counts and names requests:
+// the same strings as azdispatch.Op.
+type Op string
+
+// The kinds of request a Backend makes.
+const (
+	OpRead   Op = "blob read"   // Get Blob, Get Blob Properties
+	OpWrite  Op = "blob write"  // Put Blob, Set Blob Metadata, Create Container
+	OpDelete Op = "blob delete" // Delete Blob
+	OpList   Op = "blob list"   // List Blobs
+)
+
+// Info is what an answer says of a blob, and of itself.
+type Info struct {
+	Name     string
+	Metadata map[string]string // as written; names in lower case
+	ETag     string
+	Size     int64     // its content's length
+	Created  time.Time // when it was first written; zero if not told
+	Modified time.Time // its last write, to the second
+	// Date is the answer's Date: the service's time when it answered, to
+	// the second. Zero if the answer carried none.
+	Date time.Time
+}
+
+// Write is a blob to write.
+type Write struct {
+	Data        []byte
+	Metadata    map[string]string
+	ContentType string
+}
+
+// Backend is a container of blobs. Its methods are safe for concurrent
+// use. A write that finds the container missing creates it and tries
+// again, once.
+type Backend interface {
+	// Container is the container's name.
+	Container() string
+	// Create writes a new blob, if none of that name exists
+	// (If-None-Match: *); one that does gives ErrConflict.
+	Create(ctx context.Context, name string, w Write) (Info, error)
+	// Replace overwrites a blob if it still has etag (If-Match); one
+	// changed or gone gives ErrConflict.
+	Replace(ctx context.Context, name string, w Write, etag string) (Info, error)
+	// SetMetadata replaces a blob's metadata, keeping its content, if it
+	// still has etag (any, if etag is empty). A missing blob gives
+	// ErrNotFound; a changed one ErrConflict.
+	SetMetadata(ctx context.Context, name string, meta map[string]string, etag string) (Info, error)
+	// Read opens a blob's content; the caller closes it. Info.Size is its
+	// length.
+	Read(ctx context.Context, name string) (io.ReadCloser, Info, error)
+	// Properties reads a blob's metadata and ETag.
+	Properties(ctx context.Context, name string) (Info, error)
+	// Delete removes a blob, if it still has etag (any, if etag is
+	// empty). A missing one gives ErrNotFound; a changed one ErrConflict.
+	Delete(ctx context.Context, name, etag string) (Info, error)
+	// List calls page with the blobs whose names start with prefix, with
+	// their metadata, a page at a time (in name order), and the Date of
+	// the page's answer; an error of page ends the listing with it. A
+	// missing container lists nothing.
+	List(ctx context.Context, prefix string, page func(blobs []Info, date time.Time) error) error
+	// CreateContainer creates the container; one that exists is fine.
+	CreateContainer(ctx context.Context) error
+}

@@ -1,0 +1,170 @@
+package blobs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/azurite"
+	"github.com/azdispatch/azdispatch/internal/blobs"
+)
+
+// containers numbers the containers of this test binary: each check has
+// its own.
+var containers atomic.Int64
+
+func containerName() string {
+	return fmt.Sprintf("conformance-%d-%d", time.Now().UnixNano()%1e9, containers.Add(1))
+}
+
+// TestConformanceAzure checks the Azure backend against Azurite with the
+// checks the memory backend passes (TestConformanceMemory).
+func TestConformanceAzure(t *testing.T) {
+	t.Parallel()
+	azurite.SkipIfShort(t)
+	emulator := azurite.ForTest(t)
+	run(t, func(t *testing.T) blobs.Backend {
+		name := containerName()
+		c, err := container.NewClientFromConnectionString(emulator.ConnectionString(), name, nil)
+		require.NoError(t, err)
+		return blobs.NewAzure(c, name, nil)
+	})
+}
+
+// TestConformanceMemory checks the memory backend with the checks the
+// Azure backend passes against Azurite (TestConformanceAzure).
+func TestConformanceMemory(t *testing.T) {
+	t.Parallel()
+	run(t, func(*testing.T) blobs.Backend { return blobs.NewMemory(containerName(), nil, nil) })
+}
+
+// run checks a backend: newBackend returns one on an empty container that
+// may not exist yet.
+func run(t *testing.T, newBackend func(t *testing.T) blobs.Backend) {
+	ctx := context.Background()
+	write := func(data string, meta map[string]string) blobs.Write {
+		return blobs.Write{Data: []byte(data), Metadata: meta, ContentType: "application/json"}
+	}
+	t.Run("a create makes the container, and a second create conflicts", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		first, err := b.Create(ctx, "a", write("1", map[string]string{"kind": "x"}))
+		require.NoError(t, err)
+		assert.NotEmpty(t, first.ETag)
+		assert.False(t, first.Date.IsZero(), "the answer's Date")
+		_, err = b.Create(ctx, "a", write("2", nil))
+		require.ErrorIs(t, err, blobs.ErrConflict)
+		assert.NotErrorIs(t, err, blobs.ErrNotFound)
+		body, info, err := b.Read(ctx, "a")
+		require.NoError(t, err)
+		data, err := io.ReadAll(body)
+		require.NoError(t, body.Close())
+		require.NoError(t, err)
+		assert.Equal(t, "1", string(data), "the first write stands")
+		assert.Equal(t, first.ETag, info.ETag)
+	})
+	t.Run("a replace needs the ETag read", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		first, err := b.Create(ctx, "r", write("1", nil))
+		require.NoError(t, err)
+		second, err := b.Replace(ctx, "r", write("2", nil), first.ETag)
+		require.NoError(t, err)
+		assert.NotEqual(t, first.ETag, second.ETag)
+		_, err = b.Replace(ctx, "r", write("3", nil), first.ETag)
+		require.ErrorIs(t, err, blobs.ErrConflict, "a stale ETag")
+		_, err = b.Replace(ctx, "none", write("3", nil), first.ETag)
+		require.ErrorIs(t, err, blobs.ErrConflict, "a replace of nothing")
+		_, err = b.SetMetadata(ctx, "r", map[string]string{"k": "v"}, first.ETag)
+		require.ErrorIs(t, err, blobs.ErrConflict, "a metadata update with a stale ETag")
+		updated, err := b.SetMetadata(ctx, "r", map[string]string{"k": "v"}, second.ETag)
+		require.NoError(t, err)
+		body, info, err := b.Read(ctx, "r")
+		require.NoError(t, err)
+		data, _ := io.ReadAll(body)
+		require.NoError(t, body.Close())
+		assert.Equal(t, "2", string(data), "a metadata update keeps the content")
+		assert.Equal(t, updated.ETag, info.ETag)
+		_, err = b.SetMetadata(ctx, "none", nil, "")
+		assert.ErrorIs(t, err, blobs.ErrNotFound)
+	})
+	t.Run("metadata, size and times round-trip", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		meta := map[string]string{"kind": "single", "queue": "orders", "writer": "abc123"}
+		written, err := b.Create(ctx, "m", write("hello", meta))
+		require.NoError(t, err)
+		info, err := b.Properties(ctx, "m")
+		require.NoError(t, err)
+		assert.Equal(t, meta, info.Metadata)
+		assert.Equal(t, int64(5), info.Size)
+		assert.Equal(t, written.ETag, info.ETag)
+		assert.False(t, info.Modified.IsZero())
+		assert.False(t, info.Date.Before(info.Modified), "read after its write, on one clock")
+		assert.Equal(t, info.Modified, info.Modified.Truncate(time.Second), "Last-Modified to the second")
+		_, err = b.Properties(ctx, "none")
+		assert.ErrorIs(t, err, blobs.ErrNotFound)
+		_, _, err = b.Read(ctx, "none")
+		assert.ErrorIs(t, err, blobs.ErrNotFound)
+	})
+	t.Run("a delete is conditional on the ETag, if given", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		first, err := b.Create(ctx, "d", write("1", nil))
+		require.NoError(t, err)
+		second, err := b.Replace(ctx, "d", write("2", nil), first.ETag)
+		require.NoError(t, err)
+		_, err = b.Delete(ctx, "d", first.ETag)
+		require.ErrorIs(t, err, blobs.ErrConflict)
+		deleted, err := b.Delete(ctx, "d", second.ETag)
+		require.NoError(t, err)
+		assert.False(t, deleted.Date.IsZero())
+		_, err = b.Delete(ctx, "d", "")
+		require.ErrorIs(t, err, blobs.ErrNotFound)
+		_, err = b.Create(ctx, "e", write("1", nil))
+		require.NoError(t, err)
+		_, err = b.Delete(ctx, "e", "")
+		require.NoError(t, err, "an unconditional delete")
+	})
+	t.Run("a listing by prefix carries metadata and the answer's Date", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		require.NoError(t, b.List(ctx, "", func([]blobs.Info, time.Time) error {
+			return errors.New("a missing container lists nothing")
+		}))
+		for _, name := range []string{"p-2", "p-1", "q-1"} {
+			_, err := b.Create(ctx, name, write(name, map[string]string{"name": name}))
+			require.NoError(t, err)
+		}
+		var got []blobs.Info
+		var date time.Time
+		require.NoError(t, b.List(ctx, "p-", func(page []blobs.Info, d time.Time) error {
+			got, date = append(got, page...), d
+			return nil
+		}))
+		require.Len(t, got, 2)
+		assert.Equal(t, "p-1", got[0].Name)
+		assert.Equal(t, "p-2", got[1].Name)
+		assert.Equal(t, map[string]string{"name": "p-1"}, got[0].Metadata)
+		assert.Equal(t, int64(3), got[0].Size)
+		assert.NotEmpty(t, got[0].ETag)
+		assert.False(t, got[0].Created.IsZero())
+		assert.False(t, date.IsZero())
+		stop := errors.New("stop")
+		assert.ErrorIs(t, b.List(ctx, "", func([]blobs.Info, time.Time) error { return stop }), stop)
+	})
+	t.Run("creating the container twice is fine", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		require.NoError(t, b.CreateContainer(ctx))
+		require.NoError(t, b.CreateContainer(ctx))
+	})
+}
