@@ -355,7 +355,9 @@ var ErrBadMetadata = wire.ErrBadMetadata
 // ParseMetadata splits a message text into its metadata and the text the
 // codec wrote (or the pointer to it). A text without a metadata line gives
 // nil metadata and the text unchanged; a malformed line an error matching
-// [ErrBadMetadata].
+// [ErrBadMetadata]. The metadata line must open the text: that of a
+// message sent to be handled later follows its due line, which
+// [DescribeText] reads too.
 func ParseMetadata(text string) (Metadata, string, error) {
 	m, rest, err := wire.CutMeta(text)
 	return m.Pairs(), rest, err

@@ -1,19 +1,5 @@
 package wire
 
-// The due line is the line a message sent to be handled later carries
-// before its text: when it is due, and what the listener has done to keep
-// it hidden until then.
-//
-// A queue message can be hidden for at most 7 days. A message due later is
-// sent hidden for 7 days with this line first; a listener that receives it
-// before it is due hides it again (one Update Message, which rewrites the
-// line with the hop counted) instead of handling it. A message due within
-// 7 days is hidden by the service alone, and its line (see [DueLine.Kept])
-// only says when it is due, for its time in queue. Every decision is
-// taken on the service's clock: a due time is either an absolute time the
-// sender gave (At) or seconds after the message's insertion time, which
-// the service stamps (After).
-
 import (
 	"encoding/json"
 	"errors"
@@ -39,6 +25,20 @@ const MaxAfter = 100 * 365 * 24 * time.Hour
 var ErrBadDueLine = errors.New("malformed due line")
 
 // DueLine says when a message is due and how often it was hidden again.
+//
+// It is the line a message sent to be handled later carries
+// before its text: when it is due, and what the listener has done to keep
+// it hidden until then.
+//
+// A queue message can be hidden for at most 7 days. A message due later is
+// sent hidden for 7 days with this line first; a listener that receives it
+// before it is due hides it again (one Update Message, which rewrites the
+// line with the hop counted) instead of handling it. A message due within
+// 7 days is hidden by the service alone, and its line (see [DueLine.Kept])
+// only says when it is due, for its time in queue. Every decision is
+// taken on the service's clock: a due time is either an absolute time the
+// sender gave (At) or seconds after the message's insertion time, which
+// the service stamps (After).
 type DueLine struct {
 	// At is the due time the sender named, in UTC to the second; zero if
 	// After says it instead.
