@@ -66,7 +66,7 @@ type PublisherOptions struct {
 // message visible at once.
 type Publisher[T any] struct {
 	target Target
-	keyed  KeyedTarget // target, if it can send with a key
+	caps   Capabilities // what target can do, read once
 	codec  Codec
 	ttl    time.Duration
 	plain  bool // PlainDelays
@@ -87,6 +87,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	if target == nil {
 		return nil, &ConfigError{Field: "target", Reason: "nil"}
 	}
+	caps := CapabilitiesOf(target)
 	var o PublisherOptions
 	if opts != nil {
 		o = *opts
@@ -102,15 +103,14 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 		return nil, err
 	}
 	if o.Payloads == nil {
-		o.Payloads = defaultPayloadStore(target)
+		o.Payloads = caps.payloadStore()
 	}
 	for i, m := range o.Middleware {
 		if m == nil {
 			return nil, &ConfigError{Field: "PublisherOptions.Middleware", Reason: fmt.Sprintf("[%d] is nil", i)}
 		}
 	}
-	keyed, _ := target.(KeyedTarget)
-	p := &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
+	p := &Publisher[T]{target: target, caps: caps, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
 		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility, plain: o.PlainDelays}
 	if len(o.Middleware) > 0 {
 		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
@@ -135,7 +135,7 @@ func (p *Publisher[T]) Send(ctx context.Context, body T) (string, error) {
 // [ShardedQueue.SendKeyed] and [ShardedQueue.Subset]). The publisher's target must be a
 // [KeyedTarget]; a plain [Queue] is not, because it has no choice to make.
 func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (string, error) {
-	if p.keyed == nil {
+	if p.caps.SendKeyed == nil {
 		return "", &ConfigError{Field: "target", Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
 	}
 	m, _, err := p.publish(ctx, body, route{key: key, keyed: true})
@@ -410,14 +410,13 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 	opts := &SendOptions{Delay: min(r.delay, p.hop), TTL: p.ttlOf(r)}
 	var m sentMessage
 	var err error
-	sharded, _ := p.target.(*ShardedQueue)
 	switch {
-	case r.keyed && sharded != nil:
-		m, err = sharded.sendKeyedMessage(ctx, r.key, text, opts)
+	case r.keyed && p.caps.sendKeyed != nil:
+		m, err = p.caps.sendKeyed(ctx, r.key, text, opts)
 	case r.keyed:
-		m.ID, err = p.keyed.SendKeyed(ctx, r.key, text, opts)
+		m.ID, err = p.caps.SendKeyed(ctx, r.key, text, opts)
 	default:
-		m, err = sendTo(ctx, p.target, text, opts)
+		m, err = p.caps.send(ctx, text, opts)
 	}
 	if err != nil {
 		return sentMessage{}, err

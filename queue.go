@@ -43,11 +43,6 @@ type sentMessage struct {
 	Blob     string // set by a Publisher: the payload blob of an offloaded message
 }
 
-// messageSender is a [Target] that tells all of [sentMessage].
-type messageSender interface {
-	sendMessage(ctx context.Context, text string, opts *SendOptions) (sentMessage, error)
-}
-
 // popReceipt is the Receipt of a [Delivery] from a [Queue]: the queue it came
 // from, since a pop receipt works only there, and the receipt itself, which
 // changes on every update.
@@ -350,3 +345,12 @@ func deref[T any](p *T) T {
 // a queue opened by its own SAS URL (see [NewQueueWithSAS]), that URL's
 // host, without its query.
 func (q *Queue) Host() string { return hostOf(q.client.URL()) }
+
+// queueNamed is q if it is called name: its pop receipts cancel what was
+// sent to it (see [Publisher.Cancel]).
+func (q *Queue) queueNamed(name string) *Queue {
+	if q.name == name {
+		return q
+	}
+	return nil
+}

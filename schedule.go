@@ -154,7 +154,7 @@ func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOpt
 		return o, route{}, err
 	}
 	if !o.At.IsZero() {
-		if err := learnServiceTime(ctx, p.target); err != nil {
+		if err := p.caps.learnServiceTime(ctx); err != nil {
 			return o, route{}, wrapf(err, "send at %s", o.At.UTC().Format(time.RFC3339))
 		}
 	}
@@ -193,14 +193,14 @@ func (p *Publisher[T]) routeOf(o SendOptions) route {
 		at = t.Add(time.Second)
 	}
 	r.at = at
-	if wait := at.Sub(serviceTime(p.target)); wait > 0 {
+	if wait := at.Sub(serviceTime(p.caps)); wait > 0 {
 		// The due line carries the time itself: the delay only sets the
 		// first hop and the TTL, and a century says as much of those as
 		// any longer wait (which a Duration may not even hold).
 		r.delay = upToSecond(min(wait, dueline.MaxAfter))
 		// A target that cannot tell the service's time (one of your
 		// own): the line lets listeners decide on the service's.
-		r.line = !serviceTimeKnown(p.target)
+		r.line = !p.caps.serviceTimeKnown()
 	}
 	return r
 }
@@ -218,7 +218,7 @@ func upToSecond(d time.Duration) time.Duration {
 func (p *Publisher[T]) sent(m sentMessage, r route) Sent {
 	inserted := m.Inserted
 	if inserted.IsZero() { // a Target of your own: the best guess
-		inserted = serviceTime(p.target).Truncate(time.Second)
+		inserted = serviceTime(p.caps).Truncate(time.Second)
 	}
 	s := Sent{ID: m.ID, Due: r.at}
 	if s.Due.IsZero() {
@@ -336,7 +336,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	// Whether it has expired, and how long its record must live, are
 	// judged on the service's clock: learn it first, if nothing has told
 	// it yet.
-	if err := learnServiceTime(ctx, q); err != nil {
+	if err := q.learnTime(ctx); err != nil {
 		return fail(err)
 	}
 	if c.Expires != 0 && !q.ServiceTime().Before(time.Unix(c.Expires, 0)) {
@@ -494,19 +494,10 @@ func (p *Publisher[T]) deleteSent(ctx context.Context, q *Queue, c cancelToken) 
 // queueNamed is the publisher's target, or its shard, called name, if it
 // is a [*Queue].
 func (p *Publisher[T]) queueNamed(name string) *Queue {
-	switch t := p.target.(type) {
-	case *Queue:
-		if t.name == name {
-			return t
-		}
-	case *ShardedQueue:
-		for _, sh := range t.set.shards {
-			if q, ok := sh.(*Queue); ok && q.name == name {
-				return q
-			}
-		}
+	if p.caps.queueNamed == nil {
+		return nil
 	}
-	return nil
+	return p.caps.queueNamed(name)
 }
 
 // recordMeta is the metadata of a record the publisher writes, to live for
@@ -714,17 +705,11 @@ func (s *PayloadStore) readRecord(ctx context.Context, name string) (*record, er
 	return r, nil
 }
 
-// recordKeeper is a source or target that keeps records of its own (a
-// memqueue.Queue, in memory on its clock).
-type recordKeeper interface {
-	Records() records.Store
-}
-
-// recordsOf is where records about v's messages are kept: its own, or
-// blobs in store; nil if neither.
-func recordsOf(v any, store *PayloadStore) records.Store {
-	if k, ok := v.(recordKeeper); ok {
-		return k.Records()
+// recordsOf is where records about the messages of c's source are kept:
+// its own, or blobs in store; nil if neither.
+func recordsOf(c Capabilities, store *PayloadStore) records.Store {
+	if c.records != nil {
+		return c.records()
 	}
 	if store != nil {
 		return &blobRecords{store: store}

@@ -8,6 +8,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/records/recordstest"
 	"github.com/azdispatch/azdispatch/memqueue"
+	"github.com/azdispatch/azdispatch/sourcetest"
 )
 
 // TestConformance checks memqueue against the same suite as Azurite (see
@@ -16,8 +17,8 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	h := &conformance.MemHarness{}
-	conformance.RunSourceTests(t, h)
-	conformance.RunListenerTests(t, h)
+	sourcetest.Run(t, h)
+	sourcetest.RunListener(t, h)
 }
 
 // TestConformanceSharded runs the suite against an azdispatch.ShardedQueue
@@ -26,8 +27,8 @@ func TestConformance(t *testing.T) {
 func TestConformanceSharded(t *testing.T) {
 	t.Parallel()
 	h := &conformance.MemHarness{Shards: 3}
-	conformance.RunSourceTests(t, h)
-	conformance.RunListenerTests(t, h)
+	sourcetest.Run(t, h)
+	sourcetest.RunListener(t, h)
 }
 
 // TestConformanceRecords checks memqueue's records against the suite that

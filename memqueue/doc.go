@@ -25,7 +25,7 @@
 //   - Depth counts every message, invisible ones included.
 //
 // These rules are checked against Azurite by the conformance suite that
-// runs against both (see internal/conformance); where Azurite and the real
+// runs against both (package sourcetest); where Azurite and the real
 // service differ, this package follows the service.
 //
 // Time comes from a [Clock]: a [ManualClock] lets a test move a queue's
