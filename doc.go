@@ -216,7 +216,10 @@
 // the message later; the listener hands each Delivery back unchanged. A
 // [Shard] that has a poison queue beside it says so with [PoisonQueuer],
 // and one with a payload store with [PayloadStorer]; listeners, publishers
-// and sharded queues over it then use them by default.
+// and sharded queues over it then use them by default. [Capabilities] lists
+// every optional method a source can offer and what each enables, and
+// [CapabilitiesOf] reads them; package sourcetest checks a source of your
+// own against the contract the service keeps, and says which it offers.
 //
 // # Middleware and metadata
 //

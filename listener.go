@@ -69,6 +69,8 @@ import (
 // [ListenerOptions.Concurrency] handler goroutines.
 type Listener[T any] struct {
 	src     Source
+	caps    Capabilities // what src can do, read once
+	poison  Capabilities // what opts.PoisonQueue can do, read once
 	handler Handler[T]
 	opts    ListenerOptions // defaults filled in
 	limits  payload.Limits  // opts.PayloadLimits, as the payload format takes them
@@ -168,7 +170,8 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	if handler == nil {
 		return nil, &ConfigError{Field: "handler", Reason: "nil"}
 	}
-	o, err := opts.withDefaults(source)
+	caps := CapabilitiesOf(source)
+	o, err := opts.withDefaults(source, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +183,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		floor = 0
 	}
 	l := &Listener[T]{
-		src: source, handler: handler, opts: o, limits: payload.Limits(o.PayloadLimits),
+		src: source, caps: caps, poison: CapabilitiesOf(o.PoisonQueue), handler: handler, opts: o, limits: payload.Limits(o.PayloadLimits),
 		log:       o.Logger.With("source", source.Name()),
 		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
@@ -191,7 +194,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		seats:     make(chan *syncx.Slots, o.MaxDequeuers),
 		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
 		memo:      memo.New(),
-		records:   recordsOf(source, o.Payloads),
+		records:   recordsOf(o.Payloads),
 		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
 		hop:       MaxVisibility,
 		stages:    tryStages[T](),
@@ -283,8 +286,8 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	defer s.settle.Stop()
 	defer l.startWatch(s)()
 
-	if ws, ok := l.src.(WakeSource); ok {
-		defer ws.Subscribe(l.Notify)()
+	if l.caps.Subscribe != nil {
+		defer l.caps.Subscribe(l.Notify)()
 	}
 	if l.opts.Wake != nil && !sameValue(l.opts.Wake, l.src) {
 		defer l.opts.Wake.Subscribe(l.Notify)()
@@ -451,18 +454,13 @@ func sameValue(a, b any) (same bool) {
 	return a == b
 }
 
-// queueCreator is a source that can create its queue: [*Queue], [*ShardedQueue].
-type queueCreator interface {
-	Create(ctx context.Context) error
-}
-
 // createQueue creates the source's queue, for [ListenerOptions.CreateQueue],
 // trying again after a back-off until it succeeds or ctx ends (nil), or a
 // fatal error has stood for FatalTimeout (that error).
 func (l *Listener[T]) createQueue(ctx context.Context) error {
-	c := l.src.(queueCreator) // checked by NewListener
+	create := l.caps.Create // checked by NewListener
 	for failures := int64(1); ; failures++ {
-		err := c.Create(ctx)
+		err := create(ctx)
 		if err == nil {
 			l.storageSucceeded(opCreate)
 			return nil

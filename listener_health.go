@@ -158,8 +158,8 @@ func (l *Listener[T]) Ready() error {
 // cannot tell. [Listener.Ready] stays nil meanwhile: the other shards are
 // received from. It makes no request: a readiness probe shows it.
 func (l *Listener[T]) Degraded() error {
-	if d, ok := l.src.(interface{ Degraded() error }); ok {
-		return d.Degraded()
+	if l.caps.Degraded != nil {
+		return l.caps.Degraded()
 	}
 	return nil
 }

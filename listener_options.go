@@ -265,7 +265,7 @@ const defaultPayloadMemory = 256 << 20
 
 // withDefaults returns a copy of o (which may be nil) with defaults filled in
 // and every field checked.
-func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
+func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerOptions, error) {
 	var cfg ListenerOptions
 	if o != nil {
 		cfg = *o
@@ -309,17 +309,15 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 		cfg.alertsToDefault = true
 	}
 	if cfg.Payloads == nil {
-		cfg.Payloads = defaultPayloadStore(src)
+		cfg.Payloads = caps.payloadStore()
 	}
 	var err error
 	if cfg.PayloadLimits, err = cfg.PayloadLimits.withDefaults("ListenerOptions.PayloadLimits"); err != nil {
 		return cfg, err
 	}
 	if cfg.PoisonQueue == nil {
-		if p, ok := src.(PoisonQueuer); ok {
-			if q := p.PoisonQueue(); q != nil {
-				cfg.PoisonQueue = q
-			}
+		if q := caps.poisonQueue(); q != nil {
+			cfg.PoisonQueue = q
 		}
 	}
 
@@ -357,7 +355,7 @@ func (o *ListenerOptions) withDefaults(src Source) (ListenerOptions, error) {
 			return cfg, bad("Middleware", "[%d] is nil", i)
 		}
 	}
-	if _, ok := src.(queueCreator); cfg.CreateQueue && !ok {
+	if cfg.CreateQueue && caps.Create == nil {
 		return cfg, bad("CreateQueue", "source %q cannot create its queue (it has no Create method)", src.Name())
 	}
 	return cfg, nil

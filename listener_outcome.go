@@ -325,18 +325,12 @@ func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, origin any, e
 func (l *Listener[T]) sendEnvelope(ctx context.Context, origin any, text string) error {
 	opts := &SendOptions{TTL: -1}
 	var err error
-	if r, ok := l.opts.PoisonQueue.(besideSender); ok {
-		_, err = r.sendBeside(ctx, origin, text, opts)
+	if l.poison.sendBeside != nil {
+		_, err = l.poison.sendBeside(ctx, origin, text, opts)
 	} else {
 		_, err = l.opts.PoisonQueue.Send(ctx, text, opts)
 	}
 	return err
-}
-
-// besideSender is a poison queue that can put an envelope beside the queue
-// its message came from, given the message's receipt.
-type besideSender interface {
-	sendBeside(ctx context.Context, origin any, text string, opts *SendOptions) (string, error)
 }
 
 // removePayload deletes the blob of a message that has been deleted: the

@@ -137,14 +137,6 @@ func (q *Queue) PayloadStore() *PayloadStore {
 	return s
 }
 
-// defaultPayloadStore finds the store of a source or target that has one.
-func defaultPayloadStore(v any) *PayloadStore {
-	if h, ok := v.(PayloadStorer); ok {
-		return h.PayloadStore()
-	}
-	return nil
-}
-
 // PayloadLimits bound what is offloaded and what a listener reads back, so
 // that a hostile or broken pointer cannot make a listener download, inflate
 // or decode without limit. A zero field means its default. A publisher

@@ -94,7 +94,7 @@ func (s *ShardedQueue) eachPeeker(ctx context.Context, f func(ctx context.Contex
 	var wg sync.WaitGroup
 	for k, i := range s.members {
 		sh := s.set.shards[i]
-		p, ok := sh.(peeker)
+		p, ok := s.set.caps[i].peeker()
 		if !ok {
 			errs[k] = fmt.Errorf("shard %q: cannot peek", sh.Name())
 			continue
@@ -161,10 +161,11 @@ type Front struct {
 // are, and the depth otherwise. A shard that cannot be read fails the
 // whole reading.
 func ReadFront(ctx context.Context, src Source) (Front, error) {
-	if sq, ok := src.(*ShardedQueue); ok {
-		return sq.readFront(ctx)
+	caps := CapabilitiesOf(src)
+	if caps.front != nil {
+		return caps.front(ctx)
 	}
-	p, ok := src.(peeker)
+	p, ok := caps.peeker()
 	if !ok {
 		return Front{}, &ConfigError{Field: "source", Reason: fmt.Sprintf("%q cannot peek: its front is read with a Peek method", src.Name())}
 	}

@@ -66,7 +66,7 @@ type PublisherOptions struct {
 // message visible at once.
 type Publisher[T any] struct {
 	target Target
-	keyed  KeyedTarget // target, if it can send with a key
+	caps   Capabilities // what target can do, read once
 	codec  Codec
 	ttl    time.Duration
 	plain  bool // PlainDelays
@@ -87,6 +87,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 	if target == nil {
 		return nil, &ConfigError{Field: "target", Reason: "nil"}
 	}
+	caps := CapabilitiesOf(target)
 	var o PublisherOptions
 	if opts != nil {
 		o = *opts
@@ -102,15 +103,14 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 		return nil, err
 	}
 	if o.Payloads == nil {
-		o.Payloads = defaultPayloadStore(target)
+		o.Payloads = caps.payloadStore()
 	}
 	for i, m := range o.Middleware {
 		if m == nil {
 			return nil, &ConfigError{Field: "PublisherOptions.Middleware", Reason: fmt.Sprintf("[%d] is nil", i)}
 		}
 	}
-	keyed, _ := target.(KeyedTarget)
-	p := &Publisher[T]{target: target, keyed: keyed, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
+	p := &Publisher[T]{target: target, caps: caps, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
 		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility, plain: o.PlainDelays}
 	if len(o.Middleware) > 0 {
 		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
@@ -410,14 +410,13 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 	opts := &SendOptions{Delay: min(r.delay, p.hop), TTL: p.ttlOf(r)}
 	var m sentMessage
 	var err error
-	sharded, _ := p.target.(*ShardedQueue)
 	switch {
-	case r.key != "" && sharded != nil:
-		m, err = sharded.sendKeyedMessage(ctx, r.key, text, opts)
+	case r.key != "" && p.caps.sendKeyed != nil:
+		m, err = p.caps.sendKeyed(ctx, r.key, text, opts)
 	case r.key != "":
-		m.ID, err = p.keyed.SendKeyed(ctx, r.key, text, opts)
+		m.ID, err = p.caps.SendKeyed(ctx, r.key, text, opts)
 	default:
-		m, err = sendTo(ctx, p.target, text, opts)
+		m, err = p.caps.send(ctx, text, opts)
 	}
 	if err != nil {
 		return sentMessage{}, err
@@ -433,7 +432,7 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 // (every message of the key reaching one listener). field names the option
 // that set it.
 func (p *Publisher[T]) checkKey(field, key string) error {
-	if key != "" && p.keyed == nil {
+	if key != "" && p.caps.SendKeyed == nil {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
 	}
 	return nil

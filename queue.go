@@ -43,11 +43,6 @@ type sentMessage struct {
 	Blob     string // set by a Publisher: the payload blob of an offloaded message
 }
 
-// messageSender is a [Target] that tells all of [sentMessage].
-type messageSender interface {
-	sendMessage(ctx context.Context, text string, opts *SendOptions) (sentMessage, error)
-}
-
 // popReceipt is the Receipt of a [Delivery] from a [Queue]: the queue it came
 // from, since a pop receipt works only there, and the receipt itself, which
 // changes on every update.

@@ -17,6 +17,6 @@ func TestConformanceRecordsAzurite(t *testing.T) {
 	recordstest.Run(t, func(t *testing.T) records.Store {
 		store, err := testAccount(t, nil).PayloadStore(uniqueName(t))
 		require.NoError(t, err)
-		return recordsOf(nil, store)
+		return recordsOf(store)
 	})
 }

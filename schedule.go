@@ -161,7 +161,7 @@ func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOpt
 		return o, route{}, err
 	}
 	if !o.At.IsZero() {
-		if err := learnServiceTime(ctx, p.target); err != nil {
+		if err := p.caps.learnServiceTime(ctx); err != nil {
 			return o, route{}, wrapf(err, "send at %s", o.At.UTC().Format(time.RFC3339))
 		}
 	}
@@ -200,14 +200,14 @@ func (p *Publisher[T]) routeOf(o SendOptions) route {
 		at = t.Add(time.Second)
 	}
 	r.at = at
-	if wait := at.Sub(serviceTime(p.target)); wait > 0 {
+	if wait := at.Sub(serviceTime(p.caps)); wait > 0 {
 		// The due line carries the time itself: the delay only sets the
 		// first hop and the TTL, and a century says as much of those as
 		// any longer wait (which a Duration may not even hold).
 		r.delay = upToSecond(min(wait, wire.MaxAfter))
 		// A target that cannot tell the service's time (one of your
 		// own): the line lets listeners decide on the service's.
-		r.line = !serviceTimeKnown(p.target)
+		r.line = !p.caps.serviceTimeKnown()
 	}
 	return r
 }
@@ -225,7 +225,7 @@ func upToSecond(d time.Duration) time.Duration {
 func (p *Publisher[T]) sent(m sentMessage, r route) Sent {
 	inserted := m.Inserted
 	if inserted.IsZero() { // a Target of your own: the best guess
-		inserted = serviceTime(p.target).Truncate(time.Second)
+		inserted = serviceTime(p.caps).Truncate(time.Second)
 	}
 	s := Sent{ID: m.ID, Due: r.at}
 	if s.Due.IsZero() {
@@ -343,7 +343,7 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	// Whether it has expired, and how long its record must live, are
 	// judged on the service's clock: learn it first, if nothing has told
 	// it yet.
-	if err := learnServiceTime(ctx, q); err != nil {
+	if err := CapabilitiesOf(q).learnServiceTime(ctx); err != nil {
 		return fail(err)
 	}
 	if c.Expires != 0 && !q.ServiceTime().Before(time.Unix(c.Expires, 0)) {
@@ -501,19 +501,10 @@ func (p *Publisher[T]) deleteSent(ctx context.Context, q CancelTarget, c cancelT
 // queueNamed is the publisher's target, or its shard, called name, if it
 // is a [CancelTarget].
 func (p *Publisher[T]) queueNamed(name string) CancelTarget {
-	switch t := p.target.(type) {
-	case CancelTarget:
-		if t.Name() == name {
-			return t
-		}
-	case *ShardedQueue:
-		for _, sh := range t.set.shards {
-			if q, ok := sh.(CancelTarget); ok && q.Name() == name {
-				return q
-			}
-		}
+	if p.caps.queueNamed == nil {
+		return nil
 	}
-	return nil
+	return p.caps.queueNamed(name)
 }
 
 // CancelTarget is a [Target] that tells what [Publisher.Cancel] needs of
@@ -717,10 +708,10 @@ func (s *PayloadStore) missing(name string, err error) error {
 	return err
 }
 
-// recordsOf is where records about v's messages are kept: in the payload
-// store of its publisher or listener (a memqueue.Queue's, in memory on its
-// clock, by default); nil without one.
-func recordsOf(_ any, store *PayloadStore) records.Store {
+// recordsOf is where records about messages are kept: in the payload
+// store of their publisher or listener (a memqueue.Queue's, in memory on
+// its clock, by default); nil without one.
+func recordsOf(store *PayloadStore) records.Store {
 	if store != nil {
 		return store.records
 	}

@@ -159,7 +159,7 @@ func NewScheduler[T any](p *Publisher[T], opts *SchedulerOptions) (*Scheduler[T]
 	if err != nil {
 		return nil, err
 	}
-	store := recordsOf(p.target, p.store)
+	store := recordsOf(p.store)
 	if store == nil {
 		return nil, wrapf(p.noStore(), "a scheduler keeps its state in the payload store")
 	}

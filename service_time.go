@@ -62,59 +62,50 @@ func withTries(ctx context.Context) (context.Context, *tries) {
 // acted.
 func (a *tries) lostAnswer() bool { return a.tried.Load() > a.answered.Load() }
 
-// serviceClock is a [Source] or [Target] that knows the service's time:
-// a [*Queue], a [ShardedQueue], a memqueue.Queue.
-type serviceClock interface{ ServiceTime() time.Time }
+// serviceTimeKnown reports whether q knows the service's time from an
+// answer.
+func (q *Queue) serviceTimeKnown() bool { return q.clock.Known() }
 
-// serviceTimeKnown reports whether v knows the service's time from an
-// answer: a [*Queue] that has had one, a [ShardedQueue] one of whose shards
-// has; a source of its own clock (a memqueue.Queue), or one that cannot
-// tell, is taken to know it.
-func serviceTimeKnown(v any) bool {
-	switch t := v.(type) {
-	case *Queue:
-		return t.clock.Known()
-	case *ShardedQueue:
-		return slices.ContainsFunc(t.set.shards, func(sh Shard) bool { return serviceTimeKnown(sh) })
-	}
-	return true
+// serviceTimeKnown reports whether a shard of the set knows the service's
+// time from an answer, or keeps a clock of its own.
+func (s *ShardedQueue) serviceTimeKnown() bool {
+	return slices.ContainsFunc(s.set.caps, Capabilities.serviceTimeKnown)
 }
 
-// serviceTime is the service's time by the first of vs that knows it; by
+// serviceTimeKnown reports whether c's source knows the service's time from
+// an answer: a [*Queue] that has had one, a [ShardedQueue] one of whose
+// shards has; a source of its own clock (a memqueue.Queue), or one that
+// cannot tell, is taken to know it.
+func (c Capabilities) serviceTimeKnown() bool { return c.timeKnown == nil || c.timeKnown() }
+
+// serviceTime is the service's time by the first of cs that knows it; by
 // the first that keeps one if none knows it yet; and the local clock's if
 // none keeps one.
-func serviceTime[V any](vs ...V) time.Time {
-	var first serviceClock
-	for _, v := range vs {
-		c, ok := any(v).(serviceClock)
-		if !ok {
+func serviceTime(cs ...Capabilities) time.Time {
+	var first func() time.Time
+	for _, c := range cs {
+		if c.ServiceTime == nil {
 			continue
 		}
-		if serviceTimeKnown(v) {
+		if c.serviceTimeKnown() {
 			return c.ServiceTime()
 		}
 		if first == nil {
-			first = c
+			first = c.ServiceTime
 		}
 	}
 	if first != nil {
-		return first.ServiceTime()
+		return first()
 	}
 	return time.Now()
 }
 
-// timeLearner is a [Source] or [Target] that can learn the service's time
-// with a request of its own.
-type timeLearner interface {
-	learnTime(ctx context.Context) error
-}
-
-// learnServiceTime makes sure v knows the service's time before a decision
-// that needs it, with one request if no answer has told it yet. A source of
-// its own clock, or one that cannot learn it, is left as it is.
-func learnServiceTime(ctx context.Context, v any) error {
-	if l, ok := v.(timeLearner); ok && !serviceTimeKnown(v) {
-		return l.learnTime(ctx)
+// learnServiceTime makes sure c's source knows the service's time before a
+// decision that needs it, with one request if no answer has told it yet. A
+// source of its own clock, or one that cannot learn it, is left as it is.
+func (c Capabilities) learnServiceTime(ctx context.Context) error {
+	if c.learnTime != nil && !c.serviceTimeKnown() {
+		return c.learnTime(ctx)
 	}
 	return nil
 }
@@ -145,15 +136,15 @@ func (s *ShardedQueue) learnTime(ctx context.Context) error {
 	var errs []error
 	learners := 0
 	for _, i := range s.members {
-		l, ok := s.set.shards[i].(timeLearner)
-		if !ok {
+		learn := s.set.caps[i].learnTime
+		if learn == nil {
 			continue
 		}
 		learners++
 		if !s.set.admit(i, s.set.now()) {
 			continue
 		}
-		err := s.set.try(ctx, i, 0, true, func(ctx context.Context) error { return l.learnTime(ctx) })
+		err := s.set.try(ctx, i, 0, true, func(ctx context.Context) error { return learn(ctx) })
 		if err == nil {
 			return nil
 		}

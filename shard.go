@@ -124,9 +124,10 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 	if opts != nil {
 		o = *opts
 	}
+	caps := capabilitiesOfAll(shards)
 	if o.Payloads == nil {
-		for _, sh := range shards {
-			if o.Payloads = defaultPayloadStore(sh); o.Payloads != nil {
+		for _, c := range caps {
+			if o.Payloads = c.payloadStore(); o.Payloads != nil {
 				break
 			}
 		}
@@ -144,7 +145,7 @@ func NewShardedQueue(name string, shards []Shard, opts *ShardedQueueOptions) (*S
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	set := newShardSet(name, shards, o)
+	set := newShardSet(name, shards, caps, o)
 	return set.view(allShards(len(shards))), nil
 }
 
@@ -225,8 +226,8 @@ func (s *ShardedQueue) Create(ctx context.Context) error {
 	errs := make([]error, len(s.members))
 	var wg sync.WaitGroup
 	for p, i := range s.members {
-		if c, ok := s.set.shards[i].(interface{ Create(context.Context) error }); ok {
-			wg.Go(func() { errs[p] = c.Create(ctx) })
+		if create := s.set.caps[i].Create; create != nil {
+			wg.Go(func() { errs[p] = create(ctx) })
 		}
 	}
 	wg.Wait()
@@ -261,7 +262,7 @@ func (s *ShardedQueue) sendMessage(ctx context.Context, text string, opts *SendO
 		}
 		var m sentMessage
 		err := s.set.try(ctx, i, len(text), k+1 < n, func(ctx context.Context) (err error) {
-			m, err = sendTo(ctx, s.set.shards[i], text, opts)
+			m, err = s.set.caps[i].send(ctx, text, opts)
 			return err
 		})
 		if err == nil {
@@ -303,7 +304,7 @@ func (s *ShardedQueue) sendKeyedMessage(ctx context.Context, key, text string, o
 	}
 	var m sentMessage
 	err := s.set.try(ctx, i, len(text), false, func(ctx context.Context) (err error) {
-		m, err = sendTo(ctx, s.set.shards[i], text, opts)
+		m, err = s.set.caps[i].send(ctx, text, opts)
 		return err
 	})
 	if f, _ := fault(ctx, err); f {
@@ -318,21 +319,7 @@ func (s *ShardedQueue) sendKeyedMessage(ctx context.Context, key, text string, o
 // ServiceTime is the time on the service's clock as the first shard that
 // knows it tells (see [Queue.ServiceTime]); the local clock if none does.
 // The shards' accounts are taken to share one clock, as the service's do.
-func (s *ShardedQueue) ServiceTime() time.Time { return serviceTime(s.set.shards...) }
-
-// sendTo sends text to t, with all t tells of the message: a [Target] of
-// your own tells its ID alone.
-func sendTo(ctx context.Context, t Target, text string, opts *SendOptions) (sentMessage, error) {
-	if f, ok := t.(messageSender); ok {
-		return f.sendMessage(ctx, text, opts)
-	}
-	id, err := t.Send(ctx, text, opts)
-	m := sentMessage{ID: id, Queue: t.Name()}
-	if c, ok := t.(CancelTarget); ok && err == nil {
-		m.Receipt, m.Inserted, _ = c.SentReceipt(id)
-	}
-	return m, err
-}
+func (s *ShardedQueue) ServiceTime() time.Time { return serviceTime(s.set.caps...) }
 
 // Delete deletes a message received from this sharded queue (or another
 // view of its shards) through the shard it came from.
@@ -427,11 +414,11 @@ var _ WakeSource = (*ShardedQueue)(nil)
 func (s *ShardedQueue) Subscribe(wake func()) (cancel func()) {
 	var cancels []func()
 	for _, i := range s.members {
-		ws, ok := s.set.shards[i].(WakeSource)
-		if !ok {
+		subscribe := s.set.caps[i].Subscribe
+		if subscribe == nil {
 			continue
 		}
-		cancels = append(cancels, ws.Subscribe(func() {
+		cancels = append(cancels, subscribe(func() {
 			s.set.mu.Lock()
 			s.set.read[i].empty = false
 			s.set.mu.Unlock()
@@ -700,4 +687,17 @@ func (s *ShardedQueue) lastErrors(asked []int) error {
 		}
 	}
 	return joinErrs(errs...)
+}
+
+// queueNamed is the shard called name, if it is a [CancelTarget]: its pop
+// receipts cancel what was sent to it (see [Publisher.Cancel]).
+func (s *ShardedQueue) queueNamed(name string) CancelTarget {
+	for _, c := range s.set.caps {
+		if c.queueNamed != nil {
+			if q := c.queueNamed(name); q != nil {
+				return q
+			}
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 type shardSet struct {
 	name   string
 	shards []Shard
+	caps   []Capabilities     // per shard: what it can do, read once
 	health []*breaker.Breaker // per shard
 	group  []*breaker.Breaker // per shard: its account's breaker, shared; nil if unknown
 	opts   ShardedQueueOptions
@@ -61,9 +62,9 @@ type shardRead struct {
 // its idle pace (30 s by default) to hear it.
 const reappearHint = time.Minute
 
-func newShardSet(name string, shards []Shard, o ShardedQueueOptions) *shardSet {
+func newShardSet(name string, shards []Shard, caps []Capabilities, o ShardedQueueOptions) *shardSet {
 	set := &shardSet{
-		name: name, shards: append([]Shard(nil), shards...), opts: o,
+		name: name, shards: append([]Shard(nil), shards...), caps: caps, opts: o,
 		log: o.Logger.With("sharded_queue", name), now: time.Now,
 		health: make([]*breaker.Breaker, len(shards)), group: make([]*breaker.Breaker, len(shards)),
 		read: make([]shardRead, len(shards)),
@@ -71,13 +72,13 @@ func newShardSet(name string, shards []Shard, o ShardedQueueOptions) *shardSet {
 	// Shards of one account share a breaker for failures of the account's
 	// endpoint: when it refuses connections, it does so for all of them.
 	accounts := map[*Account]*breaker.Breaker{}
-	for i, sh := range shards {
+	for i, c := range set.caps {
 		set.health[i] = new(breaker.Breaker)
-		if q, ok := sh.(*Queue); ok && q.account != nil {
-			if accounts[q.account] == nil {
-				accounts[q.account] = new(breaker.Breaker)
+		if a := c.account(); a != nil {
+			if accounts[a] == nil {
+				accounts[a] = new(breaker.Breaker)
 			}
-			set.group[i] = accounts[q.account]
+			set.group[i] = accounts[a]
 		}
 	}
 	return set
@@ -289,18 +290,17 @@ func (s *ShardedQueue) noHealthy(op string, errs []error, now time.Time) error {
 func (set *shardSet) poisonSet() *shardSet {
 	set.poisonOnce.Do(func() {
 		shards := make([]Shard, len(set.shards))
-		for i, sh := range set.shards {
-			pq, ok := sh.(PoisonQueuer)
-			if !ok {
+		for i, c := range set.caps {
+			if c.PoisonQueue == nil {
 				return
 			}
-			q := pq.PoisonQueue()
+			q := c.PoisonQueue()
 			if q == nil {
 				return
 			}
 			shards[i] = q
 		}
-		p := newShardSet(set.name+poisonSuffix, shards, set.opts)
+		p := newShardSet(set.name+poisonSuffix, shards, capabilitiesOfAll(shards), set.opts)
 		p.exhaustive, p.parent = true, set
 		set.poison = p
 	})

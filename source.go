@@ -9,6 +9,19 @@ import (
 // Source is what a [Listener] receives from: a [Queue], a [ShardedQueue], or a
 // source of your own (a wrapper that traces or injects faults, a stand-in for
 // tests). The sources of this package are safe for concurrent use.
+//
+// A source may offer more than these methods: a Peek, a poison queue beside
+// it, a payload store, wake-ups, and others. [Capabilities] lists every
+// optional method and what each enables; package sourcetest checks a
+// source of your own against the contract, and says which it offers. A
+// wrapper offers only the optional methods it has itself: one that should
+// pass on those of what it wraps has them too.
+//
+// A wrapper passes the context its methods are given on to what it wraps
+// (or a context made from it): a [Listener]'s Receive carries in it what a
+// [ShardedQueue] inside reports back, shards it could not ask or that
+// failed, and a [Queue]'s requests carry their own settings for the
+// storage client.
 type Source interface {
 	// Name identifies the source in logs, errors and poison envelopes.
 	Name() string

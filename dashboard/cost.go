@@ -107,7 +107,7 @@ func (h *Handler) totals() costSample {
 		all = plus(all, a.Transactions())
 	}
 	for _, c := range h.topo.counted {
-		all = plus(all, c.Transactions())
+		all = plus(all, c())
 	}
 	return costSample{all: all, own: own}
 }

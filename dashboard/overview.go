@@ -155,18 +155,14 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// hoster is a queue that names its endpoint's host: an [azdispatch.Queue].
-type hoster interface{ Host() string }
-
 // where is the host of u's endpoint, and a line naming its account there:
 // "account acct at 127.0.0.1:10001"; both "" for a queue with no host (a
 // memqueue).
 func (u *unit) where() (host, line string) {
-	hq, ok := u.queue.(hoster)
-	if !ok || hq.Host() == "" {
+	if u.caps.Host == nil || u.caps.Host() == "" {
 		return "", ""
 	}
-	host = hq.Host()
+	host = u.caps.Host()
 	if u.account != nil {
 		return host, "account " + u.account.Name() + " at " + host
 	}

@@ -38,14 +38,14 @@ func (h *Handler) readPoison(ctx context.Context) poisonReading {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, readParallel)
 	for _, u := range h.topo.units {
-		p, ok := u.poison.(peeker)
-		if u.poison == nil || !ok {
+		peek := u.poisonCaps.Peek
+		if u.poison == nil || peek == nil {
 			continue
 		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			msgs, err := p.Peek(ctx, azdispatch.MaxBatch)
+			msgs, err := peek(ctx, azdispatch.MaxBatch)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

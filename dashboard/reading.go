@@ -124,7 +124,7 @@ func (h *Handler) readOverview(ctx context.Context) overviewReading {
 					r.Poison = readVal(ctx, func(ctx context.Context) (int, error) { return u.readPoison.Depth(ctx) })
 				})
 			}
-			if _, ok := u.queue.(peeker); !ok {
+			if u.caps.Peek == nil {
 				r.Age = val{Err: "the queue cannot be peeked"}
 			} else {
 				each.Go(func() {

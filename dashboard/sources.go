@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"context"
 	"sort"
 
 	"github.com/azdispatch/azdispatch"
@@ -15,6 +14,8 @@ type unit struct {
 	queue   azdispatch.Shard
 	poison  azdispatch.Shard // nil when it has none
 	account *azdispatch.Account
+	// caps and poisonCaps are what queue and poison can do, read once.
+	caps, poisonCaps azdispatch.Capabilities
 	// read and readPoison are what the overview reads queue and poison
 	// through: for a shard of a sharded queue, a view of that one shard,
 	// so that each request is bounded by the set's TryTimeout and what it
@@ -28,6 +29,7 @@ type unit struct {
 type set struct {
 	name    string
 	source  azdispatch.Shard
+	caps    azdispatch.Capabilities  // what source can do, read once
 	sharded *azdispatch.ShardedQueue // nil for a single queue
 	units   []*unit
 }
@@ -39,35 +41,23 @@ type topology struct {
 	accounts []*azdispatch.Account
 	// counted are the queues with a transaction count of their own and no
 	// account (a memqueue.Queue): the cost page adds their counts.
-	counted []transactor
+	counted []func() azdispatch.Transactions
 	store   *azdispatch.PayloadStore
 }
-
-// Interfaces of the library's concrete types, looked for on sources so
-// that a stand-in (memqueue) works too.
-type (
-	sharder    interface{ Shards() []azdispatch.Shard }
-	accounter  interface{ Account() *azdispatch.Account }
-	transactor interface {
-		Transactions() azdispatch.Transactions
-	}
-	peeker interface {
-		Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
-	}
-)
 
 func newTopology(o *Options) *topology {
 	t := &topology{store: o.Payloads}
 	seenAccount := map[*azdispatch.Account]bool{}
-	seenCounted := map[transactor]bool{}
+	seenCounted := map[azdispatch.Shard]bool{}
 	addUnit := func(s *set, q azdispatch.Shard) {
-		u := &unit{name: q.Name(), queue: q, read: q}
+		u := &unit{name: q.Name(), queue: q, read: q, caps: azdispatch.CapabilitiesOf(q)}
 		if s.isSharded() {
 			u.set = s.name
 		}
-		if pq, ok := q.(azdispatch.PoisonQueuer); ok {
-			u.poison = pq.PoisonQueue()
+		if u.caps.PoisonQueue != nil {
+			u.poison = u.caps.PoisonQueue()
 		}
+		u.poisonCaps = azdispatch.CapabilitiesOf(u.poison)
 		u.readPoison = u.poison
 		if sq := s.sharded; sq != nil {
 			k, n := len(s.units), len(sq.Shards())
@@ -80,8 +70,8 @@ func newTopology(o *Options) *topology {
 				}
 			}
 		}
-		if a, ok := q.(accounter); ok {
-			u.account = a.Account()
+		if u.caps.Account != nil {
+			u.account = u.caps.Account()
 		}
 		switch {
 		case u.account != nil:
@@ -90,10 +80,13 @@ func newTopology(o *Options) *topology {
 				t.accounts = append(t.accounts, u.account)
 			}
 		default:
-			for _, c := range []azdispatch.Shard{u.queue, u.poison} {
-				if tc, ok := c.(transactor); ok && !seenCounted[tc] {
-					seenCounted[tc] = true
-					t.counted = append(t.counted, tc)
+			for _, c := range []struct {
+				q    azdispatch.Shard
+				caps azdispatch.Capabilities
+			}{{u.queue, u.caps}, {u.poison, u.poisonCaps}} {
+				if c.caps.Transactions != nil && !seenCounted[c.q] {
+					seenCounted[c.q] = true
+					t.counted = append(t.counted, c.caps.Transactions)
 				}
 			}
 		}
@@ -101,14 +94,14 @@ func newTopology(o *Options) *topology {
 		t.units = append(t.units, u)
 	}
 	for _, src := range o.Sources {
-		s := &set{name: src.Name(), source: src}
+		s := &set{name: src.Name(), source: src, caps: azdispatch.CapabilitiesOf(src)}
 		if sq, ok := src.(*azdispatch.ShardedQueue); ok {
 			s.sharded = sq
 		}
-		if sh, ok := src.(sharder); ok {
+		if s.isSharded() {
 			// A sharded source of another kind shows its shards too,
 			// without health.
-			for _, q := range sh.Shards() {
+			for _, q := range s.caps.Shards() {
 				addUnit(s, q)
 			}
 		} else {
@@ -116,8 +109,8 @@ func newTopology(o *Options) *topology {
 		}
 		t.sets = append(t.sets, s)
 		if t.store == nil {
-			if ps, ok := src.(azdispatch.PayloadStorer); ok {
-				t.store = ps.PayloadStore()
+			if s.caps.PayloadStore != nil {
+				t.store = s.caps.PayloadStore()
 			}
 		}
 	}
@@ -147,6 +140,5 @@ func (t *topology) unitByName(name string) *unit {
 
 // isSharded says whether s is a sharded set, of the library's or another kind.
 func (s *set) isSharded() bool {
-	_, ok := s.source.(sharder)
-	return ok
+	return s.caps.Shards != nil
 }

@@ -187,12 +187,6 @@ type depthShard struct {
 	src                 azdispatch.Source
 }
 
-// peeker is a source that can peek, as [azdispatch.OldestAge] needs: a
-// *Queue, or a memqueue.Queue.
-type peeker interface {
-	Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
-}
-
 // depthCall is one reading, shared by the requests that wait for it.
 type depthCall struct {
 	done    chan struct{} // closed when the reading is finished
@@ -255,8 +249,8 @@ func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, 
 	if h.opts.Logger == nil {
 		h.opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if sq, ok := src.(*azdispatch.ShardedQueue); ok {
-		for _, sh := range sq.Shards() {
+	if shards := azdispatch.CapabilitiesOf(src).Shards; shards != nil {
+		for _, sh := range shards() {
 			h.shards = append(h.shards, depthShard{name: sh.Name(), account: accountOf(sh), host: hostOf(sh), src: sh})
 		}
 	} else {
@@ -266,7 +260,7 @@ func NewDepthHandler(src azdispatch.Source, opts *DepthOptions) (*DepthHandler, 
 		// Refused now rather than at every reading: a source that cannot
 		// peek would fail every scrape, and the scaler with it.
 		for _, sh := range h.shards {
-			if _, ok := sh.src.(peeker); !ok {
+			if azdispatch.CapabilitiesOf(sh.src).Peek == nil {
 				return nil, &azdispatch.ConfigError{Field: "DepthOptions.NoAge",
 					Reason: fmt.Sprintf("is false, and %q cannot peek for the age of its oldest message: set NoAge to serve the depth alone", sh.name)}
 			}
@@ -295,8 +289,8 @@ func checkDepthOptions(o *DepthOptions) error {
 // accountOf names the account a queue of azdispatch lives in; empty for
 // a queue opened by its own SAS URL and for sources of other kinds.
 func accountOf(s azdispatch.Source) string {
-	if q, ok := s.(*azdispatch.Queue); ok && q.Account() != nil {
-		return q.Account().Name()
+	if account := azdispatch.CapabilitiesOf(s).Account; account != nil && account() != nil {
+		return account().Name()
 	}
 	return ""
 }
@@ -304,8 +298,8 @@ func accountOf(s azdispatch.Source) string {
 // hostOf is the host (and port) of a queue's service, as
 // [azdispatch.Queue.Host] has it; empty for sources of other kinds.
 func hostOf(s azdispatch.Source) string {
-	if q, ok := s.(interface{ Host() string }); ok {
-		return q.Host()
+	if host := azdispatch.CapabilitiesOf(s).Host; host != nil {
+		return host()
 	}
 	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/azdispatch/azdispatch/internal/conformance"
+	"github.com/azdispatch/azdispatch/sourcetest"
 )
 
 // TestConformance checks memqueue against the same suite as Azurite (see
@@ -12,8 +13,8 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	h := &conformance.MemHarness{}
-	conformance.RunSourceTests(t, h)
-	conformance.RunListenerTests(t, h)
+	sourcetest.Run(t, h)
+	sourcetest.RunListener(t, h)
 }
 
 // TestConformanceSharded runs the suite against an azdispatch.ShardedQueue
@@ -22,6 +23,6 @@ func TestConformance(t *testing.T) {
 func TestConformanceSharded(t *testing.T) {
 	t.Parallel()
 	h := &conformance.MemHarness{Shards: 3}
-	conformance.RunSourceTests(t, h)
-	conformance.RunListenerTests(t, h)
+	sourcetest.Run(t, h)
+	sourcetest.RunListener(t, h)
 }

@@ -25,7 +25,7 @@
 //   - Depth counts every message, invisible ones included.
 //
 // These rules are checked against Azurite by the conformance suite that
-// runs against both; where Azurite and the real service differ, this
+// runs against both (package sourcetest); where Azurite and the real service differ, this
 // package follows the service.
 //
 // Each queue offers a payload store in memory on its clock

@@ -35,12 +35,6 @@ const (
 	defaultAgeTimeout = 10 * time.Second
 )
 
-// peeker is a source [azdispatch.OldestAge] can read: a [*azdispatch.Queue],
-// a [*azdispatch.ShardedQueue], a memqueue.Queue.
-type peeker interface {
-	Peek(ctx context.Context, max int) ([]*azdispatch.Delivery, error)
-}
-
 // ObserveAge reports the age of the oldest of the front messages of src, read with
 // [azdispatch.OldestAge], as azdispatch.queue.oldest_age (seconds, on the
 // service's clock), with messaging.destination.name set to src's name. It
@@ -72,7 +66,7 @@ func (i *Instrumentation) ObserveAge(src azdispatch.Source, opts *AgeOptions) (m
 	case o.Timeout < 0:
 		return nil, &azdispatch.ConfigError{Field: "AgeOptions.Timeout", Reason: "negative"}
 	}
-	if _, ok := src.(peeker); !ok {
+	if azdispatch.CapabilitiesOf(src).Peek == nil {
 		return nil, &azdispatch.ConfigError{Field: "source", Reason: fmt.Sprintf("%q cannot peek: ObserveAge needs a Peek method", src.Name())}
 	}
 	if o.Every == 0 {

@@ -100,10 +100,10 @@ with its own -shards each (the first -shards goes with the first -base). For exa
 			r := &doc.Queues[i]
 			var e1, e2 error
 			r.Depth, e1 = u.queue.Depth(ctx)
-			if q, ok := u.queue.(existence); ok && e1 == nil && r.Depth == 0 {
+			if existsNow := azdispatch.CapabilitiesOf(u.queue).Exists; existsNow != nil && e1 == nil && r.Depth == 0 {
 				// Only an empty queue may be a missing one: a request
 				// more only then.
-				exists, err := q.Exists(ctx)
+				exists, err := existsNow(ctx)
 				missing[i], e1 = err == nil && !exists, err
 			}
 			if u.poison != nil {
@@ -200,11 +200,11 @@ func visibleCells(r depthRow) []any {
 func readFront(ctx context.Context, q azdispatch.Shard, visible bool, r *depthRow) error {
 	var src azdispatch.Source = q
 	if visible {
-		p, ok := q.(peekable)
-		if !ok {
+		peek := azdispatch.CapabilitiesOf(q).Peek
+		if peek == nil {
 			return fmt.Errorf("%s cannot peek", q.Name())
 		}
-		seen, err := p.Peek(ctx, azdispatch.MaxBatch)
+		seen, err := peek(ctx, azdispatch.MaxBatch)
 		if err != nil {
 			return err
 		}

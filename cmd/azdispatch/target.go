@@ -195,8 +195,8 @@ func (t *target) units() []unit {
 	out := make([]unit, len(qs))
 	for i, q := range qs {
 		out[i] = unit{queue: q, account: t.labels[i%len(t.labels)]}
-		if pq, ok := q.(azdispatch.PoisonQueuer); ok {
-			out[i].poison = pq.PoisonQueue()
+		if poison := azdispatch.CapabilitiesOf(q).PoisonQueue; poison != nil {
+			out[i].poison = poison()
 		}
 	}
 	return out
@@ -218,11 +218,6 @@ func (t *target) locate(name string) (queue, account string, shard *int) {
 		return "", "", nil // which shard is not known: say nothing rather than guess
 	}
 	return t.name(), t.labels[0], nil
-}
-
-// existence is a queue that can say whether it exists, as a *Queue can.
-type existence interface {
-	Exists(ctx context.Context) (bool, error)
 }
 
 // errNoSuchQueue is the error of a command on a queue that does not exist:
@@ -249,13 +244,13 @@ func (t *target) mustExist(ctx context.Context, poisonToo bool) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, sh := range queues {
-		q, ok := sh.(existence)
-		if !ok {
+		existsNow := azdispatch.CapabilitiesOf(sh).Exists
+		if existsNow == nil {
 			found.Add(1) // cannot say: taken as there
 			continue
 		}
 		wg.Go(func() {
-			exists, err := q.Exists(ctx)
+			exists, err := existsNow(ctx)
 			switch {
 			case err != nil:
 			case exists:

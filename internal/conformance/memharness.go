@@ -10,6 +10,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/memqueue"
+	"github.com/azdispatch/azdispatch/sourcetest"
 )
 
 // MemHarness tests memqueue: one memqueue.Queue per NewQueue, or, with
@@ -24,15 +25,15 @@ type MemHarness struct {
 	clocks sync.Map // Queue → *memqueue.ManualClock
 }
 
-var _ Harness = (*MemHarness)(nil)
+var _ sourcetest.Harness = (*MemHarness)(nil)
 
 // NewQueue returns a new empty memqueue, or sharded queue over memqueues,
 // on a new ManualClock that reads this machine's time when made.
-func (h *MemHarness) NewQueue(t *testing.T) Queue {
+func (h *MemHarness) NewQueue(t *testing.T) azdispatch.Shard {
 	t.Helper()
 	clock := memqueue.NewManualClock(time.Now())
 	name := UniqueName(t)
-	var q Queue
+	var q azdispatch.Shard
 	if h.Shards <= 0 {
 		q = memqueue.New(name, &memqueue.Options{Clock: clock})
 	} else {
@@ -50,7 +51,7 @@ func (h *MemHarness) NewQueue(t *testing.T) Queue {
 }
 
 // Advance moves q's ManualClock forward by d, which wakes listeners on q.
-func (h *MemHarness) Advance(t *testing.T, q Queue, d time.Duration) {
+func (h *MemHarness) Advance(t *testing.T, q azdispatch.Shard, d time.Duration) {
 	t.Helper()
 	c, ok := h.clocks.Load(q)
 	require.True(t, ok, "queue %s was not made by this harness", q.Name())
@@ -59,8 +60,8 @@ func (h *MemHarness) Advance(t *testing.T, q Queue, d time.Duration) {
 
 // Behaviour is Memqueue(); a sharded queue needs a receive per shard to see
 // every message.
-func (h *MemHarness) Behaviour() Behaviour {
-	b := Memqueue()
+func (h *MemHarness) Behaviour() sourcetest.Behaviour {
+	b := sourcetest.Memqueue()
 	if h.Shards > 0 {
 		b.Name = fmt.Sprintf("ShardedQueue over %d memqueues", h.Shards)
 		b.Sweep = 2 * h.Shards

@@ -1,4 +1,4 @@
-package conformance
+package sourcetest
 
 import (
 	"net/http"
@@ -37,5 +37,5 @@ func TestForConnectionStringKnowsTheEmulator(t *testing.T) {
 func TestSweepIsAtLeastOneReceive(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, 1, Behaviour{}.sweep())
-	assert.Equal(t, 6, (&MemHarness{Shards: 3}).Behaviour().sweep())
+	assert.Equal(t, 6, Behaviour{Sweep: 6}.sweep())
 }

@@ -1,4 +1,4 @@
-package conformance
+package sourcetest
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 )
 
 // send puts text on q and returns its ID.
-func send(t *testing.T, q Queue, text string, opts *azdispatch.SendOptions) string {
+func send(t *testing.T, q azdispatch.Shard, text string, opts *azdispatch.SendOptions) string {
 	t.Helper()
 	id, err := q.Send(context.Background(), text, opts)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func receiveOne(t *testing.T, q azdispatch.Source, visibility time.Duration) *az
 // assertNoneVisible checks that b.Sweep receives in a row find nothing on q.
 // A message they find is hidden for long, which the failing test does not
 // mind.
-func assertNoneVisible(t *testing.T, q Queue, b Behaviour, why string) {
+func assertNoneVisible(t *testing.T, q azdispatch.Shard, b Behaviour, why string) {
 	t.Helper()
 	for range b.sweep() {
 		batch, err := q.Receive(context.Background(), azdispatch.MaxBatch, long)
@@ -88,7 +88,7 @@ func assertNoneVisible(t *testing.T, q Queue, b Behaviour, why string) {
 // messages) may answer after the message is due again: a message found
 // then proves nothing, and the subtest is skipped as inconclusive rather
 // than failed.
-func assertHiddenFor(t *testing.T, q Queue, b Behaviour, since time.Time, hidden time.Duration, why string) {
+func assertHiddenFor(t *testing.T, q azdispatch.Shard, b Behaviour, since time.Time, hidden time.Duration, why string) {
 	t.Helper()
 	for range b.sweep() {
 		batch, err := q.Receive(context.Background(), azdispatch.MaxBatch, long)
@@ -106,7 +106,7 @@ func assertHiddenFor(t *testing.T, q Queue, b Behaviour, since time.Time, hidden
 
 // assertDepth checks q's depth: at once if the backend's count is exact,
 // else within patience.
-func assertDepth(t *testing.T, q Queue, b Behaviour, want int, why string) {
+func assertDepth(t *testing.T, q azdispatch.Shard, b Behaviour, want int, why string) {
 	t.Helper()
 	read := func() int {
 		n, err := q.Depth(context.Background())
@@ -137,13 +137,6 @@ func assertRefused(t *testing.T, err error, want Answer, b Behaviour) {
 func assertNear(t *testing.T, want, got time.Time, slack time.Duration, what string) {
 	t.Helper()
 	assert.WithinDuration(t, want, got, slack, what)
-}
-
-// transactionCounter is a queue that counts its requests, as azdispatch.Queue
-// and memqueue.Queue do: the suite then checks that what azdispatch refuses
-// costs no request.
-type transactionCounter interface {
-	Transactions() azdispatch.Transactions
 }
 
 // sameReceipt reports whether a and b hold the same Receipt value. A Source

@@ -1,4 +1,4 @@
-package conformance
+package sourcetest
 
 import (
 	"context"
@@ -92,7 +92,7 @@ func testListenerPanic(t *testing.T, h Harness) {
 	var c handled
 	s := runUntil(t, q, c.handler(func(_ context.Context, n int) error {
 		if n == 1 {
-			panic("conformance: handler panicked on purpose")
+			panic("sourcetest: handler panicked on purpose")
 		}
 		return nil
 	}), options(), "the message succeeded after the panic", succeeded(1))

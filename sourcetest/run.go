@@ -1,4 +1,4 @@
-package conformance
+package sourcetest
 
 import (
 	"sync"
@@ -13,7 +13,7 @@ type suiteTest struct {
 	waits bool
 }
 
-// sourceTests are the semantics RunSourceTests checks, one subtest each.
+// sourceTests are the semantics Run checks, one subtest each.
 var sourceTests = []suiteTest{
 	// Sending and receiving (source_send.go).
 	{"RoundTripKeepsIDAndTextExactly", testRoundTrip, false},
@@ -34,11 +34,16 @@ var sourceTests = []suiteTest{
 	{"MessagePastItsTTLIsNotReceived", testExpiry, true},
 	{"TTLSetsExpiresAtAndNegativeNeverExpires", testExpiresAt, false},
 	{"DepthCountsInvisibleMessages", testDepth, false},
+	// What it offers beyond the interfaces (capabilities.go).
+	{"Capabilities", testCapabilities, false},
 }
 
-// RunSourceTests checks h's queues against the Source and Target contract,
-// every semantic a subtest on a queue of its own, all of them concurrent.
-func RunSourceTests(t *testing.T, h Harness) { runAll(t, h, sourceTests) }
+// Run checks h's queues against the [azdispatch.Source] and
+// [azdispatch.Target] contract, every semantic a subtest on a queue of its
+// own, all of them concurrent. Its subtest Capabilities logs which optional
+// methods the queues offer (see [azdispatch.Capabilities] and [Offered]), and
+// checks each one they do; one they do not is a skipped subtest.
+func Run(t *testing.T, h Harness) { runAll(t, h, sourceTests) }
 
 // runAll runs tests as subtests of t, concurrently. Those that wait on
 // Harness.Advance run at once, all together, each in a goroutine of its own

@@ -1,4 +1,4 @@
-package conformance
+package sourcetest
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
-// listenerTests are the outcomes RunListenerTests checks, one subtest each.
+// listenerTests are the outcomes RunListener checks, one subtest each.
 var listenerTests = []suiteTest{
 	{"ListenerDeletesWhenHandlerSucceeds", testListenerSuccess, false},
 	{"ListenerRetriesAFailedHandler", testListenerRetry, false},
@@ -24,10 +24,12 @@ var listenerTests = []suiteTest{
 	{"ListenerPoisonsUndecodableTextUnhandled", testListenerUndecodable, false},
 }
 
-// RunListenerTests checks a Listener's outcomes end to end over h's queues:
-// what becomes of a message after each kind of handler result. Every
-// outcome is a parallel subtest on a queue of its own.
-func RunListenerTests(t *testing.T, h Harness) { runAll(t, h, listenerTests) }
+// RunListener checks an [azdispatch.Listener]'s outcomes end to end over h's
+// queues: what becomes of a message after each kind of handler result. Every
+// outcome is a parallel subtest on a queue of its own. The queues need a
+// poison queue beside them (a PoisonQueue method), which a Listener uses by
+// default.
+func RunListener(t *testing.T, h Harness) { runAll(t, h, listenerTests) }
 
 // job is the listener tests' message type; its text is JSON, the default codec.
 type job struct {
@@ -37,7 +39,7 @@ type job struct {
 const jobText = `{"n":7}`
 
 // errFailed is what the handlers return to fail on purpose.
-var errFailed = errors.New("conformance: handler failed on purpose")
+var errFailed = errors.New("sourcetest: handler failed on purpose")
 
 // call is what a handler saw on one call.
 type call struct {
@@ -84,7 +86,7 @@ func options() *azdispatch.ListenerOptions {
 
 // runUntil runs a listener on q until done(State) holds, then stops it and
 // returns its final State once Run has returned.
-func runUntil(t *testing.T, q Queue, h azdispatch.Handler[job], opts *azdispatch.ListenerOptions, what string, done func(azdispatch.State) bool) azdispatch.State {
+func runUntil(t *testing.T, q azdispatch.Shard, h azdispatch.Handler[job], opts *azdispatch.ListenerOptions, what string, done func(azdispatch.State) bool) azdispatch.State {
 	t.Helper()
 	l, err := azdispatch.NewListener(q, h, opts)
 	require.NoError(t, err)
@@ -117,10 +119,12 @@ func runUntil(t *testing.T, q Queue, h azdispatch.Handler[job], opts *azdispatch
 }
 
 // poisoned returns the one envelope in q's poison queue.
-func poisoned(t *testing.T, q Queue) *azdispatch.PoisonEnvelope {
+func poisoned(t *testing.T, q azdispatch.Shard) *azdispatch.PoisonEnvelope {
 	t.Helper()
-	p := q.PoisonQueue()
-	require.NotNil(t, p, "the harness's queues have a poison queue")
+	poison := azdispatch.CapabilitiesOf(q).PoisonQueue
+	require.NotNil(t, poison, "RunListener needs queues with a poison queue beside them (a PoisonQueue method)")
+	p := poison()
+	require.NotNil(t, p, "RunListener needs queues with a poison queue beside them")
 	d := receiveOne(t, p, long)
 	env, err := azdispatch.ParsePoison(d.Text)
 	require.NoError(t, err)
@@ -130,7 +134,7 @@ func poisoned(t *testing.T, q Queue) *azdispatch.PoisonEnvelope {
 
 // assertEnvelope checks what every poison envelope of the tests says: where
 // the message came from, its ID and text, its dequeue count, and why.
-func assertEnvelope(t *testing.T, env *azdispatch.PoisonEnvelope, q Queue, id, text string, dequeue int64, reason ...string) {
+func assertEnvelope(t *testing.T, env *azdispatch.PoisonEnvelope, q azdispatch.Shard, id, text string, dequeue int64, reason ...string) {
 	t.Helper()
 	assert.Equal(t, q.Name(), env.Queue, "the source it came from")
 	assert.Equal(t, id, env.MessageID)

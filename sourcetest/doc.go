@@ -1,12 +1,19 @@
-// Package conformance is one set of tests of the azdispatch Source and
-// Target contract, and of a Listener's outcomes over it, run against every
-// backend: Azurite through an azdispatch.Queue, the real service through the
-// same, and memqueue, alone or as the shards of an azdispatch.ShardedQueue.
-// It follows the drivertest packages of the Go Cloud Development Kit: a
-// backend supplies a Harness, and RunSourceTests and RunListenerTests check
-// it. Running the same tests against Azurite and memqueue is what lets
-// memqueue stand in for storage elsewhere: its semantics are checked, not
-// assumed.
+// Package sourcetest checks that an [azdispatch.Source] and
+// [azdispatch.Target] keeps the contract a [azdispatch.Listener] and a
+// [azdispatch.Publisher] rely on, and a Listener's outcomes over it. It
+// follows the drivertest packages of the Go Cloud Development Kit: a
+// backend supplies a [Harness], and [Run] and [RunListener] check it.
+// azdispatch runs the same suite against Azurite through an
+// [azdispatch.Queue], against the real service through the same, and
+// against memqueue, alone or as the shards of an
+// [azdispatch.ShardedQueue]: that is what lets memqueue stand in for
+// storage elsewhere, its semantics checked, not assumed.
+//
+// A Source of your own (a wrapper that traces or injects faults, a queue on
+// another store) is checked the same way: write a Harness whose NewQueue
+// returns a new queue of yours, and call Run from a test. Run's subtest
+// Capabilities also tells which optional methods your queue offers (see
+// [azdispatch.Capabilities]), and checks those it does.
 //
 // # Differences the suite tolerates
 //
@@ -41,6 +48,14 @@
 // shorter than the TTL gets 400 InvalidQueryParameterValue; text XML cannot
 // carry is refused before it is sent (ErrInvalidText).
 //
+// A Source of your own that stores messages itself, rather than wrapping one
+// of azdispatch's, does what azdispatch's own do before any request: its
+// Send refuses text over 64 KiB with an [*azdispatch.MessageTooLargeError],
+// and text XML cannot carry with an error matching [azdispatch.ErrInvalidText];
+// it answers a stale or gone receipt with an [*azdispatch.StorageError] whose
+// Op, StatusCode and Code are the service's, which matches
+// [azdispatch.ErrOwnershipLost].
+//
 // A ShardedQueue over memqueues is one more backend: a receive may read one
 // shard only, and passes over shards found empty a moment ago, so its
 // Behaviour.Sweep is twice its shard count, and the suite never assumes that
@@ -55,4 +70,4 @@
 // Azurite run waits about 2 s in all.
 // Waits for a Listener's outcomes poll with generous timeouts; nothing
 // asserts how long something took.
-package conformance
+package sourcetest
