@@ -185,14 +185,14 @@ func (c *Capabilities) readOwn(v any) {
 	}); ok {
 		c.front = v.readFront
 	}
-	if v, ok := v.(interface {
+	if s, ok := v.(interface {
 		queueNamed(name string) CancelTarget
 	}); ok {
-		c.queueNamed = v.queueNamed
-	} else if v, ok := v.(CancelTarget); ok {
+		c.queueNamed = s.queueNamed
+	} else if t, ok := v.(CancelTarget); ok {
 		c.queueNamed = func(name string) CancelTarget {
-			if v.Name() == name {
-				return v
+			if t.Name() == name {
+				return t
 			}
 			return nil
 		}

@@ -36,7 +36,7 @@ func TestCapabilitiesOfTheModulesSources(t *testing.T) {
 	}{
 		{"Queue", q, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "Create", "Exists", "Host", "Account", "Transactions", "ServiceTime"}},
 		{"ShardedQueue", sharded, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "SendKeyed", "Create", "Degraded", "Shards", "ServiceTime"}},
-		{"memqueue", mem, []string{"Peek", "PoisonQueue", "Subscribe", "Transactions", "ServiceTime"}},
+		{"memqueue", mem, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "Transactions", "ServiceTime"}},
 		{"wrapper", wrapper{q}, nil},
 		{"nil", nil, nil},
 	} {
