@@ -76,11 +76,11 @@ func listPoison(ctx context.Context, t *target) (poisonListDoc, error) {
 	case t.sharded != nil:
 		poison = t.sharded.PoisonQueue()
 	}
-	src, ok := poison.(peekable) // a *Queue or a *ShardedQueue: both peek
-	if !ok {
+	peek := azdispatch.CapabilitiesOf(poison).Peek // a *Queue's or a *ShardedQueue's
+	if poison == nil || peek == nil {
 		return doc, fmt.Errorf("%s has no poison queue", t.name())
 	}
-	msgs, perr := src.Peek(ctx, azdispatch.MaxBatch)
+	msgs, perr := peek(ctx, azdispatch.MaxBatch)
 	doc.Full = fullQueues(msgs, azdispatch.MaxBatch)
 	for _, m := range msgs {
 		e := poisonEntry{PoisonQueue: m.Queue, PoisonID: m.ID, Kind: kindPoison}
