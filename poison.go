@@ -211,67 +211,85 @@ type RequeueResult struct {
 // again ([RequeueResult.Duplicates]). Run Requeue over the whole poison queue
 // (no [RequeueOptions.Max]) for this to catch them all.
 func Requeue(ctx context.Context, poison Source, to Target, opts *RequeueOptions) (_ RequeueResult, err error) {
-	var res RequeueResult
-	var o RequeueOptions
-	if opts != nil {
-		o = *opts
+	r := &requeueRun{
+		poison: poison, to: to,
+		left:  map[string]*Delivery{},
+		seen:  map[string]bool{},
+		moved: map[envelopeKey]bool{},
 	}
-	// left holds, by ID, the latest delivery of each message this run
-	// received and did not settle (skipped, not an envelope, or not yet
-	// looked at when the run ended): made visible again at once when it
-	// returns, so that a purge or a look right after sees them.
-	left := map[string]*Delivery{}
-	defer func() { err = errors.Join(err, releaseLeft(ctx, poison, left)) }()
-	seen := make(map[string]bool)
-	moved := make(map[envelopeKey]bool)
-	for o.Max == 0 || res.Moved < o.Max {
+	if opts != nil {
+		r.o = *opts
+	}
+	defer func() { err = errors.Join(err, releaseLeft(ctx, poison, r.left)) }()
+	for r.o.Max == 0 || r.res.Moved < r.o.Max {
 		want := MaxBatch
-		if o.Max > 0 {
-			want = min(want, o.Max-res.Moved)
+		if r.o.Max > 0 {
+			want = min(want, r.o.Max-r.res.Moved)
 		}
 		batch, err := poison.Receive(ctx, want, requeueVisibility)
 		if err != nil {
 			if isQueueNotFound(err) {
-				return res, nil // no poison queue: nothing was ever poisoned there
+				return r.res, nil // no poison queue: nothing was ever poisoned there
 			}
-			return res, err
+			return r.res, err
 		}
-		for _, d := range batch {
-			left[d.ID] = d // until settled below; a later delivery's receipt replaces an earlier one's
-		}
-		fresh := 0
-		for _, d := range batch {
-			if seen[d.ID] {
-				continue // left behind earlier in this run, and back already
-			}
-			seen[d.ID] = true
-			fresh++
-			env, err := ParsePoison(d.Text)
-			switch {
-			case err != nil:
-				res.Invalid++
-			case env.MessageID != "" && moved[env.key()]:
-				if err := poison.Delete(ctx, d); err != nil {
-					return res, wrapf(err, "requeue: deleting duplicate envelope %s", d.ID)
-				}
-				delete(left, d.ID)
-				res.Duplicates++
-			case o.Filter != nil && !o.Filter(env):
-				res.Skipped++
-			default:
-				if err := requeueOne(ctx, poison, to, d, env, !o.KeepText); err != nil {
-					return res, err
-				}
-				delete(left, d.ID)
-				moved[env.key()] = true
-				res.Moved++
-			}
-		}
-		if fresh == 0 {
-			return res, nil
+		fresh, err := r.settle(ctx, batch)
+		if err != nil || fresh == 0 {
+			return r.res, err
 		}
 	}
-	return res, nil
+	return r.res, nil
+}
+
+// requeueRun is one [Requeue]: what it has done, and what it has seen.
+type requeueRun struct {
+	poison Source
+	to     Target
+	o      RequeueOptions
+	res    RequeueResult
+	// left holds, by ID, the latest delivery of each message this run
+	// received and did not settle (skipped, not an envelope, or not yet
+	// looked at when the run ended): made visible again at once when it
+	// returns, so that a purge or a look right after sees them.
+	left  map[string]*Delivery
+	seen  map[string]bool
+	moved map[envelopeKey]bool
+}
+
+// settle moves, deletes or leaves each message of batch; fresh counts
+// those this run had not seen before.
+func (r *requeueRun) settle(ctx context.Context, batch []*Delivery) (fresh int, err error) {
+	for _, d := range batch {
+		r.left[d.ID] = d // until settled below; a later delivery's receipt replaces an earlier one's
+	}
+	for _, d := range batch {
+		if r.seen[d.ID] {
+			continue // left behind earlier in this run, and back already
+		}
+		r.seen[d.ID] = true
+		fresh++
+		env, err := ParsePoison(d.Text)
+		switch {
+		case err != nil:
+			r.res.Invalid++
+		case env.MessageID != "" && r.moved[env.key()]:
+			if err := r.poison.Delete(ctx, d); err != nil {
+				return fresh, wrapf(err, "requeue: deleting duplicate envelope %s", d.ID)
+			}
+			delete(r.left, d.ID)
+			r.res.Duplicates++
+		case r.o.Filter != nil && !r.o.Filter(env):
+			r.res.Skipped++
+		default:
+			if err := requeueOne(ctx, r.poison, r.to, d, env, !r.o.KeepText); err != nil {
+				return fresh, err
+			}
+			delete(r.left, d.ID)
+			r.moved[env.key()] = true
+			r.res.Moved++
+		}
+	}
+	return fresh, nil
 }
 
 // releaseLeft makes the messages a Requeue left behind visible again, in

@@ -1,721 +1,190 @@
 package azdispatch
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/azdispatch/azdispatch/internal/blobs"
+	"github.com/azdispatch/azdispatch/internal/cron"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
-	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
-// Sent is a message a [Publisher] sent: what every send returns
-// ([Publisher.Send], [Publisher.SendKeyed], [Publisher.SendWith],
-// [Publisher.SendAfter], [Publisher.SendAt] and [Publisher.SendBatch]).
-type Sent struct {
-	// ID is the message's ID: for a batch, its pointer message's.
-	ID string
-	// Due is when a listener may first handle it, on the service's clock,
-	// to the second: the time [Publisher.SendAt] named (even one past), or
-	// the insertion time plus the delay.
-	Due time.Time
-	// Token is what [Publisher.Cancel] needs to cancel the message: safe to
-	// store (in a database, say) and to use from another process. It holds
-	// no secret (a cancel still needs the queue's credentials). Empty if
-	// the target cannot tell what a cancel needs (a [Target] of your own
-	// that is not a [CancelTarget]).
-	Token string
-
-	// BatchID, Items and BatchBytes describe a batch ([Publisher.SendBatch]);
-	// they are zero for a single message. BatchID is the payload blob's
-	// name, each item's [MessageInfo.BatchID]; Items is how many items it
-	// holds; BatchBytes is what the blob stores (gzip).
-	BatchID    string
-	Items      int
-	BatchBytes int64
+// Schedule is a periodic dispatch: when its occurrences are, and the
+// messages each sends. Give exactly one of Every, Cron and Next.
+type Schedule[T any] struct {
+	// Name identifies the schedule among those of the publisher's target,
+	// in every process: up to 64 bytes.
+	Name string
+	// Every fires at each multiple of it since the zero time, in UTC: an
+	// hourly schedule fires on the hour, one every 2 s at even seconds.
+	// Whole seconds, at least 1 s.
+	Every time.Duration
+	// Cron fires at the times of a five-field cron expression ("minute
+	// hour day-of-month month day-of-week", with ranges, lists, steps and
+	// names) or one of @yearly, @monthly, @weekly, @daily and @hourly, in
+	// Location, read as Vixie cron reads them: when both day fields are
+	// restricted a day matches either, and a field that starts with "*"
+	// ("*/2" too) is unrestricted, so "0 0 */2 * MON" fires on Mondays that
+	// are odd days of the month. At a daylight-saving change, a time that
+	// the change skips (02:30 on a spring day in Europe/Berlin) has no
+	// occurrence that day, and a time that it repeats has one, at its
+	// first instant.
+	Cron string
+	// Location is Cron's time zone. Defaults to UTC.
+	Location *time.Location
+	// Next is a timetable of your own: the first occurrence strictly after
+	// after, or the zero time when there are no more (the schedule then
+	// ends, and says so in its state).
+	Next func(after time.Time) time.Time
+	// Version names the timetable Next computes: change it whenever Next
+	// changes (up to 64 bytes, any text: "v2", "working hours from
+	// 2027-01"). A function cannot be compared, so the schedule's state
+	// tells one timetable from another by Every, Cron and Location, and,
+	// for Next, by Version alone (see [Scheduler.Add]). Only with Next.
+	Version string
+	// Messages returns the bodies to send for an occurrence, in order (none
+	// is fine). It is called again if a send fails or another instance
+	// takes over the occurrence, so it should depend on o alone.
+	Messages func(ctx context.Context, o Occurrence) ([]T, error)
+	// Misfire says what becomes of occurrences missed (see [Misfire]).
+	// Defaults to [MisfireOne].
+	Misfire Misfire
+	// CatchUp bounds the missed occurrences [MisfireEach] sends: the
+	// latest ones. Defaults to 10.
+	CatchUp int
+	// Jitter spreads the occurrence's send over up to this long after its
+	// time (the same in every process), so that many schedules of many
+	// services firing on the hour do not all send at once. It must be less
+	// than Every, and should be well under the spacing of a Cron's or a
+	// Next's occurrences.
+	Jitter time.Duration
 }
 
-// SendWith is [Publisher.Send] with per-send options:
-//   - [SendOptions.Delay] or [SendOptions.At]: handled no sooner than then,
-//     by the service's clock, however far ahead (see [Publisher.SendAfter]);
-//   - [SendOptions.TTL]: the message's life, instead of [PublisherOptions.TTL];
-//   - [SendOptions.Key]: every message of the key on one shard of a
-//     [KeyedTarget] (see [Publisher.SendKeyed]);
-//   - [SendOptions.UniqueKey]: a second send with the same key within
-//     [SendOptions.UniqueFor] fails with [ErrDuplicate], across processes
-//     and machines. The key is held by a blob in the payload store (one
-//     conditional write, If-None-Match: *), released if the send fails, and
-//     taken over once its window has passed on the service's clock;
-//     [Sweep] removes expired keys. A send whose answer was lost after the
-//     service took the message releases its key too: a retry may then send
-//     it twice, as with any send (delivery is at least once).
-//
-// It returns what [Publisher.Cancel] needs.
-func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) (Sent, error) {
-	o, r, err := p.routeFor(ctx, opts)
-	if err != nil {
-		return Sent{}, err
-	}
-	var m sentMessage
-	err = p.unique(ctx, o, func() error {
-		m, r, err = p.publish(ctx, body, r)
-		return err
-	})
-	if err != nil {
-		return Sent{}, err
-	}
-	return p.sent(m, r), nil
+// Misfire is a [Schedule]'s policy for occurrences missed: not sent within
+// [SchedulerOptions.Grace] of their time, because no instance ran, or
+// because their sends kept failing (storage unreachable, Messages
+// failing) for longer than that.
+type Misfire int
+
+const (
+	// MisfireOne sends one catch-up for any number of missed occurrences:
+	// the latest, with [Occurrence.Missed] counting those before it.
+	MisfireOne Misfire = iota
+	// MisfireSkip sends none of them: the schedule goes on from the next
+	// occurrence.
+	MisfireSkip
+	// MisfireEach sends each of them, up to [Schedule.CatchUp] (the
+	// latest ones), oldest first.
+	MisfireEach
+)
+
+// Occurrence is one occurrence of a [Schedule]: what [Schedule.Messages]
+// builds messages for, and what a handler finds in [MessageInfo.Occurrence].
+type Occurrence struct {
+	Schedule string
+	At       time.Time // its time, in UTC, to the second
+	// Late says it is sent later than [SchedulerOptions.Grace] after its
+	// time: a catch-up after no scheduler ran.
+	Late bool
+	// Missed counts the earlier occurrences, missed, that this one stands
+	// for: they were not sent (see [Misfire]).
+	Missed int64
+	// Item is the message's index among the occurrence's messages, from 0
+	// (on a [Message]; 0 for [Schedule.Messages]).
+	Item int
 }
 
-// unique runs send under o's unique key, if it has one: the key is taken
-// first, and given back if send fails.
-func (p *Publisher[T]) unique(ctx context.Context, o SendOptions, send func() error) error {
-	if o.UniqueKey == "" {
-		return send()
-	}
-	release, err := p.claimKey(ctx, o.UniqueKey, o.UniqueFor)
-	if err != nil {
-		return err
-	}
-	if err := send(); err != nil {
-		release()
-		return err
-	}
-	return nil
+// ScheduleState is a schedule's state as its record holds it: shared by
+// every scheduler of the schedule.
+type ScheduleState struct {
+	Name  string
+	Queue string // the publisher's target
+	Spec  string // the timetable: "every 2s", "cron 0 3 * * * Europe/Berlin", or "func" and its Version ("func v2")
+	// Next is the first occurrence not yet sent; zero once the schedule has
+	// ended.
+	Next time.Time
+	// Last is the last occurrence sent, LastBy the instance that sent it,
+	// LastSent when (by the storage service's clock) and LastLate whether
+	// it was late. Zero before the first.
+	Last     time.Time
+	LastBy   string
+	LastSent time.Time
+	LastLate bool
+	// Sent and Skipped count occurrences sent, and missed and not sent.
+	Sent, Skipped int64
+	// ClaimedBy is the instance sending the next occurrences now, if any.
+	ClaimedBy string
+	// Ended says the schedule's Next said there were no more.
+	Ended bool
 }
 
-// SendAfter is [Publisher.SendWith] with [SendOptions.Delay]: the message
-// is handled no sooner than delay from now (rounded up to whole seconds),
-// counted on the service's clock.
-//
-// A delay up to [MaxVisibility] (7 days) is the service's own: the message is
-// sent hidden for it, in one send, its text what [Publisher.Send] would
-// send after a short line that says when it is due
-// (`azdispatch-due/1 {"after":60}`), so that a listener counts its time in
-// queue from then ([MessageInfo.TimeInQueue]); nothing else reads it. A
-// longer one, of any length, is recorded in the message's text (a line
-// before the body, relative to the service's insertion time), and the
-// message is sent hidden for 7 days; a listener that receives it before it
-// is due hides it again, for what remains or 7 days, without running the
-// handler: one Update Message a week while it waits, riding on a receive the
-// listener makes anyway, and nothing else (no table, no poller). Those hops
-// are not tries: they never count towards [ListenerOptions.MaxDequeueCount],
-// and the handler's [MessageInfo.DequeueCount] counts only real deliveries.
-// Listeners must be of a version that reads due lines to read a delayed
-// message (an earlier one poisons it as undecodable): upgrade listeners
-// first.
-//
-// A delayed message lives its TTL past its due time (see
-// [PublisherOptions.TTL]), and so does its payload blob, if offloaded.
-func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (Sent, error) {
-	return p.SendWith(ctx, body, &SendOptions{Delay: delay})
+// stateOf is what a record's state says, for the API.
+func stateOf(s *timetable.State) ScheduleState {
+	return ScheduleState{Name: s.Name, Queue: s.Queue, Spec: s.Spec, Next: s.Next, Last: s.Last, LastBy: s.LastBy,
+		LastSent: s.LastSent, LastLate: s.LastLate, Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimBy, Ended: s.Done}
 }
 
-// SendAt is [Publisher.SendWith] with [SendOptions.At]: the message is
-// handled no sooner than at (rounded up to a whole second) by the service's
-// clock, however far ahead (to the end of the year 9999); a time already
-// past sends it visible at once. The publisher hides it for the time that
-// remains by the service's clock (see [Queue.ServiceTime]), never by its
-// own: if no answer of the target's account has told it the service's
-// time yet, it asks first (one Get Queue Properties, whose answer tells it
-// even when it refuses). Through a [ShardedQueue] the wait is counted on
-// the clock of the first shard that tells it: the accounts of its shards
-// are taken to share one clock, as the service's accounts do (emulators
-// set to different clocks do not). Beyond 7 days the time is recorded in
-// the message's text, as for [Publisher.SendAfter], whose notes on hops,
-// TTL and upgrades apply; a message due more than 68 years ahead, the
-// longest TTL the service counts, never expires. The message lives its
-// TTL from its send, or from its due time if that is later.
-func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, error) {
-	if at.IsZero() {
-		return Sent{}, &ConfigError{Field: "SendAt's time", Reason: "zero"}
-	}
-	return p.SendWith(ctx, body, &SendOptions{At: at})
-}
-
-// routeFor checks a send's options (nil: the defaults) before anything
-// is written (a large body's blob, a unique key), and says how the message
-// goes. A send at a time learns the service's first, if nothing has told
-// it yet: its wait is counted on that clock.
-func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOptions, route, error) {
-	var o SendOptions
-	if opts != nil {
-		o = *opts
-	}
-	if err := p.checkSendOptions(o); err != nil {
-		return o, route{}, err
-	}
-	if !o.At.IsZero() {
-		if err := p.caps.learnServiceTime(ctx); err != nil {
-			return o, route{}, wrapf(err, "send at %s", o.At.UTC().Format(time.RFC3339))
-		}
-	}
-	return o, p.routeOf(o), nil
-}
-
-// checkSendOptions refuses a send's options that make no sense, before
-// any request.
-func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
-	switch {
-	case o.Delay < 0 || o.Delay > wire.MaxAfter:
-		return &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century (SendOptions.At takes any time to the end of 9999)", o.Delay)}
-	case !o.At.IsZero() && !wire.InRange(o.At.Add(time.Second-1)):
-		return &ConfigError{Field: "SendOptions.At", Reason: fmt.Sprintf("%v: must be within the years 1970 to 9999", o.At)}
-	case o.Delay > 0 && !o.At.IsZero():
-		return &ConfigError{Field: "SendOptions.At", Reason: "set with Delay: give one"}
-	case o.UniqueKey == "" && o.UniqueFor != 0:
-		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: "set without UniqueKey"}
-	case o.UniqueKey != "" && o.UniqueFor <= 0:
-		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: fmt.Sprintf("%v: a unique key needs a window", o.UniqueFor)}
-	case o.UniqueKey != "" && p.store == nil:
-		return wrapf(p.noStore(), "a unique send keeps its key in the payload store")
-	}
-	return p.checkKey("SendOptions.Key", o.Key)
-}
-
-// routeOf says how a message sent with o (checked) goes: for SendAt's
-// time, hidden for what remains of the wait by the service's clock.
-func (p *Publisher[T]) routeOf(o SendOptions) route {
-	r := route{delay: upToSecond(o.Delay), key: o.Key, ttl: o.TTL, ownTTL: o.TTL != 0}
-	if o.At.IsZero() {
-		return r
-	}
-	at := o.At.UTC()
-	if t := at.Truncate(time.Second); !t.Equal(at) {
-		at = t.Add(time.Second)
-	}
-	r.at = at
-	if wait := at.Sub(serviceTime(p.caps)); wait > 0 {
-		// The due line carries the time itself: the delay only sets the
-		// first hop and the TTL, and a century says as much of those as
-		// any longer wait (which a Duration may not even hold).
-		r.delay = upToSecond(min(wait, wire.MaxAfter))
-		// A target that cannot tell the service's time (one of your
-		// own): the line lets listeners decide on the service's.
-		r.line = !p.caps.serviceTimeKnown()
-	}
-	return r
-}
-
-// upToSecond rounds d up to whole seconds, the service's unit, so that a
-// message is never due earlier than asked.
-func upToSecond(d time.Duration) time.Duration {
-	if t := d.Truncate(time.Second); t != d {
-		return t + time.Second
-	}
-	return d
-}
-
-// sent describes a message sent as r says to a caller.
-func (p *Publisher[T]) sent(m sentMessage, r route) Sent {
-	inserted := m.Inserted
-	if inserted.IsZero() { // a Target of your own: the best guess
-		inserted = serviceTime(p.caps).Truncate(time.Second)
-	}
-	s := Sent{ID: m.ID, Due: r.at}
-	if s.Due.IsZero() {
-		s.Due = inserted.Add(r.delay).UTC()
-	}
-	if m.Receipt != "" {
-		s.Token = cancelToken{
-			Queue: m.Queue, ID: m.ID, Receipt: m.Receipt, Due: s.Due.Unix(),
-			Hops: p.hops(r), Blob: m.Blob, Expires: p.expires(r, inserted),
-		}.encode()
-	}
-	return s
-}
-
-// cancelToken is what [Sent.Token] holds: where the message is, the pop
-// receipt that deletes it until a listener first receives it, and what a
-// cancel must know of it.
-type cancelToken struct {
-	Queue   string `json:"q"`
-	ID      string `json:"i"`
-	Receipt string `json:"r"`
-	Due     int64  `json:"d"`           // Unix seconds, the service's clock
-	Hops    bool   `json:"h,omitempty"` // listeners may hide it again (see Publisher.hops)
-	Blob    string `json:"b,omitempty"` // its payload blob, if offloaded
-	Expires int64  `json:"x,omitempty"` // Unix seconds; 0: never
-}
-
-// maxCancelToken bounds a token a cancel parses: a real one is about 300
-// bytes.
-const maxCancelToken = 1024
-
-func (c cancelToken) encode() string {
-	b, _ := json.Marshal(c) // strings and numbers always marshal
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func parseCancelToken(s string) (cancelToken, error) {
-	bad := func(why string) error { return &ConfigError{Field: "Cancel's token", Reason: why} }
-	var c cancelToken
-	if len(s) > maxCancelToken {
-		return c, bad("too long")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return c, bad("not a token from Sent.Token")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.Queue == "" || c.ID == "" || c.Receipt == "" {
-		return c, bad("not a token from Sent.Token")
-	}
-	if c.Blob != "" && !payload.IsLowerHex(c.Blob, payload.BlobIDLen) {
-		return c, bad("its payload blob is not a blob id")
-	}
-	return c, nil
-}
-
-// Cancel makes sure the handler never runs for a message sent by any send of
-// the publisher (a batch included), at any time before a listener receives
-// it to handle: token is its [Sent.Token]. It fails with an error matching
-// [ErrAlreadyDelivered] if a listener has it already (or it is gone:
-// deleted, expired, or cleared by someone else), and [ErrAlreadyCancelled] if
-// it was cancelled before. Cancels of one message racing each other, in any
-// processes, agree: one returns nil, or all say it was delivered.
-//
-// A cancel first writes the message's cancel record to the payload store
-// (If-None-Match: *), whose state a second cancel reads, then deletes the
-// message with its send's pop receipt, and its payload blob, if any. A
-// message listeners may hide again (due beyond 7 days) that a listener has
-// hidden again since
-// cannot be deleted so: the record stays, and the listener that receives
-// the message when it is due finds it and deletes the message, its blob
-// and the record without running the handler (so that listener must read
-// the same payload store). Any other message whose receipt has changed has
-// been delivered: its record then says so. A cancel costs two requests
-// (the record and the delete), and a third, the record's final state, for
-// a message no listener hides again. The record lives as long as the
-// message could; [Sweep] removes it after. A cancel after the message's
-// life says [ErrAlreadyDelivered] (delivered or expired); the delivered
-// record of a message that never expires is kept for 30 days past its due
-// time, and a cancel after that cannot tell whether it was delivered: it
-// says [ErrCancelUndetermined], never nil. Whether the message has expired,
-// and how long its record lives, are judged on the service's clock, learnt
-// first (one request) if nothing has told the publisher yet. A unique
-// send's key stays held until its window ends: cancelling does not free
-// it.
-//
-// A message never cancelled pays nothing for this, unless listeners may
-// hide it again: the listener that receives it when due then writes a
-// delivered record (one conditional write), so that a cancel and a
-// delivery at the same moment cannot both win.
-//
-// A cancel that fails (its context ended, storage failed) may be tried
-// again: for a message listeners may hide again it is done once its record
-// is written; otherwise it gives its record back, and a record a cancel that
-// stopped midway left pending is taken over after 10 s. If only the answer
-// of its delete was lost, a cancel tried again finds the message gone and
-// says [ErrAlreadyDelivered].
-//
-// Cancel needs the publisher's target to be a [CancelTarget] (a [*Queue],
-// a memqueue.Queue) or a [ShardedQueue] of them (whose shard the token
-// names). Without a payload store it can only delete
-// a message still in its send's hidden period, and cannot tell a message
-// delivered from one cancelled before.
-func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
-	c, err := parseCancelToken(token)
-	if err != nil {
-		return err
-	}
-	q := p.queueNamed(c.Queue)
-	if q == nil {
-		return &ConfigError{Field: "Cancel's token", Reason: fmt.Sprintf("names queue %q, which is not %s or one of its shards", c.Queue, p.target.Name())}
-	}
-	fail := func(err error) error { return wrapf(err, "cancel %s", c.ID) }
-	// Whether it has expired, and how long its record must live, are
-	// judged on the service's clock: learn it first, if nothing has told
-	// it yet.
-	if err := CapabilitiesOf(q).learnServiceTime(ctx); err != nil {
-		return fail(err)
-	}
-	if c.Expires != 0 && !q.ServiceTime().Before(time.Unix(c.Expires, 0)) {
-		// Past its life: delivered or expired, and its record may be
-		// swept already (a new one would be taken for a cancel).
-		return fail(ErrAlreadyDelivered)
-	}
-	if p.store == nil {
-		err := p.deleteSent(ctx, q, c)
-		switch {
-		case err == nil || !errors.Is(err, ErrOwnershipLost):
-			return err
-		case c.Hops:
-			return fail(fmt.Errorf("it was received since its send and may have been hidden again; a cancel record needs a payload store: %w", p.noStore()))
-		}
-		return fail(ErrAlreadyDelivered)
-	}
-	name := cancelRecord(c.Queue, c.ID)
-	state := payload.StateCancelled // a listener will read it when the message is due
-	switch {
-	case !c.Hops:
-		state = payload.StatePending // no listener reads it: the delete decides
-	case c.Expires == 0 && !q.ServiceTime().Before(time.Unix(c.Due, 0).Add(deliveredRecordLife)):
-		// Due longer ago than the record of a delivery is kept, and it
-		// never expires: if a listener delivered it, nothing may say so
-		// any more. The cancel is recorded all the same, so that a
-		// delivery still to come is dropped, but it cannot say whether
-		// it came too late.
-		state = payload.StateUndetermined
-	}
-	life := time.Duration(0) // never expires, as its message
-	if c.Expires != 0 {
-		// Its message's expiry is on the service's clock.
-		life = max(time.Unix(c.Expires, 0).Sub(q.ServiceTime()), time.Second)
-	}
-	meta := p.recordMeta(payload.KindCancel, state, life)
-	for try := 0; ; try++ {
-		rec, created, err := p.store.createRecord(ctx, name, meta)
-		if err == nil && !created {
-			rec, err = p.settledRecord(ctx, rec)
-		}
-		switch {
-		case errors.Is(err, ErrPayloadMissing) && try < 2:
-			continue // gone between our write and our read (given back, or swept): write it again
-		case err != nil:
-			return fail(err)
-		case created:
-			return p.cancelAs(ctx, q, c, rec)
-		case rec.meta.State == payload.StateCancelled:
-			return fail(ErrAlreadyCancelled)
-		case rec.meta.State == payload.StateDelivered:
-			return fail(ErrAlreadyDelivered)
-		case rec.meta.State == payload.StateUndetermined:
-			return fail(fmt.Errorf("an earlier cancel could not tell: %w", ErrCancelUndetermined))
-		}
-		// Pending for longer than any cancel takes: one that stopped
-		// midway left it. Take it over, and decide by the delete.
-		if rec, err = p.store.replaceRecord(ctx, name, meta, rec.etag); err != nil {
-			if errors.Is(err, records.ErrChanged) && try < 2 {
-				continue // another cancel took it over first
-			}
-			return fail(err)
-		}
-		return p.cancelAs(ctx, q, c, rec)
-	}
-}
-
-// cancelAs finishes a cancel that wrote the message's record rec: it
-// deletes the message and says what became of it. The record is settled,
-// or given back, whatever becomes of ctx: a record left pending makes
-// every later cancel wait for it (see settledRecord).
-func (p *Publisher[T]) cancelAs(ctx context.Context, q CancelTarget, c cancelToken, rec *record) error {
-	name, meta, etag := rec.name, rec.meta, rec.etag
-	// Within half the time other cancels wait for a pending record, so
-	// that none takes it over while this delete may still succeed.
-	dctx, stop := context.WithTimeout(ctx, pendingLimit/2)
-	dctx, tries := withTries(dctx)
-	err := p.deleteSent(dctx, q, c)
-	stop()
-	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	settle := func(state string) {
-		if meta.State != state {
-			_, _ = p.store.update(after, name, meta, etag, func(m *payload.Meta) { m.State = state })
-		}
+// timetableOf checks a schedule and returns its timetable and how it reads.
+func timetableOf[T any](s *Schedule[T]) (func(time.Time) time.Time, string, error) {
+	bad := func(field, reason string) error {
+		return &ConfigError{Field: "Schedule." + field, Reason: fmt.Sprintf("schedule %q: %s", s.Name, reason)}
 	}
 	switch {
-	case err == nil:
-		settle(payload.StateCancelled)
-		if c.Blob != "" {
-			_ = p.store.remove(after, c.Blob)
+	case s.Name == "" || len(s.Name) > wire.MaxSchedule || strings.ContainsAny(s.Name, "\x00\n"):
+		return nil, "", bad("Name", "must be 1 to 64 bytes, without NUL or newline")
+	case s.Messages == nil:
+		return nil, "", bad("Messages", "missing")
+	case (s.Every != 0) == (s.Cron != "") && (s.Every != 0 || s.Next == nil) || s.Next != nil && (s.Every != 0 || s.Cron != ""):
+		return nil, "", bad("Every", "give exactly one of Every, Cron and Next")
+	case s.Every < 0 || s.Every%time.Second != 0:
+		return nil, "", bad("Every", fmt.Sprintf("%v: whole seconds, at least 1s", s.Every))
+	case s.Jitter < 0 || s.CatchUp < 0 || s.Misfire < MisfireOne || s.Misfire > MisfireEach:
+		return nil, "", bad("Jitter", "Jitter, CatchUp and Misfire must be valid")
+	case s.Every > 0 && s.Jitter >= s.Every:
+		return nil, "", bad("Jitter", fmt.Sprintf("%v: less than Every (%v)", s.Jitter, s.Every))
+	case s.Version != "" && s.Next == nil:
+		return nil, "", bad("Version", "names a Next function's timetable: set only with Next (Every and Cron say what they are)")
+	case len(s.Version) > wire.MaxSchedule || strings.ContainsAny(s.Version, "\x00\n"):
+		return nil, "", bad("Version", "must be up to 64 bytes, without NUL or newline")
+	}
+	switch {
+	case s.Every > 0:
+		return timetable.Every(s.Every), "every " + s.Every.String(), nil
+	case s.Cron != "":
+		c, err := cron.Parse(s.Cron)
+		if err != nil {
+			return nil, "", bad("Cron", err.Error())
 		}
-		return nil
-	case meta.State == payload.StateUndetermined:
-		// Received since its send, or the delete failed: delivered long
-		// ago, or still waiting to be (a listener would drop it now).
-		return wrapf(ErrCancelUndetermined, "cancel %s: it was due more than 30 days ago, and a delivery's record is kept 30 days", c.ID)
-	case c.Hops:
-		// Hidden again since, or the delete failed: either way the
-		// listener finds the record when the message is due, and drops it.
-		return nil
-	case !errors.Is(err, ErrOwnershipLost):
-		// Not known whether it was deleted: give the record back, so
-		// that a cancel tried again decides. (If the delete was done and
-		// only its answer lost, that cancel finds the message gone and
-		// takes it for delivered.)
-		p.store.removeRecord(after, name, etag)
-		return err
-	}
-	if tries.lostAnswer() {
-		// An attempt of the delete got no answer, and its retry found
-		// the receipt stale: that attempt may have deleted the message,
-		// or a listener may have received it. The service cannot tell
-		// the two apart any more.
-		settle(payload.StateUndetermined)
-		return wrapf(ErrCancelUndetermined, "cancel %s: the answer of its delete was lost, and the retry found the message gone", c.ID)
-	}
-	// No listener hides it again: a receive was its delivery.
-	settle(payload.StateDelivered)
-	return wrapf(ErrAlreadyDelivered, "cancel %s", c.ID)
-}
-
-// pendingLimit is how long a pending cancel record is waited for: a
-// cancel takes two requests, and one pending longer stopped midway.
-const pendingLimit = 10 * time.Second
-
-// settledRecord is a message's cancel record rec, as read, once no other
-// cancel is deciding: while it is pending it is read again, and one still
-// pending after pendingLimit (by the service's clock, from its write) is
-// returned as it is, abandoned.
-func (p *Publisher[T]) settledRecord(ctx context.Context, rec *record) (*record, error) {
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if rec.meta.State != payload.StatePending || rec.now.Sub(rec.written) > pendingLimit {
-			return rec, nil
+		loc := s.Location
+		if loc == nil {
+			loc = time.UTC
 		}
-		if !syncx.Sleep(ctx, wait, nil) {
-			return nil, context.Cause(ctx)
+		return func(after time.Time) time.Time { return c.Next(after, loc) }, "cron " + s.Cron + " " + loc.String(), nil
+	}
+	next := s.Next
+	return func(after time.Time) time.Time {
+		// Occurrences are whole seconds, as messages carry them; one that
+		// does not move on is taken a second later.
+		t := next(after)
+		if t.IsZero() {
+			return t
 		}
-		var err error
-		if rec, err = p.store.readRecord(ctx, rec.name); err != nil {
-			return nil, err
+		if c := t.Truncate(time.Second); !c.Equal(t) {
+			t = c.Add(time.Second)
 		}
-	}
-}
-
-// deleteSent deletes a sent message with its send's pop receipt.
-func (p *Publisher[T]) deleteSent(ctx context.Context, q CancelTarget, c cancelToken) error {
-	err := q.DeleteSent(ctx, c.ID, c.Receipt)
-	if err != nil && !errors.Is(err, ErrOwnershipLost) {
-		return wrapf(err, "cancel %s", c.ID)
-	}
-	return err
-}
-
-// queueNamed is the publisher's target, or its shard, called name, if it
-// is a [CancelTarget].
-func (p *Publisher[T]) queueNamed(name string) CancelTarget {
-	if p.caps.queueNamed == nil {
-		return nil
-	}
-	return p.caps.queueNamed(name)
-}
-
-// CancelTarget is a [Target] that tells what [Publisher.Cancel] needs of
-// the messages it takes: a [*Queue] and a memqueue.Queue are. A Publisher
-// on one, or on a [ShardedQueue] over them, gives each message a
-// [Sent.Token].
-type CancelTarget interface {
-	Target
-	// SentReceipt is the pop receipt the send of message id was answered
-	// with, with which DeleteSent deletes it until a listener first
-	// receives it, and its insertion time on the target's clock; ok is
-	// false if the target cannot tell (a [*Queue]'s send tells its
-	// publisher itself). A publisher asks right after Send, so a Target
-	// that wraps one and sends through it keeps its own Send.
-	SentReceipt(id string) (receipt string, inserted time.Time, ok bool)
-	// DeleteSent deletes message id by the pop receipt its send returned.
-	// A receipt made stale since (the message was received, or is gone)
-	// gives an error matching [ErrOwnershipLost].
-	DeleteSent(ctx context.Context, id, receipt string) error
-	// ServiceTime is the time by the clock the target's messages are
-	// judged on: the service's.
-	ServiceTime() time.Time
-}
-
-var _ CancelTarget = (*Queue)(nil)
-
-// SentReceipt implements [CancelTarget]: a queue keeps no receipts, ok is
-// false. A [Publisher] has its send's answer tell it instead.
-func (q *Queue) SentReceipt(string) (receipt string, inserted time.Time, ok bool) {
-	return "", time.Time{}, false
-}
-
-// DeleteSent implements [CancelTarget]: one Delete Message, with the pop
-// receipt of the message's send.
-func (q *Queue) DeleteSent(ctx context.Context, id, receipt string) error {
-	return q.Delete(ctx, &Delivery{ID: id, Queue: q.name, Receipt: &popReceipt{queue: q, value: receipt}})
-}
-
-// recordMeta is the metadata of a record the publisher writes, to live for
-// life from its write (never, if zero). A life, not a time: Sweep and a
-// unique key's owner measure it from the record's write on the service's
-// clock (see sweepDue and record.until), so no clock of this machine's
-// enters.
-func (p *Publisher[T]) recordMeta(kind, state string, life time.Duration) payload.Meta {
-	now := time.Now()
-	m := payload.Meta{Kind: kind, State: state, Queue: p.target.Name(), Created: now}
-	if life > 0 {
-		m.Expires = now.Add(life)
-	}
-	return m
-}
-
-// claimKey takes a unique send's key for window, or fails with
-// [ErrDuplicate] if a send within its window holds it. release gives it
-// back (for a send that failed), unless another send has taken it over
-// since.
-func (p *Publisher[T]) claimKey(ctx context.Context, key string, window time.Duration) (release func(), err error) {
-	name := uniqueRecord(p.target.Name(), key)
-	meta := p.recordMeta(payload.KindUnique, "", window)
-	var held *record
-	for try := 0; held == nil; try++ {
-		rec, created, err := p.store.createRecord(ctx, name, meta)
-		switch {
-		case errors.Is(err, ErrPayloadMissing) && try < 2:
-			continue // given back between our write and our read: take it
-		case err != nil:
-			return nil, wrapf(err, "unique key")
-		case created:
-			held = rec
-		case !rec.expired():
-			return nil, fmt.Errorf("%w (until %s by the service's clock)", ErrDuplicate, rec.until().Format(time.RFC3339))
-		default:
-			// Its window has passed: take it over, unless another sender
-			// does first.
-			held, err = p.store.replaceRecord(ctx, name, meta, rec.etag)
-			switch {
-			case errors.Is(err, records.ErrChanged):
-				return nil, fmt.Errorf("%w (taken over by another send just now)", ErrDuplicate)
-			case err != nil:
-				return nil, wrapf(err, "unique key")
-			}
+		if !t.After(after) {
+			t = after.Truncate(time.Second).Add(time.Second)
 		}
-	}
-	etag := held.etag
-	return func() {
-		// Not cut short by the send's context, which may be why it failed.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		p.store.removeRecord(ctx, name, etag)
-	}, nil
-}
-
-// Records are blobs of the payload store named by a hash, so that every
-// process finds the same one for the same message or key, and so that a
-// key is not stored in clear. The names look like payload ids, so a sweep
-// judges them by their metadata like payloads.
-
-// cancelRecord names the cancel record of message id on queue.
-func cancelRecord(queue, id string) string { return recordName(payload.KindCancel, queue, id) }
-
-// uniqueRecord names the record of a unique key of a target.
-func uniqueRecord(target, key string) string { return recordName(payload.KindUnique, target, key) }
-
-func recordName(kind, scope, key string) string {
-	sum := sha256.Sum256([]byte(kind + "\x00" + scope + "\x00" + key))
-	return hex.EncodeToString(sum[:payload.BlobIDLen/2])
-}
-
-// record is a record blob as read: its metadata and ETag, and the times
-// that say whether it has expired on the service's clock.
-type record struct {
-	name    string
-	meta    payload.Meta
-	etag    azcore.ETag
-	written time.Time // its last write, by the service's clock
-	now     time.Time // the read's Date
-}
-
-// recordOf is the record an entry of the store's records describes.
-func recordOf(e records.Entry) *record {
-	return &record{name: e.Name, meta: e.Meta, etag: azcore.ETag(e.ETag), written: e.Written, now: e.Now}
-}
-
-// until is when the record expires on the service's clock; zero if never.
-// Its write's time is known to the second (Last-Modified is cut, not
-// rounded): the life is counted from the end of that second, so that it is
-// never shorter than asked.
-func (r *record) until() time.Time {
-	if r.meta.Expires.IsZero() {
-		return time.Time{}
-	}
-	return r.written.Add(time.Second + r.meta.Expires.Sub(r.meta.Created))
-}
-
-// expired reports whether the record has expired on the service's clock.
-func (r *record) expired() bool {
-	u := r.until()
-	return !u.IsZero() && !r.now.Before(u)
-}
-
-// recordBody is what a cancel or unique-key record's body says, for an
-// operator who opens it; everything a process reads is in its metadata.
-func recordBody(meta payload.Meta) []byte {
-	body, _ := json.Marshal(map[string]string{"kind": meta.Kind, "state": meta.State, "queue": meta.Queue})
-	return body
-}
-
-// createRecord writes a record unless one of that name exists (one
-// request, If-None-Match: *): created reports which, and rec is the new
-// record, or the one found (one request more), unless it is this write's
-// own (see records.Blobs.Create). A record gone by the time it is read
-// gives an error matching [ErrPayloadMissing].
-func (s *PayloadStore) createRecord(ctx context.Context, name string, meta payload.Meta) (rec *record, created bool, err error) {
-	e, created, err := s.records.Create(ctx, name, meta, recordBody(meta))
-	if err != nil {
-		return nil, false, s.missing(name, err)
-	}
-	return recordOf(e), created, nil
-}
-
-// replaceRecord overwrites a record if it still has etag, and returns it
-// as written; one changed since gives an error matching
-// records.ErrChanged, unless the change is this write's own.
-func (s *PayloadStore) replaceRecord(ctx context.Context, name string, meta payload.Meta, etag azcore.ETag) (*record, error) {
-	e, err := s.records.Replace(ctx, name, meta, recordBody(meta), string(etag))
-	if err != nil {
-		return nil, err
-	}
-	return recordOf(e), nil
-}
-
-// removeRecord deletes a record if it still has etag: one written since by
-// someone else stays. It reports nothing: a record left is removed by a
-// sweep once expired.
-func (s *PayloadStore) removeRecord(ctx context.Context, name string, etag azcore.ETag) {
-	s.records.Remove(ctx, name, string(etag))
-}
-
-// expireRecord marks a record expired now, for the next sweep to remove.
-func (s *PayloadStore) expireRecord(ctx context.Context, r *record) error {
-	_, err := s.update(ctx, r.name, r.meta, r.etag, func(m *payload.Meta) { m.Expires = m.Created })
-	return err
-}
-
-// readRecord reads a record's metadata (one Get Blob Properties). A missing
-// one matches [ErrPayloadMissing].
-func (s *PayloadStore) readRecord(ctx context.Context, name string) (*record, error) {
-	e, err := s.records.Props(ctx, name)
-	if err != nil {
-		return nil, s.missing(name, err)
-	}
-	return recordOf(e), nil
-}
-
-// missing is err, matching [ErrPayloadMissing] too if it says the record
-// name is missing.
-func (s *PayloadStore) missing(name string, err error) error {
-	if errors.Is(err, records.ErrMissing) {
-		return fmt.Errorf("%w: %s/%s", ErrPayloadMissing, s.Container(), name)
-	}
-	return err
-}
-
-// recordsOf is where records about messages are kept: in the payload
-// store of their publisher or listener (a memqueue.Queue's, in memory on
-// its clock, by default); nil without one.
-func recordsOf(store *PayloadStore) records.Store {
-	if store != nil {
-		return store.records
-	}
-	return nil
+		return t
+	}, strings.TrimSpace("func " + s.Version), nil
 }
 
 // Schedules lists the state of every schedule whose [Scheduler] keeps it in

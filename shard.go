@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -577,116 +576,6 @@ func (s *ShardedQueue) Requeue(ctx context.Context, opts *RequeueOptions) (Reque
 		}
 	}
 	return total, errors.Join(errs...)
-}
-
-// Receive gets up to max messages: from the next shard, round-robin, that
-// is healthy and not known to be empty, and, if that one had fewer than max,
-// from the next shards that had messages at their last look, until max are
-// gathered. A partial batch thus means what it means for one queue (there
-// was no more just now, anywhere it was worth looking), so a listener that
-// pauses after one does not leave messages waiting on other shards. A busy
-// sharded queue does not stall on an empty shard, and an idle one makes one
-// request per call, as one queue would.
-//
-// Shards that were empty at their last look are passed over for
-// [ShardedQueueOptions.EmptySkip]; when all are, the one looked at longest ago is
-// asked. So on an idle queue, whose listener calls Receive every maxIdle
-// (30 s by default), calls go round the k shards one at a time: a message
-// that arrives alone on one shard is received within k·maxIdle (5 minutes
-// for 10 shards at the defaults), while messages sent round-robin, which
-// land on every shard, are found at the next call. A message found resets
-// the listener's idle back-off, and the shards are then read in quick turn.
-//
-// A listener's receive for messages it knows are due again (released for a
-// retry, or left hidden by a request that failed) asks every shard that is
-// not backed off, however recently it was found empty: they may be on any.
-//
-// Each failing shard is backed off and the next one asked, until messages
-// are in hand: then they are returned at once, a partial batch, rather than
-// held (hidden, their visibility running) while more shards are tried. It
-// fails with [ErrNoHealthyShard] only when no shard answered, or, for a
-// [ShardedQueue.PoisonQueue], when it found none and a shard could not be
-// asked: "none" from it must mean none anywhere, since [Requeue] stops at
-// it.
-func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
-	// Checked here so that a bad argument is not taken for a shard's failure.
-	if err := checkReceive(max, visibility); err != nil {
-		return nil, err
-	}
-	now := s.set.now()
-	look := lookingForDue(ctx)
-	all := look.lookingForAll()
-	if all {
-		s.unasked(look, now)
-	}
-	s.reappearing(look, now)
-	order := s.readOrder(now, all)
-	var errs []error
-	var got []*Delivery
-	answered := false
-	var asked []int // the shards that answered
-	for _, c := range order {
-		if answered && !c.warm && !s.set.exhaustive && !all {
-			continue // known empty a moment ago: not worth a request now
-		}
-		if !s.set.admit(c.index, s.set.now()) {
-			// Another request is trying it again after its back-off.
-			if all {
-				look.skipped(s.set.now().Add(s.set.tryTimeout(maxReceiveBytes)))
-			}
-			continue
-		}
-		batch, err := s.set.receiveFrom(ctx, c.index, max-len(got), visibility)
-		got = append(got, batch...) // a shard may fail after bringing some
-		if err != nil {
-			// Its answer may have been lost with messages it hid: the
-			// listener looks for them, though another shard answers.
-			look.shardFailed()
-			errs = append(errs, err)
-			if len(got) > 0 || ctx.Err() != nil {
-				// Messages in hand are already hidden, their visibility
-				// running: return them rather than try more shards.
-				break
-			}
-			continue
-		}
-		answered = true
-		asked = append(asked, c.index)
-		if len(got) >= max {
-			break
-		}
-	}
-	if answered && (len(got) > 0 || !s.set.exhaustive || len(asked) == len(s.members)) {
-		return got, nil
-	}
-	if answered {
-		// A poison set's "none" must mean none on any shard (Requeue
-		// stops at it): with a shard that failed or could not be asked,
-		// it cannot be said.
-		return nil, fmt.Errorf("%w: receive on %q: %d of %d shards could not be asked: %w", ErrNoHealthyShard, s.set.name,
-			len(s.members)-len(asked), len(s.members), joinErrs(append(errs, s.lastErrors(asked))...))
-	}
-	// Messages a failing shard brought are returned with its error: they
-	// are hidden already, and a listener handles them all the same.
-	return got, s.noHealthy("receive", errs, now)
-}
-
-// lastErrors joins the last errors of the shards of this view that are not
-// in asked: those that failed, were backed off, or were being tried again
-// by another request.
-func (s *ShardedQueue) lastErrors(asked []int) error {
-	var errs []error
-	for _, i := range s.members {
-		if slices.Contains(asked, i) {
-			continue
-		}
-		if _, _, last := s.set.retryAt(i); last != nil {
-			errs = append(errs, last)
-		} else {
-			errs = append(errs, fmt.Errorf("shard %q is being tried again by another request", s.set.shards[i].Name()))
-		}
-	}
-	return joinErrs(errs...)
 }
 
 // queueNamed is the shard called name, if it is a [CancelTarget]: its pop

@@ -34,7 +34,7 @@ var sourceTests = []suiteTest{
 	{"MessagePastItsTTLIsNotReceived", testExpiry, true},
 	{"TTLSetsExpiresAtAndNegativeNeverExpires", testExpiresAt, false},
 	{"DepthCountsInvisibleMessages", testDepth, false},
-	// What it offers beyond the interfaces (capabilities.go).
+	// What it offers beyond the interfaces (azdispatch.Capabilities).
 	{"Capabilities", testCapabilities, false},
 }
 

@@ -117,13 +117,10 @@ func TestMemqueueRunsA400DayDelay(t *testing.T) {
 // is taken over.
 func TestMemqueueRunsAUniqueSend(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	q := memqueue.New("mem-unique", &memqueue.Options{Clock: clock})
-	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
-	require.NoError(t, err)
+	b := setup(t)
+	ctx, clock, q, pub := b.ctx, b.clock, b.queue, b.pub
 	once := &azdispatch.SendOptions{UniqueKey: "invoice-42", UniqueFor: time.Hour}
-	_, err = pub.SendWith(ctx, "first", once)
+	_, err := pub.SendWith(ctx, "first", once)
 	require.NoError(t, err)
 	_, err = pub.SendWith(ctx, "second", once)
 	require.ErrorIs(t, err, azdispatch.ErrDuplicate)

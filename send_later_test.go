@@ -55,19 +55,13 @@ const week = 7 * 24 * time.Hour
 // rides on a receive the listener makes anyway.
 func TestAMessageFourHundredDaysAheadIsHandledOnceWhenDue(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	q := memqueue.New("delay-400", &memqueue.Options{Clock: clock})
-	pub, err := azdispatch.NewPublisher[string](q, nil)
-	require.NoError(t, err)
-	s, err := pub.SendAfter(ctx, "renew", 400*24*time.Hour)
+	b := setup(t)
+	clock, q, h := b.clock, b.queue, b.handled
+	s, err := b.pub.SendAfter(b.ctx, "renew", 400*24*time.Hour)
 	require.NoError(t, err)
 	assert.Equal(t, clock.Now().Add(400*24*time.Hour), s.Due)
 
-	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
-	require.NoError(t, err)
-	running(t, l)
+	l, _ := b.listen(nil, nil)
 
 	hops := int64(0)
 	for clock.Now().Add(week).Before(s.Due) {
@@ -151,20 +145,14 @@ func dueText(at time.Time, body string) string {
 // without the due line, so a requeued message is not delayed again.
 func TestADelayedMessageFailsRetriesAndIsPoisonedByTheUsualRules(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
-	q := memqueue.New("delay-fail", &memqueue.Options{Clock: clock})
-	pub, err := azdispatch.NewPublisher[string](q, nil)
-	require.NoError(t, err)
-	s, err := pub.SendAfter(ctx, "bill", 20*24*time.Hour)
+	b := setup(t)
+	ctx, clock, q, h := b.ctx, b.clock, b.queue, b.handled
+	s, err := b.pub.SendAfter(ctx, "bill", 20*24*time.Hour)
 	require.NoError(t, err)
 
-	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("down")), &azdispatch.ListenerOptions{
-		Idle: quickIdle, MaxDequeueCount: 3, Retry: func(int64) time.Duration { return 0 },
+	l, stop := b.listen(errors.New("down"), &azdispatch.ListenerOptions{
+		MaxDequeueCount: 3, Retry: func(int64) time.Duration { return 0 },
 	})
-	require.NoError(t, err)
-	stop := running(t, l)
 	for hop := int64(1); hop <= 2; hop++ {
 		clock.Advance(week)
 		waitUntil(t, "hop", func() bool { return l.State().Rehidden == hop })
@@ -335,19 +323,11 @@ func TestALongDelayedClaimCheckIsHandledWholeWhenDue(t *testing.T) {
 // handled as its first delivery; with MaxDequeueCount 1 it is not poisoned.
 func TestAFailedHopNearItsDueTimeIsNotATry(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clock := memqueue.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	q := memqueue.New("delay-failhop", &memqueue.Options{Clock: clock})
-	pub, err := azdispatch.NewPublisher[string](q, nil)
+	b := setup(t)
+	clock, q, h := b.clock, b.queue, b.handled
+	s, err := b.pub.SendAfter(b.ctx, "x", 2*week+3*time.Second)
 	require.NoError(t, err)
-	s, err := pub.SendAfter(ctx, "x", 2*week+3*time.Second)
-	require.NoError(t, err)
-	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{
-		Idle: quickIdle, MaxDequeueCount: 1, VisibilityTimeout: 2 * time.Second,
-	})
-	require.NoError(t, err)
-	running(t, l)
+	l, _ := b.listen(nil, &azdispatch.ListenerOptions{MaxDequeueCount: 1, VisibilityTimeout: 2 * time.Second})
 	clock.Advance(week)
 	waitUntil(t, "hop 1", func() bool { return l.State().Rehidden == 1 })
 	q.FailNext(azdispatch.OpUpdate, 1, nil)
