@@ -65,7 +65,7 @@ func TestAMessageFourHundredDaysAheadIsHandledOnceWhenDue(t *testing.T) {
 	assert.Equal(t, clock.Now().Add(400*24*time.Hour), s.Due)
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 
@@ -121,7 +121,7 @@ func TestTheListenersClockNeitherFiresEarlyNorHoldsLate(t *testing.T) {
 				require.NoError(t, err)
 			}
 			var h handled
-			l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+			l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 			require.NoError(t, err)
 			running(t, l)
 
@@ -161,7 +161,11 @@ func TestADelayedMessageFailsRetriesAndIsPoisonedByTheUsualRules(t *testing.T) {
 
 	var h handled
 	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("down")), &azdispatch.ListenerOptions{
-		Idle: quickIdle, MaxDequeueCount: 3, Retry: func(int64) time.Duration { return 0 },
+		Scaling: azdispatch.ScalingOptions{
+			Idle: quickIdle,
+		},
+		MaxDequeueCount: 3,
+		Retry:           func(int64) time.Duration { return 0 },
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
@@ -253,7 +257,7 @@ func TestSendAtCountsOnTheServicesClock(t *testing.T) {
 	assert.Equal(t, at, s.Due, "rounded up to the second")
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	clock.Advance(week)
@@ -278,7 +282,7 @@ func TestAMalformedDueLineIsPoisoned(t *testing.T) {
 	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":-5}\nbody", nil)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
@@ -311,7 +315,7 @@ func TestALongDelayedClaimCheckIsHandledWholeWhenDue(t *testing.T) {
 	require.NoError(t, err)
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Payloads: store, Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Payloads: azdispatch.PayloadOptions{Store: store}, Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	clock.Advance(week)
@@ -344,7 +348,11 @@ func TestAFailedHopNearItsDueTimeIsNotATry(t *testing.T) {
 	require.NoError(t, err)
 	var h handled
 	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{
-		Idle: quickIdle, MaxDequeueCount: 1, VisibilityTimeout: 2 * time.Second,
+		Scaling: azdispatch.ScalingOptions{
+			Idle: quickIdle,
+		},
+		MaxDequeueCount:   1,
+		VisibilityTimeout: 2 * time.Second,
 	})
 	require.NoError(t, err)
 	running(t, l)
@@ -377,7 +385,7 @@ func TestADueLineSeenBeyondTheDequeueCountIsPoisoned(t *testing.T) {
 	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":1,\"seen\":1000000}\nboom", nil)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("fails")), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("fails")), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
@@ -423,7 +431,7 @@ func TestWaitingMessagesShareTheirReceives(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	hops := int64(0)
@@ -521,7 +529,7 @@ func TestSendAtCenturiesAhead(t *testing.T) {
 	pub, err := azdispatch.NewPublisher[string](q, nil)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	for _, at := range []time.Time{
@@ -565,7 +573,7 @@ func TestAMessageHeldUntilDueWaitsForTheQueuesClock(t *testing.T) {
 	s, err := pub.SendAfter(ctx, "later", week+2*time.Second)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 

@@ -28,9 +28,9 @@ const (
 	// EventRecovered: a request of a kind that had failed fatally succeeded;
 	// [Event.Err] is the error that stood until then.
 	EventRecovered
-	// EventTargetUnmet: with [ListenerOptions.TargetWait], the time in
+	// EventTargetUnmet: with [ScalingOptions.TargetWait], the time in
 	// queue the target allows calls for more dequeuers than
-	// [ListenerOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
+	// [ScalingOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
 	// calls for, [Event.Depth] the depth read. It comes when a decision
 	// calls for more than the maximum after one that did not (or after a
 	// receive found the queue empty), not at every decision while the
@@ -120,9 +120,9 @@ type State struct {
 	// HandlerTime is how long handler calls took, batch items' included.
 	HandlerTime Latency
 	// Wanted is how many dequeuers the last scaling decision asked for
-	// before [ListenerOptions.MaxDequeuers] capped it: more than the
+	// before [ScalingOptions.MaxDequeuers] capped it: more than the
 	// maximum says the queue calls for more than the listener may run
-	// (with [ListenerOptions.TargetWait], that the target cannot be met;
+	// (with [ScalingOptions.TargetWait], that the target cannot be met;
 	// see [EventTargetUnmet]). Zero before the first decision, and
 	// again once a receive finds the queue empty.
 	Wanted int
@@ -170,7 +170,7 @@ type State struct {
 	Checkpoints    int64 // checkpoints written to batch blobs
 
 	// PayloadBytes is the payload bytes messages hold now: at most
-	// [ListenerOptions.PayloadMemory] less the collector's headroom (half of
+	// [PayloadOptions.Memory] less the collector's headroom (half of
 	// it at the default GOGC).
 	PayloadBytes int64
 }

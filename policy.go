@@ -15,8 +15,8 @@ import (
 // asked for, it is asked with 1, since the queue had no more just then. It
 // returns how long to wait before the next receive, and whether this dequeuer
 // may stop. The listener honours stop only while more dequeuers run than its
-// floor ([ListenerOptions.MinDequeuers], or none with
-// [ListenerOptions.PushOnly]), and not within [ListenerOptions.ScaleInterval]
+// floor ([ScalingOptions.MinDequeuers], or none with
+// [ScalingOptions.PushOnly]), and not within [ScalingOptions.ScaleInterval]
 // of a scale-up. A wake-up ends the wait early and starts the count again, as
 // does any message found. It is called from several goroutines at once.
 type IdleFunc func(s State, idleCount int) (delay time.Duration, stop bool)
@@ -58,15 +58,15 @@ func ExponentialRetry(base, maxDelay time.Duration) RetryFunc {
 // ScaleFunc returns how many dequeuers a listener should run, given its state
 // and the queue's approximate depth (messages, including those being
 // handled). The listener keeps the result between
-// [ListenerOptions.MinDequeuers] and [ListenerOptions.MaxDequeuers], and only
+// [ScalingOptions.MinDequeuers] and [ScalingOptions.MaxDequeuers], and only
 // ever scales up on it: dequeuers scale down one by one, when the
-// [ListenerOptions.Idle] hook tells an idle one to stop. It is called from one
+// [ScalingOptions.Idle] hook tells an idle one to stop. It is called from one
 // goroutine at a time.
 type ScaleFunc func(s State, depth int) int
 
 // ScaleByDepth returns the default [ScaleFunc]: one dequeuer for every perDequeuer
 // messages waiting, rounded up. The listener uses its
-// [ListenerOptions.BatchSize], so that each dequeuer has a full batch to
+// [ScalingOptions.BatchSize], so that each dequeuer has a full batch to
 // receive.
 func ScaleByDepth(perDequeuer int) ScaleFunc {
 	perDequeuer = max(perDequeuer, 1)
@@ -78,7 +78,7 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 // ScaleToWait returns a [ScaleFunc] that keeps messages' time in queue
 // under target, for a listener that runs perDequeuer handler calls per
 // dequeuer ([ListenerOptions.Concurrency]) and receives up to batch
-// messages at once ([ListenerOptions.BatchSize]); [ListenerOptions.TargetWait]
+// messages at once ([ScalingOptions.BatchSize]); [ScalingOptions.TargetWait]
 // sets it up. By Little's law, messages arriving at λ a second that take h
 // to handle keep λ·h handler calls busy, and a backlog of b is received
 // within the target at b/target a second more: it asks for the dequeuers
@@ -88,7 +88,7 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 // messages in hand). It never asks for fewer than one dequeuer per batch
 // waiting, and while the recent 99th percentile of time in queue is over
 // the target with more messages waiting than the running dequeuers hold,
-// it asks for one more than run. With [ListenerOptions.TargetWait], a
+// it asks for one more than run. With [ScalingOptions.TargetWait], a
 // dequeuer whose receive drains the queue also stops while more run than
 // the handlers' recent load needs, with a quarter more for headroom. Each
 // ScaleFunc it returns keeps the readings it was given: give each
