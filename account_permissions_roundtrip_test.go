@@ -69,11 +69,15 @@ func TestPermissionsLeastPrivilegeRoundTrip(t *testing.T) {
 	var logs syncBuffer
 	lq, lstore := open(listenerGrants)
 	l, err := NewListener(lq, handle, &ListenerOptions{
-		BatchSize: 1, // every receive is full, so each is followed by a depth read
-		Payloads:  lstore,
-		Idle:      ExponentialIdle(0, 200*time.Millisecond),
-		Retry:     func(int64) time.Duration { return time.Second },
-		Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Scaling: ScalingOptions{
+			BatchSize: 1, // every receive is full, so each is followed by a depth read
+			Idle:      ExponentialIdle(0, 200*time.Millisecond),
+		},
+		Payloads: PayloadOptions{
+			Store: lstore,
+		},
+		Retry:  func(int64) time.Duration { return time.Second },
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	require.NoError(t, err)
 	stop := started(t, l)

@@ -102,7 +102,7 @@ func TestTokenCredential(t *testing.T) {
 			defer mu.Unlock()
 			got[m.Body]++
 			return nil
-		}, &ListenerOptions{Idle: ExponentialIdle(0, 200*time.Millisecond)})
+		}, &ListenerOptions{Scaling: ScalingOptions{Idle: ExponentialIdle(0, 200*time.Millisecond)}})
 		require.NoError(t, err)
 		stop := started(t, l)
 		waitFor(t, "every message handled", func() bool {

@@ -44,7 +44,7 @@ func newCancelRig(t *testing.T) *cancelRig {
 	require.NoError(t, err)
 	r.pub.hop = testHop
 	o := quick()
-	o.Payloads = r.store
+	o.Payloads.Store = r.store
 	// Messages due within a visibility timeout are held by the listener,
 	// not hidden again: one as short as a hop keeps the hops.
 	o.VisibilityTimeout = testHop
@@ -175,7 +175,7 @@ func TestCancelRemovesTheBlobOfAClaimCheck(t *testing.T) {
 		s, err := p.SendAfter(ctx, string(make([]byte, MaxMessageSize+1)), 5*time.Second)
 		require.NoError(t, err)
 		l, err := NewListener(r.q, func(context.Context, *Message[string]) error { return errors.New("must not run") },
-			&ListenerOptions{Codec: Raw(), Payloads: r.store, Idle: quick().Idle, VisibilityTimeout: testHop})
+			&ListenerOptions{Codec: Raw(), Payloads: PayloadOptions{Store: r.store}, Scaling: ScalingOptions{Idle: quick().Scaling.Idle}, VisibilityTimeout: testHop})
 		require.NoError(t, err)
 		l.hop = testHop
 		started(t, l)

@@ -77,7 +77,7 @@
 //
 // Memory is bounded in bytes as well as in messages: offloaded payloads in
 // hand, and the text of every batch item in a handler, share
-// ListenerOptions.PayloadMemory (256 MiB), and a download waits for room. A blob download is bounded by its progress (64 KiB per 30 s),
+// [PayloadOptions.Memory] (256 MiB), and a download waits for room. A blob download is bounded by its progress (64 KiB per 30 s),
 // not by a fixed time, so a large payload over a slow link completes.
 //
 // Errors from storage are [*StorageError] values, which name the request
@@ -100,19 +100,20 @@
 //
 // # Scaling and wake-ups
 //
-// A listener runs between MinDequeuers (1) and MaxDequeuers (8) receive
-// loops, each with up to Concurrency handlers. When a dequeuer receives a
-// full batch, the listener reads the queue's depth, at most once per
-// ScaleInterval, and starts the dequeuers the Scale hook asks for; between
-// readings, a round of full receives adds one dequeuer; a
-// dequeuer whose idle back-off has reached its cap stops, down to the floor,
+// A listener runs between [ScalingOptions.MinDequeuers] (1) and
+// [ScalingOptions.MaxDequeuers] (8) receive loops, each with up to
+// Concurrency handlers. When a dequeuer receives a full batch, the listener
+// reads the queue's depth, at most once per ScaleInterval, and starts the
+// dequeuers the Scale hook asks for; between readings, a round of full
+// receives adds one dequeuer; a dequeuer whose idle back-off has reached its
+// cap stops, down to the floor,
 // but not within ScaleInterval of a scale-up. [Listener.Notify] ends the
 // back-off at once. A send through the listener's own *Queue (or ShardedQueue) in the
 // same process calls it; for publishers elsewhere, mount the endpoint
 // package's WakeHandler and have them call its Notifier from
 // [PublisherOptions].OnSent, which hears of every message sent visible at
 // once, batches and offloaded ones included.
-// With PushOnly and a Wake source, an idle listener makes no request at all.
+// With [ScalingOptions.PushOnly] and a Wake source, an idle listener makes no request at all.
 //
 // # Latency
 //
@@ -122,7 +123,7 @@
 // receive's answer, whole seconds, no local clock. [State.TimeInQueue]
 // summarizes first deliveries, [State.HandlerTime] handler calls.
 // [OldestAge] peeks the front messages of a queue (or of every shard) for
-// the oldest one's age. With [ListenerOptions.TargetWait] a listener scales to a time in
+// the oldest one's age. With [ScalingOptions.TargetWait] a listener scales to a time in
 // queue instead of to the depth alone ([ScaleToWait], by Little's law), and
 // [EventTargetUnmet] says when MaxDequeuers cannot meet it.
 //

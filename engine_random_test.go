@@ -161,12 +161,12 @@ func newEngineRound(seed uint64, round int) *engineRound {
 		e.src, e.target = q, q
 	}
 	o := &e.opts
-	o.MaxDequeuers = 1 + r.IntN(4)
+	o.Scaling.MaxDequeuers = 1 + r.IntN(4)
 	o.Concurrency = 1 + r.IntN(8)
-	o.BatchSize = 1 + r.IntN(azdispatch.MaxBatch)
-	o.PushOnly = r.IntN(2) == 0
-	if o.PushOnly {
-		o.Wake = e.src.(azdispatch.WakeSource)
+	o.Scaling.BatchSize = 1 + r.IntN(azdispatch.MaxBatch)
+	o.Scaling.PushOnly = r.IntN(2) == 0
+	if o.Scaling.PushOnly {
+		o.Scaling.Wake = e.src.(azdispatch.WakeSource)
 	}
 	// Fractions of a second too: the service counts whole seconds.
 	o.VisibilityTimeout = time.Second + time.Duration(r.IntN(2000))*time.Millisecond
@@ -182,18 +182,18 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	o.MaxDequeueCount = int64(3 + r.IntN(4))
 	retry := time.Duration(r.IntN(2)) * time.Second // the service's unit
 	o.Retry = func(int64) time.Duration { return retry }
-	o.Idle = azdispatch.ExponentialIdle(0, time.Duration(20+r.IntN(280))*time.Millisecond)
-	o.ScaleInterval = time.Duration(1+r.IntN(100)) * time.Millisecond
+	o.Scaling.Idle = azdispatch.ExponentialIdle(0, time.Duration(20+r.IntN(280))*time.Millisecond)
+	o.Scaling.ScaleInterval = time.Duration(1+r.IntN(100)) * time.Millisecond
 	o.DrainTimeout = time.Duration(100+r.IntN(900)) * time.Millisecond
 	o.Middleware = []azdispatch.Middleware{e}
-	e.capacity = o.MaxDequeuers * o.Concurrency
+	e.capacity = o.Scaling.MaxDequeuers * o.Concurrency
 	return e
 }
 
 func (e *engineRound) describe() string {
 	o := e.opts
 	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t",
-		e.seed, len(e.queues), e.clock != nil, o.PushOnly, o.MaxDequeuers, o.Concurrency, o.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives)
+		e.seed, len(e.queues), e.clock != nil, o.Scaling.PushOnly, o.Scaling.MaxDequeuers, o.Concurrency, o.Scaling.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives)
 }
 
 // run drives the round: steps with checks, then the drain and the checks
@@ -298,7 +298,7 @@ func (e *engineRound) send(t *testing.T, n int) {
 		var opts *azdispatch.SendOptions
 		// A delayed send wakes no one when it comes due: a push-only
 		// listener learns of it only from the next wake-up.
-		if !e.opts.PushOnly && e.r.IntN(10) == 0 {
+		if !e.opts.Scaling.PushOnly && e.r.IntN(10) == 0 {
 			opts = &azdispatch.SendOptions{Delay: time.Duration(1+e.r.IntN(2)) * time.Second}
 		}
 		// A sharded queue whose every shard the faults have backed off

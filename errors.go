@@ -213,7 +213,7 @@ var errNotStarted = errors.New("azdispatch: not started before shutdown")
 // ConfigError reports an invalid configuration value, naming the field or
 // argument as the caller wrote it.
 type ConfigError struct {
-	Field  string // e.g. "ListenerOptions.BatchSize", or an argument such as "handler"
+	Field  string // e.g. "ListenerOptions.Scaling.BatchSize", or an argument such as "handler"
 	Reason string
 }
 

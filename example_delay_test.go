@@ -32,7 +32,7 @@ func ExamplePublisher_SendAfter() {
 	l, err := azdispatch.NewListener(q, func(_ context.Context, m *azdispatch.Message[string]) error {
 		handled <- fmt.Sprintf("%q handled at %s, delivery %d", m.Body, q.ServiceTime().Format(time.DateTime), m.DequeueCount)
 		return nil
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond)}})
 	if err != nil {
 		panic(err)
 	}

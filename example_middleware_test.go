@@ -82,7 +82,7 @@ func ExampleListenerOptions_rateLimit() {
 				panic(err)
 			}
 		}
-		listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerOptions{RateLimit: quota})
+		listener, err := azdispatch.NewListener(queue, handler, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{RateLimit: quota}})
 		if err != nil {
 			panic(err)
 		}

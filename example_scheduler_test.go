@@ -41,7 +41,7 @@ func ExampleScheduler() {
 		o := m.Occurrence
 		handled <- fmt.Sprintf("%s (occurrence %s, late %v, standing for %d missed)", m.Body, o.At.Format(time.DateTime), o.Late, o.Missed)
 		return nil
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond)}})
 	if err != nil {
 		panic(err)
 	}

@@ -21,9 +21,11 @@ func ExampleListenerOptions_pushOnly() {
 		handled <- m.Body.ID
 		return nil
 	}, &azdispatch.ListenerOptions{
-		PushOnly: true,
-		Wake:     queue, // the publishers are in this process and send through queue
-		Idle:     azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			PushOnly: true,
+			Wake:     queue, // the publishers are in this process and send through queue
+			Idle:     azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		},
 		OnEvent: func(e azdispatch.Event) {
 			if e.Kind == azdispatch.EventScaleDown && e.Dequeuers == 0 {
 				select {

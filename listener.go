@@ -10,8 +10,9 @@ package azdispatch
 //
 // Every goroutine a [Listener.Run] starts, and who waits for it:
 //
-//   - Run itself: starts dequeuers when asked (scale-up, Notify, a due
-//     time with none running), watches for FatalTimeout, and shuts down.
+//   - Run itself (superviseDequeuers): starts dequeuers when asked
+//     (scale-up, Notify, a due time with none running), watches for
+//     FatalTimeout, and shuts down.
 //   - The watch (one per Run; listener_watch.go): starts renewals at half a
 //     message's visibility timeout, times out handler calls, retires idle
 //     try goroutines. Run stops it and waits for it (watching) as it
@@ -63,8 +64,8 @@ import (
 // with [Listener.Run].
 //
 // Its receive loops (dequeuers) scale with the work: from
-// [ListenerOptions.MinDequeuers] when the queue is empty, up to
-// [ListenerOptions.MaxDequeuers] as the queue's depth calls for, and back down
+// [ScalingOptions.MinDequeuers] when the queue is empty, up to
+// [ScalingOptions.MaxDequeuers] as the queue's depth calls for, and back down
 // as they go idle. Each dequeuer hands its messages to up to
 // [ListenerOptions.Concurrency] handler goroutines.
 type Listener[T any] struct {
@@ -73,7 +74,7 @@ type Listener[T any] struct {
 	poison  Capabilities // what opts.PoisonQueue can do, read once
 	handler Handler[T]
 	opts    ListenerOptions // defaults filled in
-	limits  payload.Limits  // opts.PayloadLimits, as the payload format takes them
+	limits  payload.Limits  // opts.Payloads.Limits, as the payload format takes them
 	log     *slog.Logger
 	alerts  func() *slog.Logger // log, or slog.Default when no Logger was set: for what needs a person
 
@@ -178,33 +179,33 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	if err := checkCodecType[T](o.Codec); err != nil {
 		return nil, &ConfigError{Field: "ListenerOptions.Codec", Reason: err.Error()}
 	}
-	floor := o.MinDequeuers
-	if o.PushOnly {
+	floor := o.Scaling.MinDequeuers
+	if o.Scaling.PushOnly {
 		floor = 0
 	}
 	l := &Listener[T]{
-		src: source, caps: caps, poison: CapabilitiesOf(o.PoisonQueue), handler: handler, opts: o, limits: payload.Limits(o.PayloadLimits),
+		src: source, caps: caps, poison: CapabilitiesOf(o.PoisonQueue), handler: handler, opts: o, limits: payload.Limits(o.Payloads.Limits),
 		log:       o.Logger.With("source", source.Name()),
 		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
-		threshold: min(o.BatchSize, max(1, o.Concurrency/2)),
-		scale:     scaler{interval: o.ScaleInterval, min: floor, max: o.MaxDequeuers},
+		threshold: min(o.Scaling.BatchSize, max(1, o.Concurrency/2)),
+		scale:     scaler{interval: o.Scaling.ScaleInterval, min: floor, max: o.Scaling.MaxDequeuers},
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),
-		seats:     make(chan *syncx.Slots, o.MaxDequeuers),
-		handlers:  semaphore.NewWeighted(int64(o.MaxDequeuers * o.Concurrency)),
+		seats:     make(chan *syncx.Slots, o.Scaling.MaxDequeuers),
+		handlers:  semaphore.NewWeighted(int64(o.Scaling.MaxDequeuers * o.Concurrency)),
 		memo:      memo.New(),
-		records:   recordsOf(o.Payloads),
-		budget:    payload.NewBudget(o.PayloadMemory, payload.GCPercent()),
+		records:   recordsOf(o.Payloads.Store),
+		budget:    payload.NewBudget(o.Payloads.Memory, payload.GCPercent()),
 		hop:       MaxVisibility,
 		stages:    tryStages[T](),
 		clock:     time.Now,
 	}
-	for range o.MaxDequeuers {
+	for range o.Scaling.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)
 	}
-	if o.RateLimit != nil {
-		l.gate = ratelimit.New(o.RateLimit, min(rateHorizon, o.VisibilityTimeout/8), o.VisibilityTimeout/4)
+	if o.Scaling.RateLimit != nil {
+		l.gate = ratelimit.New(o.Scaling.RateLimit, min(rateHorizon, o.VisibilityTimeout/8), o.VisibilityTimeout/4)
 	}
 	if len(o.Middleware) > 0 {
 		l.mw = slices.Clone(o.Middleware)
@@ -231,9 +232,9 @@ func (l *Listener[T]) State() State {
 
 // Notify tells the listener that work was sent: dequeuers backing off on an
 // empty queue receive at once, and if none is running
-// ([ListenerOptions.PushOnly]) one starts. It makes no request itself and never
+// ([ScalingOptions.PushOnly]) one starts. It makes no request itself and never
 // blocks. Sends through the listener's own [*Queue] in this process, and
-// wake-ups from [ListenerOptions.Wake], call it.
+// wake-ups from [ScalingOptions.Wake], call it.
 func (l *Listener[T]) Notify() {
 	l.stats.wakes.Add(1)
 	// Only a wake-up that ends a back-off or starts a dequeuer is an event:
@@ -289,12 +290,18 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	if l.caps.Subscribe != nil {
 		defer l.caps.Subscribe(l.Notify)()
 	}
-	if l.opts.Wake != nil && !sameValue(l.opts.Wake, l.src) {
-		defer l.opts.Wake.Subscribe(l.Notify)()
+	if l.opts.Scaling.Wake != nil && !sameValue(l.opts.Scaling.Wake, l.src) {
+		defer l.opts.Scaling.Wake.Subscribe(l.Notify)()
 	}
+	return l.superviseDequeuers(ctx, s, stopRun, stopWork)
+}
 
-	// Only this goroutine starts dequeuers, so that none starts once the
-	// shutdown has begun to wait for them.
+// superviseDequeuers is Run's loop: it starts the dequeuers asked for, one
+// for messages let go of that come due while none runs, and the shutdown
+// when ctx ends or a fatal error has stood for FatalTimeout (then it calls
+// stopRun). Only this goroutine starts dequeuers, so that none starts once
+// the shutdown has begun to wait for them.
+func (l *Listener[T]) superviseDequeuers(ctx context.Context, s *session, stopRun context.CancelFunc, stopWork context.CancelCauseFunc) error {
 	var dequeuers sync.WaitGroup
 	l.ask(max(l.floor, 1))
 	var fatalCheck <-chan time.Time
@@ -332,7 +339,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 				return errors.Join(err, l.shutdown(s, &dequeuers, stopWork))
 			}
 		case <-l.asked:
-			want := min(int(l.want.Swap(0)), l.opts.MaxDequeuers)
+			want := min(int(l.want.Swap(0)), l.opts.Scaling.MaxDequeuers)
 			for int(l.stats.active.Load()) < want {
 				l.stats.started()
 				dequeuers.Go(func() { l.runDequeuer(s) })

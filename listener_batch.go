@@ -112,7 +112,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 	if err != nil {
 		return err
 	}
-	stopCheckpoints := b.checkpointEvery(l.opts.CheckpointInterval)
+	stopCheckpoints := b.checkpointEvery(l.opts.Payloads.CheckpointInterval)
 	defer stopCheckpoints()
 	b.allDone, b.running = make(chan struct{}), map[int]string{}
 	b.pending.Store(1) // the loop below, until it has started every item
@@ -173,7 +173,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 // is back); otherwise it waits for the budget, looking again whenever an
 // item of the batch gives its memory back. So a batch always makes
 // progress, one item at a time when the budget is spent, and every item's
-// text counts against [ListenerOptions.PayloadMemory], however small its
+// text counts against [PayloadOptions.Memory], however small its
 // blob. It fails as takePayload does.
 func (b *batchTry[T]) itemMemory(n int64) (itemHold, error) {
 	l, t := b.l, b.t
@@ -418,7 +418,7 @@ func (b *batchTry[T]) checkpoint(ctx context.Context) {
 		return
 	}
 	var text string
-	etag, err := b.l.opts.Payloads.update(ctx, b.p.Blob, b.meta, b.etag, func(m *payload.Meta) {
+	etag, err := b.l.opts.Payloads.Store.update(ctx, b.p.Blob, b.meta, b.etag, func(m *payload.Meta) {
 		b.done.Merge(m.Done)
 		text = b.done.Encode()
 		m.Done = text

@@ -35,7 +35,7 @@ func TestASlowBatchItemTimesOutAlone(t *testing.T) {
 	cfg := quick()
 	// Two handlers at once: items 0 and 1 start together, item 2 once
 	// item 1 is done, and it is still running when item 0 times out.
-	cfg.MaxDequeuers, cfg.Concurrency = 1, 2
+	cfg.Scaling.MaxDequeuers, cfg.Concurrency = 1, 2
 	cfg.HandlerTimeout = time.Second
 	cfg.MaxDequeueCount = 2
 	cfg.Retry = func(int64) time.Duration { return 0 }
@@ -103,7 +103,7 @@ func TestABatchGoesOnWithoutAnItemThatIgnoresItsTimeout(t *testing.T) {
 	cfg := quick()
 	// Item 0 holds one handler token throughout; items 1 to 7 take turns
 	// on the other, for 3.5 s: item 0 is abandoned at 2 s, in their midst.
-	cfg.MaxDequeuers, cfg.Concurrency = 1, 2
+	cfg.Scaling.MaxDequeuers, cfg.Concurrency = 1, 2
 	cfg.HandlerTimeout = time.Second
 	cfg.MaxDequeueCount = 1 // the first delivery is the last try
 	var mu sync.Mutex
@@ -175,7 +175,7 @@ func TestAWaitForAHandlerTokenCostsNoCPU(t *testing.T) {
 	release := make(chan struct{})
 	var entered atomic.Int64
 	cfg := quick()
-	cfg.MaxDequeuers, cfg.Concurrency = 1, 2 // two handler tokens
+	cfg.Scaling.MaxDequeuers, cfg.Concurrency = 1, 2 // two handler tokens
 	l, err := NewListener(q, func(ctx context.Context, m *Message[job]) error {
 		entered.Add(1)
 		select {

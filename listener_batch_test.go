@@ -79,7 +79,7 @@ func TestBatchRoundTripsThroughTheListener(t *testing.T) {
 			assertSettled(t, s)
 			assert.EqualValues(t, n, s.ItemsSucceeded)
 			assert.EqualValues(t, n, s.Items)
-			assert.True(t, blobGone(t, l.opts.Payloads, sent.BatchID), "the blob is deleted after the message")
+			assert.True(t, blobGone(t, l.opts.Payloads.Store, sent.BatchID), "the blob is deleted after the message")
 			tx := s.Transactions
 			assert.Equal(t, int64(1), tx.BlobRead)
 			assert.Equal(t, int64(1), tx.BlobDelete)
@@ -153,7 +153,7 @@ func TestBatchPoisonsAnItemThatKeepsFailingAloneAndRequeueBringsItBack(t *testin
 	assert.Zero(t, s.Poisoned, "the batch message itself is not poisoned")
 	assert.Equal(t, 3, c.callsOf(7), "item 7 had its three tries")
 	assert.Equal(t, 1, c.callsOf(8), "a permanent failure is poisoned at once")
-	waitFor(t, "blob deleted", func() bool { return blobGone(t, l.opts.Payloads, sent.BatchID) })
+	waitFor(t, "blob deleted", func() bool { return blobGone(t, l.opts.Payloads.Store, sent.BatchID) })
 
 	envs := poisonEnvelopes(t, q)
 	require.Len(t, envs, 2)
@@ -213,7 +213,7 @@ func TestBatchShutdownCheckpointsAndReleases(t *testing.T) {
 	assert.EqualValues(t, 1, s1.Released)
 	assert.EqualValues(t, 1, s1.Checkpoints)
 	assert.Zero(t, s1.Failed, "cut off by the shutdown, not failed")
-	meta, _, err := l1.opts.Payloads.properties(context.Background(), sent.BatchID)
+	meta, _, err := l1.opts.Payloads.Store.properties(context.Background(), sent.BatchID)
 	require.NoError(t, err)
 	assert.Equal(t, "0-49", meta.Done, "the checkpoint is on the blob")
 
@@ -240,19 +240,19 @@ func TestBatchCheckpointsPeriodicallyAndRenewsWhileItRuns(t *testing.T) {
 	const n = 40
 	sent := sendBatch(t, q, n, nil)
 	cfg := quick()
-	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
+	cfg.Concurrency, cfg.Scaling.MaxDequeuers = 2, 1 // two items at a time
 	// Long enough that a renewal delayed by a busy machine, or by one of
 	// Azurite's clean-up stalls (seconds, about once a minute, longer the
 	// more messages the suite has deleted), rarely lets the batch reappear.
 	cfg.VisibilityTimeout = 10 * time.Second
-	cfg.CheckpointInterval = 500 * time.Millisecond
+	cfg.Payloads.CheckpointInterval = 500 * time.Millisecond
 	var p peak
 	c := newTally()
 	l, err := NewListener(q, c.handler(p.sleeping(400*time.Millisecond)), cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "a checkpoint while the batch runs", func() bool {
-		meta, _, err := l.opts.Payloads.properties(context.Background(), sent.BatchID)
+		meta, _, err := l.opts.Payloads.Store.properties(context.Background(), sent.BatchID)
 		return err == nil && meta.Done != "" && l.State().Succeeded == 0
 	})
 	waitFor(t, "batch done", func() bool { return l.State().Succeeded == 1 })
@@ -279,7 +279,7 @@ func TestBatchItemsAndMessagesShareTheHandlerCap(t *testing.T) {
 	sendJobRange(t, q, 20, 30) // jobs 20..29, as messages
 	sendBatch(t, q, 10, nil)   // jobs 0..9 again, a second batch
 	cfg := quick()
-	cfg.Concurrency, cfg.MaxDequeuers, cfg.MinDequeuers = 2, 2, 2
+	cfg.Concurrency, cfg.Scaling.MaxDequeuers, cfg.Scaling.MinDequeuers = 2, 2, 2
 	var p peak
 	c := newTally()
 	l, err := NewListener(q, c.handler(p.sleeping(50*time.Millisecond)), cfg)
@@ -310,7 +310,7 @@ func TestBatchBlobLeftBehindIsSweptAfterItsMessageExpires(t *testing.T) {
 	kept := sendBatch(t, q, 10, &PublisherOptions{Payloads: store}) // default TTL: its message lives on
 
 	cfg := quick()
-	cfg.Payloads = store
+	cfg.Payloads.Store = store
 	l, err := NewListener(q, func(_ context.Context, m *Message[job]) error {
 		if m.BatchID == kept.BatchID {
 			return Permanent(errors.New("keep this batch's item in the poison queue"))
@@ -408,7 +408,7 @@ func TestBatchOfManyLargeItemsRunsInBoundedMemory(t *testing.T) {
 // holdHandlerTokens takes every handler token of l, as the items of batches
 // would, and returns a function that gives them back.
 func holdHandlerTokens[T any](l *Listener[T]) (giveBack func()) {
-	n := int64(l.opts.MaxDequeuers * l.opts.Concurrency)
+	n := int64(l.opts.Scaling.MaxDequeuers * l.opts.Concurrency)
 	if !l.handlers.TryAcquire(n) {
 		panic("the listener's handler tokens are in use")
 	}
@@ -474,7 +474,7 @@ func TestBatchShutdownStartsNoFurtherItem(t *testing.T) {
 	q := testQueue(t)
 	sent := sendBatch(t, q, 20, nil)
 	cfg := quick()
-	cfg.Concurrency, cfg.MaxDequeuers = 2, 1 // two items at a time
+	cfg.Concurrency, cfg.Scaling.MaxDequeuers = 2, 1 // two items at a time
 	cfg.DrainTimeout = time.Hour
 	gate := make(chan struct{})
 	var entered atomic.Int64
@@ -499,7 +499,7 @@ func TestBatchShutdownStartsNoFurtherItem(t *testing.T) {
 	assert.EqualValues(t, 1, s.Released)
 	assert.Zero(t, s.Retried)
 	assertSettled(t, s)
-	meta, _, err := l.opts.Payloads.properties(context.Background(), sent.BatchID)
+	meta, _, err := l.opts.Payloads.Store.properties(context.Background(), sent.BatchID)
 	require.NoError(t, err)
 	assert.NotEmpty(t, meta.Done, "the running items are checkpointed")
 	batch, err := q.Receive(context.Background(), 1, time.Minute)

@@ -83,10 +83,15 @@ func TestRetiredDequeuersLeaveTheirCapacityCounted(t *testing.T) {
 	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[int]) error {
 		return g.wait(ctx)
 	}, &azdispatch.ListenerOptions{
-		PushOnly: true, Wake: q, MaxDequeuers: 2, Concurrency: 2,
-		Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond),
-		// Short enough that a scaled-up dequeuer may retire at once.
-		ScaleInterval: time.Millisecond,
+		Scaling: azdispatch.ScalingOptions{
+			PushOnly:     true,
+			Wake:         q,
+			MaxDequeuers: 2,
+			Idle:         azdispatch.ExponentialIdle(0, 20*time.Millisecond),
+			// Short enough that a scaled-up dequeuer may retire at once.
+			ScaleInterval: time.Millisecond,
+		},
+		Concurrency: 2,
 	})
 	require.NoError(t, err)
 	const bound = 2 * 2
@@ -155,9 +160,13 @@ func TestAReceiveThatFailsAfterBringingMessagesLosesNone(t *testing.T) {
 		handled.Add(1)
 		return nil
 	}, &azdispatch.ListenerOptions{
-		BatchSize: 2, MaxDequeuers: 1, Concurrency: 2,
-		Idle:       azdispatch.ExponentialIdle(0, 50*time.Millisecond),
-		Middleware: []azdispatch.Middleware{mw},
+		Scaling: azdispatch.ScalingOptions{
+			BatchSize:    2,
+			MaxDequeuers: 1,
+			Idle:         azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		},
+		Concurrency: 2,
+		Middleware:  []azdispatch.Middleware{mw},
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
@@ -183,8 +192,11 @@ func TestPushOnlyListenerComesBackForARetry(t *testing.T) {
 		}
 		return nil
 	}, &azdispatch.ListenerOptions{
-		PushOnly: true, Wake: q,
-		Idle:  azdispatch.ExponentialIdle(0, 20*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			PushOnly: true,
+			Wake:     q,
+			Idle:     azdispatch.ExponentialIdle(0, 20*time.Millisecond),
+		},
 		Retry: func(int64) time.Duration { return time.Second },
 	})
 	require.NoError(t, err)
@@ -235,9 +247,13 @@ func TestPushOnlyListenerComesBackForAMessageWhoseDeleteFailed(t *testing.T) {
 				calls.Add(1)
 				return nil
 			}, &azdispatch.ListenerOptions{
-				PushOnly: true, Wake: q, VisibilityTimeout: tc.visibility,
-				// Every dequeuer stops at its first empty receive.
-				Idle: func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+				Scaling: azdispatch.ScalingOptions{
+					PushOnly: true,
+					Wake:     q,
+					// Every dequeuer stops at its first empty receive.
+					Idle: func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+				},
+				VisibilityTimeout: tc.visibility,
 			})
 			require.NoError(t, err)
 			stop := running(t, l)
@@ -275,8 +291,11 @@ func TestPushOnlyListenerOverShardsComesBackForARetry(t *testing.T) {
 		}
 		return nil
 	}, &azdispatch.ListenerOptions{
-		PushOnly: true, Wake: sq,
-		Idle:  func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+		Scaling: azdispatch.ScalingOptions{
+			PushOnly: true,
+			Wake:     sq,
+			Idle:     func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+		},
 		Retry: func(int64) time.Duration { return time.Second },
 	})
 	require.NoError(t, err)
@@ -309,9 +328,13 @@ func TestPushOnlyListenerOverShardsComesBackAfterAShardsLostReceive(t *testing.T
 		calls.Add(1)
 		return nil
 	}, &azdispatch.ListenerOptions{
-		PushOnly: true, Wake: noWakeUps{}, VisibilityTimeout: time.Second,
-		// Every dequeuer stops at its first empty receive.
-		Idle: func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+		Scaling: azdispatch.ScalingOptions{
+			PushOnly: true,
+			Wake:     noWakeUps{},
+			// Every dequeuer stops at its first empty receive.
+			Idle: func(azdispatch.State, int) (time.Duration, bool) { return 0, true },
+		},
+		VisibilityTimeout: time.Second,
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
@@ -360,8 +383,8 @@ func TestPushOnlyListenerComesBackAfterALostRequest(t *testing.T) {
 			var calls atomic.Int64
 			var firstErr atomic.Pointer[error]
 			opts := tc.opts
-			opts.PushOnly, opts.Wake = true, noWakeUps{}
-			opts.Idle = func(azdispatch.State, int) (time.Duration, bool) { return 0, true }
+			opts.Scaling.PushOnly, opts.Scaling.Wake = true, noWakeUps{}
+			opts.Scaling.Idle = func(azdispatch.State, int) (time.Duration, bool) { return 0, true }
 			l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[int]) error {
 				if calls.Add(1) == 1 {
 					err := tc.first(ctx, q)
@@ -418,7 +441,7 @@ func TestFailingRenewalsEndTheHandlersContextWhenTheMessageReappears(t *testing.
 		cause.Store(&err)
 		failing.Store(false)
 		return err
-	}, &azdispatch.ListenerOptions{VisibilityTimeout: 2 * time.Second, Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{VisibilityTimeout: 2 * time.Second, Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond)}})
 	require.NoError(t, err)
 	stop := running(t, l)
 	waitUntil(t, "the first call's context ended", func() bool { return cause.Load() != nil })
@@ -444,8 +467,12 @@ func TestAHandlerThatCallsGoexitFailsItsCall(t *testing.T) {
 		}
 		return nil
 	}, &azdispatch.ListenerOptions{
-		MaxDequeuers: 1, Concurrency: 1, Retry: func(int64) time.Duration { return 0 },
-		Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			MaxDequeuers: 1,
+			Idle:         azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		},
+		Concurrency: 1,
+		Retry:       func(int64) time.Duration { return 0 },
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
@@ -465,7 +492,7 @@ func TestAStormOfWakeUpsCostsFewReceives(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New("corner-wake-storm", nil)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error { return nil },
-		&azdispatch.ListenerOptions{MaxDequeuers: 1})
+		&azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{MaxDequeuers: 1}})
 	require.NoError(t, err)
 	stop := running(t, l)
 	waitUntil(t, "the first receive", func() bool { return l.State().EmptyReceives > 0 })
@@ -503,8 +530,13 @@ func TestARetryWakesOneIdleDequeuerNotAll(t *testing.T) {
 		}
 		return nil
 	}, &azdispatch.ListenerOptions{
-		MinDequeuers: 8, MaxDequeuers: 8, BatchSize: 1, // eight dequeuers, all idle between retries
-		Idle:  func(azdispatch.State, int) (time.Duration, bool) { return 10 * time.Second, false },
+		Scaling: azdispatch.ScalingOptions{
+			// eight dequeuers, all idle between retries
+			MinDequeuers: 8,
+			MaxDequeuers: 8,
+			BatchSize:    1,
+			Idle:         func(azdispatch.State, int) (time.Duration, bool) { return 10 * time.Second, false },
+		},
 		Retry: func(int64) time.Duration { return time.Second },
 	})
 	require.NoError(t, err)
@@ -561,8 +593,11 @@ func TestDeletesFailingForTwentySecondsRunEachHandlerOnce(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, &azdispatch.ListenerOptions{
-		VisibilityTimeout: 2 * time.Second, MaxDequeueCount: 3,
-		Idle: azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		VisibilityTimeout: 2 * time.Second,
+		MaxDequeueCount:   3,
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		},
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
@@ -613,7 +648,7 @@ func TestASuccessAfterOwnershipWasLostIsRemembered(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 		}
 		return nil
-	}, &azdispatch.ListenerOptions{VisibilityTimeout: 2 * time.Second, Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{VisibilityTimeout: 2 * time.Second, Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond)}})
 	require.NoError(t, err)
 	stop := running(t, l)
 	waitUntil(t, "the message deleted", func() bool { return l.State().Succeeded == 1 })
@@ -636,7 +671,7 @@ func TestRequeueKeepsAMessageThatNeverExpires(t *testing.T) {
 	require.NoError(t, err)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error {
 		return azdispatch.Permanent(errors.New("no"))
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)}})
 	require.NoError(t, err)
 	stop := running(t, l)
 	waitUntil(t, "both poisoned", func() bool { return l.State().Poisoned == 2 })
@@ -697,7 +732,7 @@ func TestListenerOverMemqueueCountsItsTransactions(t *testing.T) {
 		require.NoError(t, err)
 	}
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error { return nil },
-		&azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)})
+		&azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)}})
 	require.NoError(t, err)
 	stop := running(t, l)
 	waitUntil(t, "all handled, and an empty receive", func() bool { s := l.State(); return s.Succeeded == 3 && s.EmptyReceives > 0 })
@@ -753,7 +788,7 @@ func TestAShardThatFailsAfterBringingMessagesLosesNone(t *testing.T) {
 			redelivered.Add(1)
 		}
 		return nil
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)}})
 	require.NoError(t, err)
 	stop := running(t, l)
 	waitUntil(t, "all 3 handled", func() bool { return l.State().Succeeded == 3 })

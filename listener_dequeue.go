@@ -117,7 +117,7 @@ func (dq *dequeuer[T]) leave() {
 // before receiving.
 func (dq *dequeuer[T]) receive() (receiveResult, bool) {
 	l, ctx, slots := dq.l, dq.ctx, dq.slots
-	n, err := slots.Take(ctx, l.threshold, l.opts.BatchSize)
+	n, err := slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize)
 	if err != nil {
 		return receiveResult{}, false
 	}
@@ -252,7 +252,7 @@ func (dq *dequeuer[T]) follow(next step, r receiveResult) bool {
 		// Work sent meanwhile ends the wait, but not within the first
 		// wakeCoalesce: a stream of sends, each waking the listener, is
 		// then received in batches, not one receive per send.
-		delay, _ := l.opts.Idle(l.State(), 1)
+		delay, _ := l.opts.Scaling.Idle(l.State(), 1)
 		return l.sleepIdle(ctx, delay, r.woken, &dq.sentTo)
 	}
 	return dq.idleWait(next, r.woken)
@@ -288,7 +288,7 @@ func (dq *dequeuer[T]) idleWait(next step, woken <-chan struct{}) bool {
 		l.scale.drained()
 		l.stats.wanted.Store(0)
 	}
-	delay, stop := l.opts.Idle(l.State(), dq.idle)
+	delay, stop := l.opts.Scaling.Idle(l.State(), dq.idle)
 	if stop && dq.retire(woken) {
 		return false
 	}
@@ -423,11 +423,11 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 	l.storageSucceeded(OpDepth)
 	l.stats.setDepth(depth, now)
 	active := int(l.stats.active.Load())
-	want := l.opts.Scale(l.State(), depth)
+	want := l.opts.Scaling.Scale(l.State(), depth)
 	l.stats.wanted.Store(int64(want))
-	if l.opts.TargetWait > 0 && l.scale.unmet(want) {
-		l.log.Warn("the latency target calls for more dequeuers than MaxDequeuers", "target", l.opts.TargetWait,
-			"dequeuers", want, "max", l.opts.MaxDequeuers, "depth", depth)
+	if l.opts.Scaling.TargetWait > 0 && l.scale.unmet(want) {
+		l.log.Warn("the latency target calls for more dequeuers than Scaling.MaxDequeuers", "target", l.opts.Scaling.TargetWait,
+			"dequeuers", want, "max", l.opts.Scaling.MaxDequeuers, "depth", depth)
 		l.event(Event{Kind: EventTargetUnmet, Dequeuers: want, Depth: depth})
 	}
 	add := l.scale.target(now, want, active)
@@ -447,7 +447,7 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 // calls under way at once are the arrival rate times the handler time).
 // Without a target, dequeuers stop only as the Idle hook says.
 func (l *Listener[T]) surplus() bool {
-	if l.opts.TargetWait <= 0 {
+	if l.opts.Scaling.TargetWait <= 0 {
 		return false
 	}
 	busy := l.stats.handlerTime.Busy(time.Now()) * 1.25

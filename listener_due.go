@@ -115,7 +115,7 @@ const maxHold = 30 * time.Second
 // record to find, and the message is delivered. ptr is its payload
 // pointer, if it has one.
 func (l *Listener[T]) deliverOrCancel(t *try, ptr *wire.Pointer) (action, bool) {
-	store := l.opts.Payloads
+	store := l.opts.Payloads.Store
 	if store == nil {
 		return action{}, false
 	}

@@ -63,7 +63,7 @@ func TestTimeInQueueIsTheClocksWaitForFirstDeliveriesAndRetries(t *testing.T) {
 			return errors.New("not yet")
 		}
 		return nil
-	}), &azdispatch.ListenerOptions{Idle: quickIdle, Retry: func(int64) time.Duration { return 5 * time.Second }})
+	}), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}, Retry: func(int64) time.Duration { return 5 * time.Second }})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "the first try failed", func() bool { return l.State().Retried == 1 })
@@ -111,7 +111,7 @@ func TestTimeInQueueOfADelayedMessageStartsWhenItIsDue(t *testing.T) {
 			sent, err := tc.send(ctx, pub, clock.Now())
 			require.NoError(t, err)
 			var w waits
-			l, err := azdispatch.NewListener(q, w.handler(nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+			l, err := azdispatch.NewListener(q, w.handler(nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 			require.NoError(t, err)
 			running(t, l)
 			hops := int64(0)
@@ -187,7 +187,13 @@ func TestTargetWaitScalesByLittlesLawAndSaysWhenUnmet(t *testing.T) {
 		}
 		return nil
 	}, &azdispatch.ListenerOptions{
-		TargetWait: 2 * time.Second, Concurrency: 2, BatchSize: 2, MaxDequeuers: 3, ScaleInterval: time.Millisecond,
+		Scaling: azdispatch.ScalingOptions{
+			TargetWait:    2 * time.Second,
+			BatchSize:     2,
+			MaxDequeuers:  3,
+			ScaleInterval: time.Millisecond,
+		},
+		Concurrency: 2,
 		OnEvent: func(e azdispatch.Event) {
 			if e.Kind == azdispatch.EventTargetUnmet {
 				mu.Lock()
@@ -254,13 +260,13 @@ func TestADelayedMessageLivesItsTTLPastItsDueTime(t *testing.T) {
 func TestTargetWaitOptionsAreChecked(t *testing.T) {
 	q := memqueue.New("latency-options", nil)
 	h := func(context.Context, *azdispatch.Message[int]) error { return nil }
-	_, err := azdispatch.NewListener(q, h, &azdispatch.ListenerOptions{TargetWait: -time.Second})
+	_, err := azdispatch.NewListener(q, h, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{TargetWait: -time.Second}})
 	var ce *azdispatch.ConfigError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "ListenerOptions.TargetWait", ce.Field)
-	_, err = azdispatch.NewListener(q, h, &azdispatch.ListenerOptions{TargetWait: time.Second, Scale: azdispatch.ScaleByDepth(1)})
+	assert.Equal(t, "ListenerOptions.Scaling.TargetWait", ce.Field)
+	_, err = azdispatch.NewListener(q, h, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{TargetWait: time.Second, Scale: azdispatch.ScaleByDepth(1)}})
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "ListenerOptions.TargetWait", ce.Field)
+	assert.Equal(t, "ListenerOptions.Scaling.TargetWait", ce.Field)
 }
 
 // Retries are counted by cause: a handler's error, panic and timeout, and
@@ -294,8 +300,12 @@ func TestRetriesAreCountedByCause(t *testing.T) {
 				}
 				return errors.New("no")
 			}, &azdispatch.ListenerOptions{
-				Idle: quickIdle, HandlerTimeout: 100 * time.Millisecond, MaxDequeueCount: tc.maxTries,
-				Retry: func(int64) time.Duration { return time.Hour },
+				Scaling: azdispatch.ScalingOptions{
+					Idle: quickIdle,
+				},
+				HandlerTimeout:  100 * time.Millisecond,
+				MaxDequeueCount: tc.maxTries,
+				Retry:           func(int64) time.Duration { return time.Hour },
 			})
 			require.NoError(t, err)
 			stop := running(t, l)
@@ -321,8 +331,13 @@ func TestABurstSoonAfterADepthReadingIsMetWithinTheTarget(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		return record(ctx, m)
 	}, &azdispatch.ListenerOptions{
-		TargetWait: 5 * time.Second, Concurrency: 4, MaxDequeuers: 8, Codec: azdispatch.Raw(),
-		Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			TargetWait:   5 * time.Second,
+			MaxDequeuers: 8,
+			Idle:         azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+		},
+		Concurrency: 4,
+		Codec:       azdispatch.Raw(),
 	})
 	require.NoError(t, err)
 	running(t, l)

@@ -20,7 +20,9 @@ type job struct {
 // so that tests finish in seconds.
 func quick() *ListenerOptions {
 	return &ListenerOptions{
-		Idle:  ExponentialIdle(0, 200*time.Millisecond),
+		Scaling: ScalingOptions{
+			Idle: ExponentialIdle(0, 200*time.Millisecond),
+		},
 		Retry: func(int64) time.Duration { return time.Second },
 	}
 }

@@ -9,92 +9,29 @@ import (
 )
 
 // ListenerOptions configures a [Listener]. Nil, or a zero field, means the
-// documented default.
+// documented default. The options most listeners set are its own fields;
+// how many receive loops run and how they pace themselves is in Scaling,
+// and how offloaded payloads are read and held is in Payloads.
 type ListenerOptions struct {
 	// Codec decodes message text into the listener's type. Defaults to
 	// [JSON](). A message it cannot decode is poisoned without reaching the
 	// handler.
 	Codec Codec
 
-	// BatchSize is the most messages one receive asks for, 1 to 32.
-	// Defaults to 32, the service maximum: a receive is billed the same
-	// whatever it returns.
-	BatchSize int
-
 	// Concurrency is the most messages one dequeuer has in hand at once, so
-	// the listener handles up to MaxDequeuers × Concurrency. Defaults to 64,
-	// two full batches. A dequeuer receives again only once half of
-	// Concurrency (at most BatchSize) is free, and asks for no more than is
-	// free: received messages never wait hidden in a local buffer, and a busy
-	// dequeuer asks for full batches of 32 while the other 32 are being
-	// handled, so it makes about 1.03 requests per message.
+	// the listener handles up to [ScalingOptions.MaxDequeuers] × Concurrency.
+	// Defaults to 64, two full batches. A dequeuer receives again only once
+	// half of Concurrency (at most [ScalingOptions.BatchSize]) is free, and
+	// asks for no more than is free: received messages never wait hidden in
+	// a local buffer, and a busy dequeuer asks for full batches of 32 while
+	// the other 32 are being handled, so it makes about 1.03 requests per
+	// message.
 	Concurrency int
 
-	// MinDequeuers is how many receive loops run however idle the queue is.
-	// Defaults to 1: one poller, backing off along Idle. See PushOnly for none.
-	MinDequeuers int
-
-	// MaxDequeuers caps the receive loops, and with them the handler calls
-	// at once (MaxDequeuers × Concurrency, single messages and the items of
-	// batches together). Defaults to 8: 512 handlers, and 8 receives in
-	// flight, enough to reach one queue's target of 2,000 messages a second
-	// at 100 ms a round trip. The listener scales up from
-	// the queue's depth (see Scale) and down as dequeuers go idle.
-	MaxDequeuers int
-
-	// PushOnly lets the last dequeuer stop too once it is idle (a push-only
-	// listener: MinDequeuers 0). An idle listener then makes no request
-	// at all, and only a wake-up starts a dequeuer again: [Listener.Notify], a send
-	// through the same [*Queue] in this process, or Wake. It requires Wake,
-	// which declares where wake-ups come from (set it to the *Queue itself
-	// when the publishers are in this process); with no wake-up, sent
-	// messages wait until the next one. Messages the listener itself let go
-	// of (released for a retry, or left hidden by a receive, renewal,
-	// delete or release that failed) need none: it starts a dequeuer when
-	// they are surely visible again (up to a second after their visibility
-	// timeout, which the service counts in whole seconds), and over a
-	// [ShardedQueue] that receive asks every shard. A delayed send
-	// ([SendOptions.Delay]) needs one: it wakes no one when it comes due.
-	PushOnly bool
-
-	// Wake is a source of wake-ups besides the listener's own queue (whose
-	// sends in this process wake it anyway), such as an endpoint.WakeHandler
-	// that other processes POST to. Defaults to none.
-	Wake WakeSource
-
-	// Scale says how many dequeuers the queue's depth calls for. Defaults to
-	// [ScaleByDepth](BatchSize): one per batch waiting. The depth is read
-	// after a full receive, at most once per ScaleInterval, since each read
-	// is a billable request. Between readings the receives themselves say
-	// what they can: once as many come back full as dequeuers run, one more
-	// starts (an [EventScaleUp] with Depth -1), so that a burst soon after a
-	// reading does not wait out the interval.
-	Scale ScaleFunc
-
-	// TargetWait, if set, is the time in queue (see [State.TimeInQueue])
-	// the listener scales to, instead of to the depth alone: it runs the
-	// dequeuers that the arrival rate, the handler time and the backlog
-	// call for to keep messages under it (see [ScaleToWait]), and the
-	// default Idle backs off to at most half of it (1 s to 30 s), so that a
-	// message sent to a quiet queue does not wait out a long back-off; a
-	// dequeuer whose receive drains the queue stops while more run than
-	// the handlers' recent load needs. An idle listener polls more often: at a target of 10 s, about 17,000
-	// receives a day instead of 3,200. When the target calls for more
-	// dequeuers than MaxDequeuers, an [EventTargetUnmet] says so. It
-	// cannot be set with Scale.
-	TargetWait time.Duration
-
-	// ScaleInterval is the least time between two depth reads, and how long
-	// after a scale-up no dequeuer may stop, so that the listener does not
-	// oscillate. Defaults to 10 s: a busy listener adds at most 8,640
-	// requests a day, and an idle one none.
-	ScaleInterval time.Duration
-
-	// OnEvent, if set, is called on every scale-up, scale-down, idle
-	// back-off and wake-up, and when a fatal storage error starts or ends
-	// (see [EventKind]), from the listener's goroutines: it must be quick
-	// and safe for concurrent use.
-	OnEvent func(Event)
+	// Scaling says how many dequeuers (receive loops) run, how much each
+	// asks for and how fast, and when they sleep, stop and wake. Its zero
+	// value means the defaults of [ScalingOptions].
+	Scaling ScalingOptions
 
 	// VisibilityTimeout is how long a received message stays hidden from
 	// other receivers, 1 s to 7 days. Defaults to 30 s: long enough that a
@@ -134,19 +71,22 @@ type ListenerOptions struct {
 	// over as empty and other shards are busy.
 	Retry RetryFunc
 
-	// Idle is the back-off after a receive that found nothing, and says when
-	// an idle dequeuer may stop. Defaults to [ExponentialIdle](0, 30*time.Second):
-	// a new message on a quiet queue waits at most 30 s unless a wake-up
-	// comes, and an idle listener settles at one poll every 24–30 s: about
-	// 3,200 requests a day, 96,000 a 30-day month, against 2.6 million for a
-	// poller at a fixed 1 s. (The README prices them.)
-	Idle IdleFunc
+	// Middleware wraps every handler call, outermost first (see
+	// [Middleware]); those that implement [StorageMiddleware] wrap the
+	// listener's receives, deletes, releases and poison moves too. Defaults
+	// to none, which costs nothing per message.
+	Middleware []Middleware
 
-	// DrainTimeout is how long [Listener.Run], once its context ends, lets running
-	// handlers finish before cancelling their contexts (cause
-	// [ErrDrainTimeout]). Run then still waits for them to return. Defaults to
-	// 30 s; negative cancels at once.
-	DrainTimeout time.Duration
+	// Payloads says where the listener reads offloaded payloads (batches
+	// and large messages) and how much of them it holds. Its zero value
+	// means the defaults of [PayloadOptions].
+	Payloads PayloadOptions
+
+	// OnEvent, if set, is called on every scale-up, scale-down, idle
+	// back-off and wake-up, and when a fatal storage error starts or ends
+	// (see [EventKind]), from the listener's goroutines: it must be quick
+	// and safe for concurrent use.
+	OnEvent func(Event)
 
 	// Logger receives the listener's logs. Defaults to none, but for
 	// what needs a person: a fatal storage error (a queue that does not
@@ -157,19 +97,18 @@ type ListenerOptions struct {
 	// when one is logged: no Logger was set.
 	alertsToDefault bool
 
-	// Payloads is where the listener reads offloaded payloads (batches and
-	// large messages) that pointer messages name: the store its publishers
-	// use. Defaults to the source's own store, if it is a [PayloadStorer]:
-	// for a [*Queue], its account's (container "azdispatch-payloads"); for a
-	// [ShardedQueue], the one its options name or its first shard's. A
-	// listener with none (a queue opened by SAS URL) poisons pointer messages with
-	// [ErrNoBlobService] as the reason; their blobs are then not marked as
-	// poisoned, so requeue them before [Sweep]'s rule lets their blobs go.
-	Payloads *PayloadStore
+	// DrainTimeout is how long [Listener.Run], once its context ends, lets running
+	// handlers finish before cancelling their contexts (cause
+	// [ErrDrainTimeout]). Run then still waits for them to return. Defaults to
+	// 30 s; negative cancels at once.
+	DrainTimeout time.Duration
 
-	// PayloadLimits bound what one pointer may make the listener download,
-	// inflate and decode. Zero fields mean the defaults of [PayloadLimits].
-	PayloadLimits PayloadLimits
+	// FatalTimeout, if positive, makes [Listener.Run] shut down and return the error
+	// once a fatal storage error (see [ErrFatal]) has stood for this long:
+	// for a process whose supervisor should restart it, or page someone.
+	// Defaults to 0: Run keeps trying until its context ends, and the fatal
+	// state shows in [State], [Listener.Ready] and [EventFatal].
+	FatalTimeout time.Duration
 
 	// CreateQueue makes [Listener.Run] create the source's queue first if it is
 	// missing (one request), retrying until it can. The source must be able
@@ -179,48 +118,84 @@ type ListenerOptions struct {
 	// fatal, see [ErrFatal]) rather than replaced by a new, empty queue.
 	// Publishers create a missing queue on their first send.
 	CreateQueue bool
+}
 
-	// FatalTimeout, if positive, makes [Listener.Run] shut down and return the error
-	// once a fatal storage error (see [ErrFatal]) has stood for this long:
-	// for a process whose supervisor should restart it, or page someone.
-	// Defaults to 0: Run keeps trying until its context ends, and the fatal
-	// state shows in [State], [Listener.Ready] and [EventFatal].
-	FatalTimeout time.Duration
+// ScalingOptions is [ListenerOptions.Scaling]: how many dequeuers (receive
+// loops) a [Listener] runs, how much each asks for and how fast, and when
+// they sleep, stop and wake. A zero field means the documented default.
+type ScalingOptions struct {
+	// BatchSize is the most messages one receive asks for, 1 to 32.
+	// Defaults to 32, the service maximum: a receive is billed the same
+	// whatever it returns.
+	BatchSize int
 
-	// PayloadMemory bounds, in bytes, the heap that the offloaded payloads
-	// the listener holds take, garbage included: a message reserves its
-	// blob's size plus [PayloadLimits.MaxItemSize] before downloading it (a
-	// batch then keeps its blob and room to read its largest item; a single
-	// message keeps only its text once inflated), every batch item in a
-	// handler holds its text's size besides, and each waits, hidden and
-	// renewed, while the budget is spent (a batch then runs one item at a
-	// time). Go's collector lets the heap grow by GOGC percent (100 by
-	// default) of the live heap before it collects, so the listener keeps
-	// the payloads it holds live to PayloadMemory × 100 / (100 + GOGC):
-	// half of it at the default setting, and a flood of large payloads
-	// shows a heap near PayloadMemory, not twice it. (200 claim-checked
-	// messages of 2 MiB held at once with the default 256 MiB peaked at
-	// 219 MiB of heap above the rest of the process, and 8 batches of 60
-	// items of 2 MiB at 249 MiB; the test bound is 1.25 × PayloadMemory.)
-	// That is what payloads add: the collector's headroom is a share of all
-	// the live heap, so a process that keeps H of its own live may reach
-	// twice H, and payloads' garbage may fill that headroom as the
-	// process's own would; at the default setting the heap stays under
-	// 2 × H + PayloadMemory. For a cap on the whole process, set GOMEMLIMIT.
-	// With GOGC=off, which leaves collection to GOMEMLIMIT, payloads may
-	// take all of PayloadMemory live: set GOMEMLIMIT above it and the rest
-	// of the process. GOGC is read when the listener is made. Inline
-	// messages (at most 64 KiB each) are not counted: MaxDequeuers ×
-	// Concurrency bounds them. Defaults to 256 MiB, sized for a small
-	// container; negative means no bound. Without it, 512 messages of
-	// 16 MiB each would take 8 GiB, and twice that in heap.
-	PayloadMemory int64
+	// MinDequeuers is how many receive loops run however idle the queue is.
+	// Defaults to 1: one poller, backing off along Idle. See PushOnly for none.
+	MinDequeuers int
 
-	// Middleware wraps every handler call, outermost first (see
-	// [Middleware]); those that implement [StorageMiddleware] wrap the
-	// listener's receives, deletes, releases and poison moves too. Defaults
-	// to none, which costs nothing per message.
-	Middleware []Middleware
+	// MaxDequeuers caps the receive loops, and with them the handler calls
+	// at once (MaxDequeuers × [ListenerOptions.Concurrency], single messages
+	// and the items of batches together). Defaults to 8: 512 handlers, and
+	// 8 receives in flight, enough to reach one queue's target of 2,000
+	// messages a second at 100 ms a round trip. The listener scales up from
+	// the queue's depth (see Scale) and down as dequeuers go idle.
+	MaxDequeuers int
+
+	// Scale says how many dequeuers the queue's depth calls for. Defaults to
+	// [ScaleByDepth](BatchSize): one per batch waiting. The depth is read
+	// after a full receive, at most once per ScaleInterval, since each read
+	// is a billable request. Between readings the receives themselves say
+	// what they can: once as many come back full as dequeuers run, one more
+	// starts (an [EventScaleUp] with Depth -1), so that a burst soon after a
+	// reading does not wait out the interval.
+	Scale ScaleFunc
+
+	// TargetWait, if set, is the time in queue (see [State.TimeInQueue])
+	// the listener scales to, instead of to the depth alone: it runs the
+	// dequeuers that the arrival rate, the handler time and the backlog
+	// call for to keep messages under it (see [ScaleToWait]), and the
+	// default Idle backs off to at most half of it (1 s to 30 s), so that a
+	// message sent to a quiet queue does not wait out a long back-off; a
+	// dequeuer whose receive drains the queue stops while more run than
+	// the handlers' recent load needs. An idle listener polls more often: at a target of 10 s, about 17,000
+	// receives a day instead of 3,200. When the target calls for more
+	// dequeuers than MaxDequeuers, an [EventTargetUnmet] says so. It
+	// cannot be set with Scale.
+	TargetWait time.Duration
+
+	// ScaleInterval is the least time between two depth reads, and how long
+	// after a scale-up no dequeuer may stop, so that the listener does not
+	// oscillate. Defaults to 10 s: a busy listener adds at most 8,640
+	// requests a day, and an idle one none.
+	ScaleInterval time.Duration
+
+	// Idle is the back-off after a receive that found nothing, and says when
+	// an idle dequeuer may stop. Defaults to [ExponentialIdle](0, 30*time.Second):
+	// a new message on a quiet queue waits at most 30 s unless a wake-up
+	// comes, and an idle listener settles at one poll every 24–30 s: about
+	// 3,200 requests a day, 96,000 a 30-day month, against 2.6 million for a
+	// poller at a fixed 1 s. (The README prices them.)
+	Idle IdleFunc
+
+	// PushOnly lets the last dequeuer stop too once it is idle (a push-only
+	// listener: MinDequeuers 0). An idle listener then makes no request
+	// at all, and only a wake-up starts a dequeuer again: [Listener.Notify], a send
+	// through the same [*Queue] in this process, or Wake. It requires Wake,
+	// which declares where wake-ups come from (set it to the *Queue itself
+	// when the publishers are in this process); with no wake-up, sent
+	// messages wait until the next one. Messages the listener itself let go
+	// of (released for a retry, or left hidden by a receive, renewal,
+	// delete or release that failed) need none: it starts a dequeuer when
+	// they are surely visible again (up to a second after their visibility
+	// timeout, which the service counts in whole seconds), and over a
+	// [ShardedQueue] that receive asks every shard. A delayed send
+	// ([SendOptions.Delay]) needs one: it wakes no one when it comes due.
+	PushOnly bool
+
+	// Wake is a source of wake-ups besides the listener's own queue (whose
+	// sends in this process wake it anyway), such as an endpoint.WakeHandler
+	// that other processes POST to. Defaults to none.
+	Wake WakeSource
 
 	// RateLimit, if set, starts handler calls no faster than it allows:
 	// for a downstream API with a quota. Listeners (of any types, in one
@@ -229,16 +204,17 @@ type ListenerOptions struct {
 	// The limit gates receives, not only calls: a listener books the turns
 	// of the messages it asks for before each receive, and asks for no
 	// more messages than it has turns for soon (it keeps about half a
-	// second booked, or an eighth of VisibilityTimeout if that is
-	// shorter, and never books further ahead than a quarter of it). So the
-	// messages it cannot start soon stay in the queue, visible to other
-	// workers, not hidden in this process waiting for a turn and renewed
-	// meanwhile. A received message waits for its turn before its handler
-	// call, outside HandlerTimeout. A listener books more turns only as
-	// those it holds come due, at most a quarter of a second's worth at
-	// once, so listeners sharing a limiter take turns in proportion to
-	// their demand: one with a backlog never books the limiter far ahead
-	// of another. Turns a receive found no message for are given back.
+	// second booked, or an eighth of [ListenerOptions.VisibilityTimeout] if
+	// that is shorter, and never books further ahead than a quarter of it).
+	// So the messages it cannot start soon stay in the queue, visible to
+	// other workers, not hidden in this process waiting for a turn and
+	// renewed meanwhile. A received message waits for its turn before its
+	// handler call, outside [ListenerOptions.HandlerTimeout]. A listener
+	// books more turns only as those it holds come due, at most a quarter
+	// of a second's worth at once, so listeners sharing a limiter take
+	// turns in proportion to their demand: one with a backlog never books
+	// the limiter far ahead of another. Turns a receive found no message
+	// for are given back.
 	//
 	// Every message received takes a turn, whether or not its handler
 	// runs (one poisoned without a call takes one too). A batch message's
@@ -249,6 +225,56 @@ type ListenerOptions struct {
 	// with a finite rate gives no turns at all, and is refused. Nil, the
 	// default, means no limit.
 	RateLimit *rate.Limiter
+}
+
+// PayloadOptions is [ListenerOptions.Payloads]: where a [Listener] reads
+// the offloaded payloads (batches and large messages) that pointer messages
+// name, and how much of them it holds. A zero field means the documented
+// default.
+type PayloadOptions struct {
+	// Store is where the listener reads offloaded payloads: the store its
+	// publishers use ([PublisherOptions.Payloads]). Defaults to the source's
+	// own store, if it is a [PayloadStorer]: for a [*Queue], its account's
+	// (container "azdispatch-payloads"); for a [ShardedQueue], the one its
+	// options name or its first shard's. A listener with none (a queue
+	// opened by SAS URL) poisons pointer messages with [ErrNoBlobService]
+	// as the reason; their blobs are then not marked as poisoned, so
+	// requeue them before [Sweep]'s rule lets their blobs go.
+	Store *PayloadStore
+
+	// Limits bound what one pointer may make the listener download,
+	// inflate and decode. Zero fields mean the defaults of [PayloadLimits].
+	Limits PayloadLimits
+
+	// Memory bounds, in bytes, the heap that the offloaded payloads
+	// the listener holds take, garbage included: a message reserves its
+	// blob's size plus [PayloadLimits.MaxItemSize] before downloading it (a
+	// batch then keeps its blob and room to read its largest item; a single
+	// message keeps only its text once inflated), every batch item in a
+	// handler holds its text's size besides, and each waits, hidden and
+	// renewed, while the budget is spent (a batch then runs one item at a
+	// time). Go's collector lets the heap grow by GOGC percent (100 by
+	// default) of the live heap before it collects, so the listener keeps
+	// the payloads it holds live to Memory × 100 / (100 + GOGC):
+	// half of it at the default setting, and a flood of large payloads
+	// shows a heap near Memory, not twice it. (200 claim-checked
+	// messages of 2 MiB held at once with the default 256 MiB peaked at
+	// 219 MiB of heap above the rest of the process, and 8 batches of 60
+	// items of 2 MiB at 249 MiB; the test bound is 1.25 × Memory.)
+	// That is what payloads add: the collector's headroom is a share of all
+	// the live heap, so a process that keeps H of its own live may reach
+	// twice H, and payloads' garbage may fill that headroom as the
+	// process's own would; at the default setting the heap stays under
+	// 2 × H + Memory. For a cap on the whole process, set GOMEMLIMIT.
+	// With GOGC=off, which leaves collection to GOMEMLIMIT, payloads may
+	// take all of Memory live: set GOMEMLIMIT above it and the rest
+	// of the process. GOGC is read when the listener is made. Inline
+	// messages (at most 64 KiB each) are not counted:
+	// [ScalingOptions.MaxDequeuers] × [ListenerOptions.Concurrency] bounds
+	// them. Defaults to 256 MiB, sized for a small container; negative
+	// means no bound. Without it, 512 messages of 16 MiB each would take
+	// 8 GiB, and twice that in heap.
+	Memory int64
 
 	// CheckpointInterval is how often a batch in progress records its
 	// completed items on its blob (one request each time, only if items
@@ -258,9 +284,9 @@ type ListenerOptions struct {
 	CheckpointInterval time.Duration
 }
 
-// defaultPayloadMemory is PayloadMemory's default: room for a few large
-// payloads in a small container, far from the gigabytes that 512 messages
-// of 16 MiB each would take.
+// defaultPayloadMemory is PayloadOptions.Memory's default: room for a few
+// large payloads in a small container, far from the gigabytes that 512
+// messages of 16 MiB each would take.
 const defaultPayloadMemory = 256 << 20
 
 // withDefaults returns a copy of o (which may be nil) with defaults filled in
@@ -273,92 +299,119 @@ func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerO
 	if cfg.Codec == nil {
 		cfg.Codec = JSON()
 	}
-	setDefault(&cfg.BatchSize, MaxBatch)
 	setDefault(&cfg.Concurrency, 64)
-	setDefault(&cfg.MinDequeuers, 1)
-	setDefault(&cfg.MaxDequeuers, 8)
-	setDefault(&cfg.ScaleInterval, 10*time.Second)
-	switch {
-	case cfg.TargetWait < 0:
-		return cfg, &ConfigError{Field: "ListenerOptions.TargetWait", Reason: fmt.Sprintf("%v is negative", cfg.TargetWait)}
-	case cfg.TargetWait > 0 && cfg.Scale != nil:
-		return cfg, &ConfigError{Field: "ListenerOptions.TargetWait", Reason: "conflicts with Scale: set one"}
-	case cfg.TargetWait > 0:
-		cfg.Scale = ScaleToWait(cfg.TargetWait, cfg.Concurrency, cfg.BatchSize)
-	case cfg.Scale == nil:
-		cfg.Scale = ScaleByDepth(cfg.BatchSize)
-	}
 	setDefault(&cfg.VisibilityTimeout, 30*time.Second)
 	setDefault(&cfg.HandlerTimeout, 10*time.Minute)
 	setDefault(&cfg.MaxDequeueCount, 5)
 	setDefault(&cfg.DrainTimeout, 30*time.Second)
-	setDefault(&cfg.CheckpointInterval, 30*time.Second)
-	setDefault(&cfg.PayloadMemory, defaultPayloadMemory)
 	if cfg.Retry == nil {
 		cfg.Retry = ExponentialRetry(time.Second, 5*time.Minute)
-	}
-	if cfg.Idle == nil {
-		maxIdle := 30 * time.Second
-		if cfg.TargetWait > 0 {
-			maxIdle = min(max(cfg.TargetWait/2, time.Second), maxIdle)
-		}
-		cfg.Idle = ExponentialIdle(0, maxIdle)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 		cfg.alertsToDefault = true
-	}
-	if cfg.Payloads == nil {
-		cfg.Payloads = caps.payloadStore()
-	}
-	var err error
-	if cfg.PayloadLimits, err = cfg.PayloadLimits.withDefaults("ListenerOptions.PayloadLimits"); err != nil {
-		return cfg, err
 	}
 	if cfg.PoisonQueue == nil {
 		if q := caps.poisonQueue(); q != nil {
 			cfg.PoisonQueue = q
 		}
 	}
+	var err error
+	if cfg.Scaling, err = cfg.Scaling.withDefaults(cfg.Concurrency); err != nil {
+		return cfg, err
+	}
+	if cfg.Payloads, err = cfg.Payloads.withDefaults(caps); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.check(src, caps)
+}
 
-	bad := func(field, reason string, args ...any) error {
-		return &ConfigError{Field: "ListenerOptions." + field, Reason: fmt.Sprintf(reason, args...)}
-	}
+// check reports the first of o's own fields that is invalid once the
+// defaults are in; the groups check theirs as they fill them in.
+func (o *ListenerOptions) check(src Source, caps Capabilities) error {
 	switch {
-	case cfg.BatchSize < 1 || cfg.BatchSize > MaxBatch:
-		return cfg, bad("BatchSize", "%d is not between 1 and %d", cfg.BatchSize, MaxBatch)
-	case cfg.Concurrency < 1:
-		return cfg, bad("Concurrency", "%d is less than 1", cfg.Concurrency)
-	case cfg.MinDequeuers < 1:
-		return cfg, bad("MinDequeuers", "%d is less than 1 (for none, set PushOnly)", cfg.MinDequeuers)
-	case cfg.MaxDequeuers < cfg.MinDequeuers:
-		return cfg, bad("MaxDequeuers", "%d is less than MinDequeuers (%d)", cfg.MaxDequeuers, cfg.MinDequeuers)
-	case cfg.PushOnly && cfg.MinDequeuers > 1:
-		return cfg, bad("PushOnly", "conflicts with MinDequeuers %d", cfg.MinDequeuers)
-	case cfg.PushOnly && cfg.Wake == nil:
-		return cfg, bad("PushOnly", "requires Wake: with no wake-up source nothing would ever receive")
-	case cfg.ScaleInterval < 0:
-		return cfg, bad("ScaleInterval", "%v is negative", cfg.ScaleInterval)
-	case cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > MaxVisibility:
-		return cfg, bad("VisibilityTimeout", "%v is not between 1s and 7 days", cfg.VisibilityTimeout)
-	case cfg.MaxDequeueCount < 1:
-		return cfg, bad("MaxDequeueCount", "%d is less than 1", cfg.MaxDequeueCount)
-	case cfg.PoisonQueue == nil:
-		return cfg, bad("PoisonQueue", "required: source %q has no default poison queue", src.Name())
-	case cfg.FatalTimeout < 0:
-		return cfg, bad("FatalTimeout", "%v is negative", cfg.FatalTimeout)
-	case cfg.RateLimit != nil && cfg.RateLimit.Burst() < 1 && cfg.RateLimit.Limit() != rate.Inf:
-		return cfg, bad("RateLimit", "a burst of %d gives no turns", cfg.RateLimit.Burst())
+	case o.Concurrency < 1:
+		return badListenerOption("Concurrency", "%d is less than 1", o.Concurrency)
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > MaxVisibility:
+		return badListenerOption("VisibilityTimeout", "%v is not between 1s and 7 days", o.VisibilityTimeout)
+	case o.MaxDequeueCount < 1:
+		return badListenerOption("MaxDequeueCount", "%d is less than 1", o.MaxDequeueCount)
+	case o.PoisonQueue == nil:
+		return badListenerOption("PoisonQueue", "required: source %q has no default poison queue", src.Name())
+	case o.FatalTimeout < 0:
+		return badListenerOption("FatalTimeout", "%v is negative", o.FatalTimeout)
+	case o.CreateQueue && caps.Create == nil:
+		return badListenerOption("CreateQueue", "source %q cannot create its queue (it has no Create method)", src.Name())
 	}
-	for i, m := range cfg.Middleware {
+	for i, m := range o.Middleware {
 		if m == nil {
-			return cfg, bad("Middleware", "[%d] is nil", i)
+			return badListenerOption("Middleware", "[%d] is nil", i)
 		}
 	}
-	if cfg.CreateQueue && caps.Create == nil {
-		return cfg, bad("CreateQueue", "source %q cannot create its queue (it has no Create method)", src.Name())
+	return nil
+}
+
+// withDefaults returns s with defaults filled in and every field checked.
+// concurrency is ListenerOptions.Concurrency, which a TargetWait scales by.
+func (s ScalingOptions) withDefaults(concurrency int) (ScalingOptions, error) {
+	setDefault(&s.BatchSize, MaxBatch)
+	setDefault(&s.MinDequeuers, 1)
+	setDefault(&s.MaxDequeuers, 8)
+	setDefault(&s.ScaleInterval, 10*time.Second)
+	switch {
+	case s.TargetWait < 0:
+		return s, badListenerOption("Scaling.TargetWait", "%v is negative", s.TargetWait)
+	case s.TargetWait > 0 && s.Scale != nil:
+		return s, badListenerOption("Scaling.TargetWait", "conflicts with Scale: set one")
+	case s.TargetWait > 0:
+		s.Scale = ScaleToWait(s.TargetWait, concurrency, s.BatchSize)
+	case s.Scale == nil:
+		s.Scale = ScaleByDepth(s.BatchSize)
 	}
-	return cfg, nil
+	if s.Idle == nil {
+		// A latency target would be missed by a long back-off on a quiet
+		// queue: back off to at most half of it.
+		maxIdle := 30 * time.Second
+		if s.TargetWait > 0 {
+			maxIdle = min(max(s.TargetWait/2, time.Second), maxIdle)
+		}
+		s.Idle = ExponentialIdle(0, maxIdle)
+	}
+	switch {
+	case s.BatchSize < 1 || s.BatchSize > MaxBatch:
+		return s, badListenerOption("Scaling.BatchSize", "%d is not between 1 and %d", s.BatchSize, MaxBatch)
+	case s.MinDequeuers < 1:
+		return s, badListenerOption("Scaling.MinDequeuers", "%d is less than 1 (for none, set PushOnly)", s.MinDequeuers)
+	case s.MaxDequeuers < s.MinDequeuers:
+		return s, badListenerOption("Scaling.MaxDequeuers", "%d is less than MinDequeuers (%d)", s.MaxDequeuers, s.MinDequeuers)
+	case s.PushOnly && s.MinDequeuers > 1:
+		return s, badListenerOption("Scaling.PushOnly", "conflicts with MinDequeuers %d", s.MinDequeuers)
+	case s.PushOnly && s.Wake == nil:
+		return s, badListenerOption("Scaling.PushOnly", "requires Wake: with no wake-up source nothing would ever receive")
+	case s.ScaleInterval < 0:
+		return s, badListenerOption("Scaling.ScaleInterval", "%v is negative", s.ScaleInterval)
+	case s.RateLimit != nil && s.RateLimit.Burst() < 1 && s.RateLimit.Limit() != rate.Inf:
+		return s, badListenerOption("Scaling.RateLimit", "a burst of %d gives no turns", s.RateLimit.Burst())
+	}
+	return s, nil
+}
+
+// withDefaults returns p with defaults filled in and every field checked;
+// the store defaults to the one caps name.
+func (p PayloadOptions) withDefaults(caps Capabilities) (PayloadOptions, error) {
+	setDefault(&p.Memory, defaultPayloadMemory)
+	setDefault(&p.CheckpointInterval, 30*time.Second)
+	if p.Store == nil {
+		p.Store = caps.payloadStore()
+	}
+	var err error
+	p.Limits, err = p.Limits.withDefaults("ListenerOptions.Payloads.Limits")
+	return p, err
+}
+
+// badListenerOption is the error for field, a path below ListenerOptions.
+func badListenerOption(field, reason string, args ...any) error {
+	return &ConfigError{Field: "ListenerOptions." + field, Reason: fmt.Sprintf(reason, args...)}
 }
 
 // setDefault sets *v to def when it is zero.

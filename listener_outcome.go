@@ -129,7 +129,7 @@ func (l *Listener[T]) payloadFailed(t *try, err error) action {
 
 // fetch reads the payload blob p names for t, recording how storage answered.
 func (l *Listener[T]) fetch(t *try, p *wire.Pointer) (*fetched, error) {
-	f, err := l.opts.Payloads.fetch(t.context(), p)
+	f, err := l.opts.Payloads.Store.fetch(t.context(), p)
 	if err == nil {
 		l.storageSucceeded(opBlobRead)
 	}
@@ -260,7 +260,7 @@ func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
 	if !l.deleteUnhandled(ctx, t, &l.stats.cancelled, "a cancelled message could not be deleted; it reappears, and is found cancelled again") {
 		return
 	}
-	if err := l.opts.Payloads.expireRecord(ctx, rec); err != nil {
+	if err := l.opts.Payloads.Store.expireRecord(ctx, rec); err != nil {
 		l.msgLog(d).Warn("cancelled message deleted; its cancel record stays until it expires with the message", "err", err)
 	}
 	l.msgLog(d).Info("deleted a message cancelled while it waited, unhandled")
@@ -311,7 +311,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 // sendPoison writes env, for d, to the poison queue. A body too large for
 // an envelope is offloaded.
 func (l *Listener[T]) sendPoison(ctx context.Context, d *Delivery, origin any, env *PoisonEnvelope) error {
-	text, err := envelopeText(ctx, env, l.opts.Payloads, l.limits)
+	text, err := envelopeText(ctx, env, l.opts.Payloads.Store, l.limits)
 	if err != nil {
 		return err
 	}
@@ -337,7 +337,7 @@ func (l *Listener[T]) sendEnvelope(ctx context.Context, origin any, text string)
 // message first, so that a crash in between leaves waste (which [Sweep]
 // removes), never a pointer to nothing.
 func (l *Listener[T]) removePayload(ctx context.Context, d *Delivery, p *wire.Pointer) {
-	if err := l.opts.Payloads.remove(ctx, p.Blob); err != nil {
+	if err := l.opts.Payloads.Store.remove(ctx, p.Blob); err != nil {
 		l.msgLog(d).Warn("message deleted, but not its payload blob; Sweep will remove it", "blob", p.Blob, "err", err)
 	}
 }
@@ -352,10 +352,10 @@ func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
 	// still be requeued to one with larger limits.
 	msg, _ := wire.Parse(d.Text, wire.Limits{})
 	p := msg.Pointer
-	if p == nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+	if p == nil || l.opts.Payloads.Store == nil || p.Container != "" && p.Container != l.opts.Payloads.Store.Container() {
 		return nil // not a blob of this listener's container
 	}
-	err := l.opts.Payloads.markPoisoned(ctx, p.Blob, time.Now())
+	err := l.opts.Payloads.Store.markPoisoned(ctx, p.Blob, time.Now())
 	if errors.Is(err, ErrPayloadMissing) || errors.Is(err, ErrPayloadCorrupt) {
 		return nil
 	}

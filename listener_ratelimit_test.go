@@ -65,7 +65,7 @@ func TestRateLimitSharesTurnsByDemandAndRenewsNoWaitingMessage(t *testing.T) {
 	// Renewals would start at half the visibility timeout, 1 s: a message
 	// kept hidden waiting for a turn behind the other listener's backlog
 	// would be renewed.
-	opts := &azdispatch.ListenerOptions{RateLimit: limiter, VisibilityTimeout: 2 * time.Second, DrainTimeout: 100 * time.Millisecond}
+	opts := &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{RateLimit: limiter}, VisibilityTimeout: 2 * time.Second, DrainTimeout: 100 * time.Millisecond}
 	var listeners []*azdispatch.Listener[int]
 	for _, q := range []struct {
 		name string
@@ -160,10 +160,10 @@ func TestRateLimitIsSharedAcrossListeners(t *testing.T) {
 		require.NoError(t, err)
 	}
 	la, err := azdispatch.NewListener(qa, func(context.Context, *azdispatch.Message[item]) error { record(); return nil },
-		&azdispatch.ListenerOptions{RateLimit: limiter})
+		&azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{RateLimit: limiter}})
 	require.NoError(t, err)
 	lb, err := azdispatch.NewListener(qb, func(context.Context, *azdispatch.Message[string]) error { record(); return nil },
-		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), RateLimit: limiter})
+		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{RateLimit: limiter}})
 	require.NoError(t, err)
 	var run sync.WaitGroup
 	run.Go(func() { assert.NoError(t, la.Run(ctx)) })
@@ -189,10 +189,10 @@ func TestRateLimitIsSharedAcrossListeners(t *testing.T) {
 // found out as a listener that never handles anything.
 func TestRateLimitWithNoBurstIsRefused(t *testing.T) {
 	_, err := azdispatch.NewListener(memqueue.New("q", nil), func(context.Context, *azdispatch.Message[int]) error { return nil },
-		&azdispatch.ListenerOptions{RateLimit: rate.NewLimiter(10, 0)})
+		&azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{RateLimit: rate.NewLimiter(10, 0)}})
 	var ce *azdispatch.ConfigError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "ListenerOptions.RateLimit", ce.Field)
+	assert.Equal(t, "ListenerOptions.Scaling.RateLimit", ce.Field)
 }
 
 // A limiter set to give no turns while the listener runs (a rate of 0, to
@@ -209,7 +209,7 @@ func TestARateLimitSetToZeroPausesReceiving(t *testing.T) {
 			l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error {
 				handled <- struct{}{}
 				return nil
-			}, &azdispatch.ListenerOptions{RateLimit: limiter})
+			}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{RateLimit: limiter}})
 			require.NoError(t, err)
 			ctx, stop := context.WithCancel(context.Background())
 			var run sync.WaitGroup

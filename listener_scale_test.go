@@ -67,9 +67,9 @@ func TestListenerScalesUpUnderABacklogAndBackDownWhenIdle(t *testing.T) {
 	var ev events
 	c := newTally()
 	cfg := quick()
-	cfg.BatchSize, cfg.Concurrency = 8, 8 // small dequeuers, so that one cannot keep up
-	cfg.MaxDequeuers = 4
-	cfg.ScaleInterval = 100 * time.Millisecond
+	cfg.Scaling.BatchSize, cfg.Concurrency = 8, 8 // small dequeuers, so that one cannot keep up
+	cfg.Scaling.MaxDequeuers = 4
+	cfg.Scaling.ScaleInterval = 100 * time.Millisecond
 	cfg.OnEvent = ev.record
 	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error {
 		time.Sleep(20 * time.Millisecond)
@@ -100,7 +100,7 @@ func TestListenerNeverGoesBelowMinDequeuers(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
 	cfg := quick()
-	cfg.MinDequeuers, cfg.MaxDequeuers = 3, 5
+	cfg.Scaling.MinDequeuers, cfg.Scaling.MaxDequeuers = 3, 5
 	l, err := NewListener(q, func(context.Context, *Message[job]) error { return nil }, cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
@@ -120,7 +120,7 @@ func backedOffListener(t *testing.T) (*Queue, *tally, *Listener[job], func() err
 	q := testQueue(t)
 	c := newTally()
 	cfg := quick()
-	cfg.Idle = atMaxBackOff
+	cfg.Scaling.Idle = atMaxBackOff
 	l, err := NewListener(q, c.handler(nil), cfg)
 	require.NoError(t, err)
 	stop := started(t, l)
@@ -163,8 +163,8 @@ func TestPushOnlyListenerIdlesWithNoDequeuerAndWakesOnSend(t *testing.T) {
 	q := testQueue(t)
 	c := newTally()
 	cfg := quick()
-	cfg.PushOnly, cfg.Wake = true, q
-	cfg.ScaleInterval = 50 * time.Millisecond
+	cfg.Scaling.PushOnly, cfg.Scaling.Wake = true, q
+	cfg.Scaling.ScaleInterval = 50 * time.Millisecond
 	l, err := NewListener(q, c.handler(nil), cfg)
 	require.NoError(t, err)
 	stop := started(t, l)

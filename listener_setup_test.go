@@ -42,7 +42,7 @@ func setup(t *testing.T) *testBundle {
 }
 
 // listen starts a listener on the bundle's queue whose handler records
-// each call and returns fail (nil: it succeeds). Nil opts, or a zero Idle,
+// each call and returns fail (nil: it succeeds). Nil opts, or a zero Scaling.Idle,
 // polls often (quickIdle): on a manual clock the listener should see each
 // step soon. The listener stops when the test ends; stop stops it sooner
 // and returns Run's result.
@@ -52,8 +52,8 @@ func (b *testBundle) listen(fail error, opts *azdispatch.ListenerOptions) (l *az
 	if opts != nil {
 		o = *opts
 	}
-	if o.Idle == nil {
-		o.Idle = quickIdle
+	if o.Scaling.Idle == nil {
+		o.Scaling.Idle = quickIdle
 	}
 	l, err := azdispatch.NewListener(b.queue, b.handled.handler(b.queue, fail), &o)
 	require.NoError(b.t, err)

@@ -496,14 +496,15 @@ func TestListenerOptionsErrorsNameTheField(t *testing.T) {
 		src   Source
 		cfg   *ListenerOptions
 	}{
-		{"ListenerOptions.BatchSize", q, &ListenerOptions{BatchSize: 33}},
-		{"ListenerOptions.BatchSize", q, &ListenerOptions{BatchSize: -1}},
+		{"ListenerOptions.Scaling.BatchSize", q, &ListenerOptions{Scaling: ScalingOptions{BatchSize: 33}}},
+		{"ListenerOptions.Scaling.BatchSize", q, &ListenerOptions{Scaling: ScalingOptions{BatchSize: -1}}},
 		{"ListenerOptions.Concurrency", q, &ListenerOptions{Concurrency: -1}},
-		{"ListenerOptions.MinDequeuers", q, &ListenerOptions{MinDequeuers: -2}},
-		{"ListenerOptions.MaxDequeuers", q, &ListenerOptions{MinDequeuers: 3, MaxDequeuers: 2}},
-		{"ListenerOptions.PushOnly", q, &ListenerOptions{PushOnly: true}},
-		{"ListenerOptions.PushOnly", q, &ListenerOptions{PushOnly: true, Wake: q, MinDequeuers: 2}},
-		{"ListenerOptions.ScaleInterval", q, &ListenerOptions{ScaleInterval: -time.Second}},
+		{"ListenerOptions.Scaling.MinDequeuers", q, &ListenerOptions{Scaling: ScalingOptions{MinDequeuers: -2}}},
+		{"ListenerOptions.Scaling.MaxDequeuers", q, &ListenerOptions{Scaling: ScalingOptions{MinDequeuers: 3, MaxDequeuers: 2}}},
+		{"ListenerOptions.Scaling.PushOnly", q, &ListenerOptions{Scaling: ScalingOptions{PushOnly: true}}},
+		{"ListenerOptions.Scaling.PushOnly", q, &ListenerOptions{Scaling: ScalingOptions{PushOnly: true, Wake: q, MinDequeuers: 2}}},
+		{"ListenerOptions.Scaling.ScaleInterval", q, &ListenerOptions{Scaling: ScalingOptions{ScaleInterval: -time.Second}}},
+		{"ListenerOptions.Payloads.Limits", q, &ListenerOptions{Payloads: PayloadOptions{Limits: PayloadLimits{MaxItems: -1}}}},
 		{"ListenerOptions.VisibilityTimeout", q, &ListenerOptions{VisibilityTimeout: 500 * time.Millisecond}},
 		{"ListenerOptions.VisibilityTimeout", q, &ListenerOptions{VisibilityTimeout: 8 * 24 * time.Hour}},
 		{"ListenerOptions.MaxDequeueCount", q, &ListenerOptions{MaxDequeueCount: -1}},

@@ -243,14 +243,14 @@ func (l *Listener[T]) fetchPayload(h *inHand[T]) (action, bool) {
 	switch {
 	case err != nil:
 		return poison(err.Error()), true
-	case l.opts.Payloads == nil:
-		return poison(fmt.Sprintf("payload %s cannot be read: %v: %s has no payload store (see PayloadStorer); set ListenerOptions.Payloads",
+	case l.opts.Payloads.Store == nil:
+		return poison(fmt.Sprintf("payload %s cannot be read: %v: %s has no payload store (see PayloadStorer); set ListenerOptions.Payloads.Store",
 			p.Blob, ErrNoBlobService, l.src.Name())), true
-	case p.Container != "" && p.Container != l.opts.Payloads.Container():
+	case p.Container != "" && p.Container != l.opts.Payloads.Store.Container():
 		// Read from the listener's own container only, whatever a pointer
 		// says: this one was written for another.
-		return poison(fmt.Sprintf("%v: payload %s was written to container %q; this listener reads payloads from %q (ListenerOptions.Payloads)",
-			ErrInvalidPointer, p.Blob, p.Container, l.opts.Payloads.Container())), true
+		return poison(fmt.Sprintf("%v: payload %s was written to container %q; this listener reads payloads from %q (ListenerOptions.Payloads.Store)",
+			ErrInvalidPointer, p.Blob, p.Container, l.opts.Payloads.Store.Container())), true
 	case p.Kind == wire.KindBatch:
 		return l.tryBatch(t, p, h.turn), true
 	}
@@ -312,7 +312,7 @@ func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
 // container: the blob to delete with its message. A pointer to another
 // container names nothing to delete.
 func (l *Listener[T]) ownPayload(p *wire.Pointer) *wire.Pointer {
-	if p == nil || l.opts.Payloads == nil || p.Container != "" && p.Container != l.opts.Payloads.Container() {
+	if p == nil || l.opts.Payloads.Store == nil || p.Container != "" && p.Container != l.opts.Payloads.Store.Container() {
 		return nil
 	}
 	return p
@@ -390,7 +390,7 @@ func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
 		syncx.Sleep(ctx, time.Until(turn), nil)
 		err = ctx.Err()
 	} else {
-		err = l.opts.RateLimit.Wait(ctx)
+		err = l.opts.Scaling.RateLimit.Wait(ctx)
 	}
 	switch {
 	case err == nil:

@@ -58,7 +58,7 @@ func TestMetadataSurvivesClaimCheckBatchesPoisonAndRequeue(t *testing.T) {
 			return Permanent(errors.New("item 2 refused"))
 		}
 		return nil
-	}, &ListenerOptions{Middleware: []Middleware{watch}, Idle: quick().Idle})
+	}, &ListenerOptions{Middleware: []Middleware{watch}, Scaling: ScalingOptions{Idle: quick().Scaling.Idle}})
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "both messages settled", func() bool { s := l.State(); return s.Succeeded == 2 && s.ItemsPoisoned == 1 })
@@ -127,7 +127,7 @@ func TestMetadataOfALargePoisonedItemStaysOutOfItsBlob(t *testing.T) {
 		got = append(got, m.Body)
 		mu.Unlock()
 		return nil
-	}, &ListenerOptions{Middleware: []Middleware{watch}, Idle: quick().Idle})
+	}, &ListenerOptions{Middleware: []Middleware{watch}, Scaling: ScalingOptions{Idle: quick().Scaling.Idle}})
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "the batch settled", func() bool { s := l.State(); return s.Succeeded == 1 && s.ItemsPoisoned == 1 })

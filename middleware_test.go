@@ -39,7 +39,9 @@ func runUntil[T any](t *testing.T, l *azdispatch.Listener[T], done func(azdispat
 // back-off and retry delay.
 func quickOptions(mw ...azdispatch.Middleware) *azdispatch.ListenerOptions {
 	return &azdispatch.ListenerOptions{
-		Idle:       azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		},
 		Retry:      func(int64) time.Duration { return time.Second },
 		Middleware: mw,
 	}
@@ -48,7 +50,7 @@ func quickOptions(mw ...azdispatch.Middleware) *azdispatch.ListenerOptions {
 // oneAtATime makes o's listener run one handler call at a time, for a
 // test that reads the order of what its calls did.
 func oneAtATime(o *azdispatch.ListenerOptions) *azdispatch.ListenerOptions {
-	o.MaxDequeuers, o.Concurrency = 1, 1
+	o.Scaling.MaxDequeuers, o.Concurrency = 1, 1
 	return o
 }
 

@@ -18,8 +18,8 @@ func TestPayloadLimitsDefaultsAndValidation(t *testing.T) {
 	t.Parallel()
 	lim := defaultLimits(t)
 	assert.Equal(t, PayloadLimits{MaxBlobSize: 64 << 20, MaxExpandedSize: 256 << 20, MaxItemSize: 16 << 20, MaxItems: 1_000_000}, lim)
-	_, err := PayloadLimits{MaxItems: -1}.withDefaults("ListenerOptions.PayloadLimits")
+	_, err := PayloadLimits{MaxItems: -1}.withDefaults("ListenerOptions.Payloads.Limits")
 	var ce *ConfigError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "ListenerOptions.PayloadLimits", ce.Field)
+	assert.Equal(t, "ListenerOptions.Payloads.Limits", ce.Field)
 }

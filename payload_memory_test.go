@@ -33,7 +33,7 @@ var payloadHeapFull = flag.Bool("payload-heap-full", false, "TestPayloadMemoryBo
 // settings, keeps the heap within what PayloadMemory documents: at most
 // 1.25 × PayloadMemory above the heap before the flood (the listener keeps
 // the payloads it holds to what the collector's headroom allows: see
-// ListenerOptions.PayloadMemory). The measurement runs in a process of its
+// ListenerOptions.Payloads.Memory). The measurement runs in a process of its
 // own, so that the other tests' allocations do not count.
 func TestPayloadMemoryBoundsTheHeap(t *testing.T) {
 	long(t)
@@ -98,11 +98,11 @@ func peakPayloadHeap(t *testing.T, n, size int, budget int64) uint64 {
 	raw = nil
 	cfg := quick()
 	cfg.Codec = Raw()
-	cfg.PayloadMemory = budget
+	cfg.Payloads.Memory = budget
 	if !*payloadHeapFull {
 		// Room to download several at once within the small budget: each
 		// download reserves its blob and the largest text it may inflate to.
-		cfg.PayloadLimits.MaxItemSize = 2 * size
+		cfg.Payloads.Limits.MaxItemSize = 2 * size
 	}
 	return peakHeapHandling(t, q, n, cfg)
 }
@@ -212,12 +212,12 @@ func measureBatchItemHeap(t *testing.T) {
 	runtime.GC()
 	cfg := quick()
 	cfg.Codec = Raw()
-	cfg.PayloadMemory = budget
+	cfg.Payloads.Memory = budget
 	if !*payloadHeapFull {
 		// As at full scale, every batch fits the budget at once (each
 		// holds room to read its largest item until its blob says how
 		// large that is): the flood of items is what is measured.
-		cfg.PayloadLimits.MaxItemSize = 2 * size
+		cfg.Payloads.Limits.MaxItemSize = 2 * size
 	}
 	peak := peakHeapHandling(t, q, batches*items, cfg)
 	bound := budget * 5 / 4

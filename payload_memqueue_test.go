@@ -33,7 +33,7 @@ func TestMemqueueRunsAClaimCheckedMessage(t *testing.T) {
 	assert.Less(t, len(ds[0].Text), 1024, "a pointer on the queue")
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "handled", func() bool { return l.State().Succeeded == 1 })
@@ -66,7 +66,7 @@ func TestMemqueueRunsASendBatch(t *testing.T) {
 	assert.Equal(t, 1, n, "one message for the batch")
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "handled", func() bool { return len(h.get()) == 3 && l.State().Succeeded == 1 })
@@ -92,7 +92,7 @@ func TestMemqueueRunsA400DayDelay(t *testing.T) {
 	require.NoError(t, err)
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	hops := int64(0)
@@ -165,7 +165,7 @@ func TestMemqueueRunsACancel(t *testing.T) {
 	assert.ErrorIs(t, pub.Cancel(ctx, soon.Token), azdispatch.ErrAlreadyCancelled)
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	clock.Advance(week)

@@ -118,7 +118,7 @@ func TestMissingCorruptAndOversizedPayloadsArePoisonedAndKept(t *testing.T) {
 		byBody[p.Encode()] = reason
 	}
 	cfg := quick()
-	cfg.PayloadLimits = PayloadLimits{MaxExpandedSize: 1 << 20}
+	cfg.Payloads.Limits = PayloadLimits{MaxExpandedSize: 1 << 20}
 	s, envs := poisonAll(t, q, len(reasons), cfg)
 	require.Len(t, envs, len(reasons))
 	for _, e := range envs {
@@ -156,7 +156,7 @@ func TestPoisonedBatchKeepsItsBlobAndCanBeRequeued(t *testing.T) {
 	stop := started(t, l)
 	waitFor(t, "batch poisoned", func() bool { return l.State().Poisoned == 1 })
 	assert.Zero(t, c.succeeded(), "no item ran")
-	store := l.opts.Payloads
+	store := l.opts.Payloads.Store
 	meta, _, err := store.properties(ctx, sent.BatchID)
 	require.NoError(t, err)
 	assert.False(t, meta.Poisoned.IsZero(), "the blob is marked")

@@ -95,7 +95,7 @@ func TestBlobReadIsBoundedByProgressNotByTheTryTimeout(t *testing.T) {
 	store.stall = payload.Stall{Window: 500 * time.Millisecond, MinBytes: 64 << 10}
 	var got atomic.Pointer[string]
 	cfg := quick()
-	cfg.Payloads = store
+	cfg.Payloads.Store = store
 	cfg.Codec = Raw()
 	l, err := NewListener(lq, func(_ context.Context, m *Message[string]) error {
 		got.Store(&m.Body)

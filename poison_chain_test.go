@@ -130,7 +130,7 @@ func TestARepoisonedMessageNamesItsEarlierIDs(t *testing.T) {
 	})
 	l, err := NewListener(q, func(context.Context, *Message[note]) error {
 		return Permanent(errors.New("payment declined for order 17"))
-	}, &ListenerOptions{Middleware: []Middleware{watch}, Idle: quick().Idle})
+	}, &ListenerOptions{Middleware: []Middleware{watch}, Scaling: ScalingOptions{Idle: quick().Scaling.Idle}})
 	require.NoError(t, err)
 	stop := started(t, l)
 

@@ -150,7 +150,7 @@ func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (Sent,
 // SendBatch sends items as one batch: their encoded texts, compressed
 // together into one blob in the payload store, and one small pointer message
 // on the queue. A listener calls its handler once per item, in any order and
-// in parallel (within the listener's [ListenerOptions.MaxDequeuers] ×
+// in parallel (within the listener's [ScalingOptions.MaxDequeuers] ×
 // [ListenerOptions.Concurrency] handler calls at once, shared with single
 // messages and other batches), with the same outcome rules as for single
 // messages; items that succeed are not run again when the batch is redelivered,
@@ -474,9 +474,9 @@ func limitOption(err error, options string) error {
 		return err
 	}
 	if options == "PublisherOptions" {
-		return fmt.Errorf("%w: to send it, raise PublisherOptions.PayloadLimits.%s, and ListenerOptions.PayloadLimits.%s of the listeners with it", err, le.Limit, le.Limit)
+		return fmt.Errorf("%w: to send it, raise PublisherOptions.PayloadLimits.%s, and ListenerOptions.Payloads.Limits.%s of the listeners with it", err, le.Limit, le.Limit)
 	}
-	return fmt.Errorf("%w: set by %s.PayloadLimits.%s", err, options, le.Limit)
+	return fmt.Errorf("%w: set by ListenerOptions.Payloads.Limits.%s", err, le.Limit)
 }
 
 // defaultTTL is the service's message lifetime when none is given.

@@ -150,7 +150,7 @@ func TestKeyedLargeAndPointerLikeBodiesRoundTripThroughAShardedQueue(t *testing.
 		defer mu.Unlock()
 		got[m.Body] = m.Queue
 		return nil
-	}, &ListenerOptions{Codec: Raw(), Payloads: store, Idle: ExponentialIdle(0, 200*time.Millisecond)})
+	}, &ListenerOptions{Codec: Raw(), Payloads: PayloadOptions{Store: store}, Scaling: ScalingOptions{Idle: ExponentialIdle(0, 200*time.Millisecond)}})
 	require.NoError(t, err)
 	stop := started(t, l)
 	waitFor(t, "all handled", func() bool { return l.State().Succeeded == int64(len(bodies)) })

@@ -117,7 +117,7 @@ func TestABodyTooLargeNamesTheOptionToRaise(t *testing.T) {
 	require.ErrorIs(t, err, ErrMessageTooLarge)
 	assert.ErrorIs(t, err, ErrPayloadTooLarge, "the same sentinel under its old name")
 	assert.Contains(t, err.Error(), "PublisherOptions.PayloadLimits.MaxItemSize")
-	assert.Contains(t, err.Error(), "ListenerOptions.PayloadLimits.MaxItemSize")
+	assert.Contains(t, err.Error(), "ListenerOptions.Payloads.Limits.MaxItemSize")
 	assert.Contains(t, err.Error(), "2097152 bytes")
 
 	_, err = p.SendBatch(ctx, []string{"a", strings.Repeat("x", 2<<20)}, nil)

@@ -41,7 +41,7 @@ import (
 // whoever sends them and however often. Listeners must be of this version
 // or later, and need a record store to mark in: their payload store (over
 // memqueue, the queue's own, in memory). A listener without one (a queue
-// opened by its SAS URL, with no [ListenerOptions.Payloads]) cannot tell a
+// opened by its SAS URL, with no [PayloadOptions.Store]) cannot tell a
 // duplicate, and handles it.
 //
 // Requests: per occurrence, the sending instance makes 3 (a read, the

@@ -51,7 +51,7 @@ func newSchedRig(t *testing.T, start time.Time) *schedRig {
 		}
 		r.bodies = append(r.bodies, m.Body)
 		return nil
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond), Logger: slog.New(slog.DiscardHandler)})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond)}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	r.wg.Go(func() { assert.NoError(t, r.l.Run(ctx)) })
 	t.Cleanup(func() {

@@ -36,7 +36,7 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 		defer mu.Unlock()
 		got, ranAt = append(got, *m), append(ranAt, q.ServiceTime())
 		return nil
-	}, &ListenerOptions{Idle: quick().Idle, VisibilityTimeout: 2 * time.Second}) // shorter than the wait: hidden again, not held
+	}, &ListenerOptions{Scaling: ScalingOptions{Idle: quick().Scaling.Idle}, VisibilityTimeout: 2 * time.Second}) // shorter than the wait: hidden again, not held
 	require.NoError(t, err)
 	started(t, l)
 	waitFor(t, "hidden again", func() bool { return l.State().Rehidden == 1 })

@@ -115,7 +115,7 @@ func TestTheListenersClockNeitherFiresEarlyNorHoldsLate(t *testing.T) {
 				require.NoError(t, err)
 			}
 			var h handled
-			l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+			l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 			require.NoError(t, err)
 			running(t, l)
 
@@ -241,7 +241,7 @@ func TestSendAtCountsOnTheServicesClock(t *testing.T) {
 	assert.Equal(t, at, s.Due, "rounded up to the second")
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	clock.Advance(week)
@@ -266,7 +266,7 @@ func TestAMalformedDueLineIsPoisoned(t *testing.T) {
 	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":-5}\nbody", nil)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
@@ -299,7 +299,7 @@ func TestALongDelayedClaimCheckIsHandledWholeWhenDue(t *testing.T) {
 	require.NoError(t, err)
 
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Payloads: store, Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Payloads: azdispatch.PayloadOptions{Store: store}, Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	clock.Advance(week)
@@ -357,7 +357,7 @@ func TestADueLineSeenBeyondTheDequeueCountIsPoisoned(t *testing.T) {
 	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":1,\"seen\":1000000}\nboom", nil)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("fails")), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("fails")), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
@@ -403,7 +403,7 @@ func TestWaitingMessagesShareTheirReceives(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	hops := int64(0)
@@ -501,7 +501,7 @@ func TestSendAtCenturiesAhead(t *testing.T) {
 	pub, err := azdispatch.NewPublisher[string](q, nil)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 	for _, at := range []time.Time{
@@ -545,7 +545,7 @@ func TestAMessageHeldUntilDueWaitsForTheQueuesClock(t *testing.T) {
 	s, err := pub.SendAfter(ctx, "later", week+2*time.Second)
 	require.NoError(t, err)
 	var h handled
-	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Idle: quickIdle})
+	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
 	require.NoError(t, err)
 	running(t, l)
 

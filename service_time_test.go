@@ -174,7 +174,7 @@ func TestCancelFromAClockAheadOfTheService(t *testing.T) {
 
 	var handled atomic.Int64
 	o := quick()
-	o.Payloads, o.VisibilityTimeout = store, testHop
+	o.Payloads.Store, o.VisibilityTimeout = store, testHop
 	l, err := NewListener(q, func(context.Context, *Message[job]) error { handled.Add(1); return nil }, o)
 	require.NoError(t, err)
 	l.hop = testHop
@@ -300,7 +300,7 @@ func TestACancelLongAfterADeliveryCannotTell(t *testing.T) {
 
 	var handled atomic.Int64
 	o := quick()
-	o.Payloads, o.VisibilityTimeout = store, testHop
+	o.Payloads.Store, o.VisibilityTimeout = store, testHop
 	l, err := NewListener(q, func(context.Context, *Message[job]) error { handled.Add(1); return nil }, o)
 	require.NoError(t, err)
 	l.hop = testHop

@@ -76,7 +76,7 @@ func runHungAccount(t *testing.T, healthy, hung *azdispatch.Account, hang, unhan
 			}
 		}
 		return nil
-	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: azdispatch.ExponentialIdle(0, time.Second)})
+	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, time.Second)}})
 	require.NoError(t, err)
 	stop := running(t, l)
 

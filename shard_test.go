@@ -546,7 +546,7 @@ func TestShardedBatchItemsArePoisonedBesideTheirShardWhileRenewalsRun(t *testing
 	require.GreaterOrEqual(t, origin, 0)
 
 	cfg := quick()
-	cfg.Payloads = store
+	cfg.Payloads.Store = store
 	cfg.VisibilityTimeout = 2 * time.Second // renewed every second
 	l, err := NewListener(sq, func(_ context.Context, m *Message[job]) error {
 		if m.Body.N == 0 {
@@ -585,7 +585,7 @@ func TestShardedListenerIsWokenBySendsInTheSameProcess(t *testing.T) {
 	cfg := quick()
 	// After a partial batch (one shard's share) the listener waits as after
 	// a first empty receive, briefly; from the second empty receive on, an hour.
-	cfg.Idle = func(s State, n int) (time.Duration, bool) {
+	cfg.Scaling.Idle = func(s State, n int) (time.Duration, bool) {
 		if n == 1 {
 			return 100 * time.Millisecond, false
 		}

@@ -74,7 +74,7 @@ type PoisonQueuer interface {
 // PayloadStorer is a [Source] or [Target] with a [PayloadStore] of its own, such
 // as a [*Queue] of an [Account], a [ShardedQueue] or a memqueue.Queue: a [Publisher] offloads to it,
 // and a [Listener] reads from it, unless their options name another (see
-// [PublisherOptions.Payloads] and [ListenerOptions.Payloads]). A Source of your
+// [PublisherOptions.Payloads] and [PayloadOptions.Store]). A Source of your
 // own that wraps one passes it on by implementing PayloadStorer too.
 type PayloadStorer interface {
 	// PayloadStore returns the store, or nil if there is none.

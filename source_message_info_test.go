@@ -45,8 +45,10 @@ func TestCallAndMessageDescribeAMessageAlike(t *testing.T) {
 		return nil
 	}, &azdispatch.ListenerOptions{
 		Middleware: []azdispatch.Middleware{record},
-		Idle:       azdispatch.ExponentialIdle(0, 10*time.Millisecond),
-		Logger:     slog.New(slog.DiscardHandler),
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 10*time.Millisecond),
+		},
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	done := make(chan error, 2)

@@ -30,9 +30,9 @@ const (
 	// EventRecovered: a request of a kind that had failed fatally succeeded;
 	// [Event.Err] is the error that stood until then.
 	EventRecovered
-	// EventTargetUnmet: with [ListenerOptions.TargetWait], the time in
+	// EventTargetUnmet: with [ScalingOptions.TargetWait], the time in
 	// queue the target allows calls for more dequeuers than
-	// [ListenerOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
+	// [ScalingOptions.MaxDequeuers]; [Event.Dequeuers] is how many it
 	// calls for, [Event.Depth] the depth read. It comes when a decision
 	// calls for more than the maximum after one that did not (or after a
 	// receive found the queue empty), not at every decision while the
@@ -122,9 +122,9 @@ type State struct {
 	// HandlerTime is how long handler calls took, batch items' included.
 	HandlerTime Latency
 	// Wanted is how many dequeuers the last scaling decision asked for
-	// before [ListenerOptions.MaxDequeuers] capped it: more than the
+	// before [ScalingOptions.MaxDequeuers] capped it: more than the
 	// maximum says the queue calls for more than the listener may run
-	// (with [ListenerOptions.TargetWait], that the target cannot be met;
+	// (with [ScalingOptions.TargetWait], that the target cannot be met;
 	// see [EventTargetUnmet]). Zero before the first decision, and
 	// again once a receive finds the queue empty.
 	Wanted int
@@ -172,7 +172,7 @@ type State struct {
 	Checkpoints    int64 // checkpoints written to batch blobs
 
 	// PayloadBytes is the payload bytes messages hold now: at most
-	// [ListenerOptions.PayloadMemory] less the collector's headroom (half of
+	// [PayloadOptions.Memory] less the collector's headroom (half of
 	// it at the default GOGC).
 	PayloadBytes int64
 }
@@ -310,8 +310,8 @@ func (s *stats) snapshot() State {
 // asked for, it is asked with 1, since the queue had no more just then. It
 // returns how long to wait before the next receive, and whether this dequeuer
 // may stop. The listener honours stop only while more dequeuers run than its
-// floor ([ListenerOptions.MinDequeuers], or none with
-// [ListenerOptions.PushOnly]), and not within [ListenerOptions.ScaleInterval]
+// floor ([ScalingOptions.MinDequeuers], or none with
+// [ScalingOptions.PushOnly]), and not within [ScalingOptions.ScaleInterval]
 // of a scale-up. A wake-up ends the wait early and starts the count again, as
 // does any message found. It is called from several goroutines at once.
 type IdleFunc func(s State, idleCount int) (delay time.Duration, stop bool)
@@ -353,15 +353,15 @@ func ExponentialRetry(base, maxDelay time.Duration) RetryFunc {
 // ScaleFunc returns how many dequeuers a listener should run, given its state
 // and the queue's approximate depth (messages, including those being
 // handled). The listener keeps the result between
-// [ListenerOptions.MinDequeuers] and [ListenerOptions.MaxDequeuers], and only
+// [ScalingOptions.MinDequeuers] and [ScalingOptions.MaxDequeuers], and only
 // ever scales up on it: dequeuers scale down one by one, when the
-// [ListenerOptions.Idle] hook tells an idle one to stop. It is called from one
+// [ScalingOptions.Idle] hook tells an idle one to stop. It is called from one
 // goroutine at a time.
 type ScaleFunc func(s State, depth int) int
 
 // ScaleByDepth returns the default [ScaleFunc]: one dequeuer for every perDequeuer
 // messages waiting, rounded up. The listener uses its
-// [ListenerOptions.BatchSize], so that each dequeuer has a full batch to
+// [ScalingOptions.BatchSize], so that each dequeuer has a full batch to
 // receive.
 func ScaleByDepth(perDequeuer int) ScaleFunc {
 	perDequeuer = max(perDequeuer, 1)
@@ -373,7 +373,7 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 // ScaleToWait returns a [ScaleFunc] that keeps messages' time in queue
 // under target, for a listener that runs perDequeuer handler calls per
 // dequeuer ([ListenerOptions.Concurrency]) and receives up to batch
-// messages at once ([ListenerOptions.BatchSize]); [ListenerOptions.TargetWait]
+// messages at once ([ScalingOptions.BatchSize]); [ScalingOptions.TargetWait]
 // sets it up. By Little's law, messages arriving at λ a second that take h
 // to handle keep λ·h handler calls busy, and a backlog of b is received
 // within the target at b/target a second more: it asks for the dequeuers
@@ -383,7 +383,7 @@ func ScaleByDepth(perDequeuer int) ScaleFunc {
 // messages in hand). It never asks for fewer than one dequeuer per batch
 // waiting, and while the recent 99th percentile of time in queue is over
 // the target with more messages waiting than the running dequeuers hold,
-// it asks for one more than run. With [ListenerOptions.TargetWait], a
+// it asks for one more than run. With [ScalingOptions.TargetWait], a
 // dequeuer whose receive drains the queue also stops while more run than
 // the handlers' recent load needs, with a quarter more for headroom. Each
 // ScaleFunc it returns keeps the readings it was given: give each

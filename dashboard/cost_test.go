@@ -112,7 +112,7 @@ func TestTheDashboardStaysWithinAllUnderConcurrentReadings(t *testing.T) {
 	h, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Now: clock.Now, CacheFor: time.Second})
 	send(t, q, 200)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[[]byte]) error { return nil },
-		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond), DrainTimeout: time.Second})
+		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond)}, DrainTimeout: time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -84,7 +84,7 @@ func poisoned(t *testing.T, name string, n int) *memqueue.Queue {
 	}
 	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[map[string]any]) error {
 		return azdispatch.Permanent(errors.New("refused: bad order"))
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond), DrainTimeout: time.Second})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond)}, DrainTimeout: time.Second})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

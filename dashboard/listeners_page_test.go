@@ -37,8 +37,13 @@ func TestTheListenersPageShowsStateCountsAndScope(t *testing.T) {
 			return errors.New("try again")
 		}
 		return nil
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond), DrainTimeout: time.Second,
-		Retry: func(int64) time.Duration { return 0 }})
+	}, &azdispatch.ListenerOptions{
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond),
+		},
+		DrainTimeout: time.Second,
+		Retry:        func(int64) time.Duration { return 0 },
+	})
 	require.NoError(t, err)
 	var skew atomic.Int64 // the dashboard's clock runs ahead by this much
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }

@@ -63,7 +63,7 @@ func TestThePoisonPageNamesARequeuedMessagesEarlierID(t *testing.T) {
 	require.NoError(t, err)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[map[string]any]) error {
 		return azdispatch.Permanent(errors.New("refused: bad order"))
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond), DrainTimeout: time.Second})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond)}, DrainTimeout: time.Second})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

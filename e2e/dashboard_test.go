@@ -94,7 +94,7 @@ func newFixture(t *testing.T, conn string) *fixture {
 	}
 	l, err := azdispatch.NewListener(f.orders, func(ctx context.Context, m *azdispatch.Message[map[string]any]) error {
 		return azdispatch.Permanent(errors.New("refused: the order has no address"))
-	}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond), DrainTimeout: time.Second})
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond)}, DrainTimeout: time.Second})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

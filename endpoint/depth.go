@@ -136,7 +136,7 @@ type DepthOptions struct {
 // within W, the factor is gone. It is 0 when the queue is empty, so that
 // KEDA may scale to zero, and at least 1 otherwise. Without the age
 // ([DepthOptions.NoAge]) it is the rule alone. It scales the replicas;
-// within each, [azdispatch.ListenerOptions.TargetWait] scales a
+// within each, [azdispatch.ScalingOptions.TargetWait] scales a
 // listener's dequeuers to a target of the same kind.
 //
 // # KEDA

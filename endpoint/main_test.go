@@ -127,7 +127,9 @@ func answeringAccount(t testing.TB, answer func(*http.Request) *http.Response) *
 // 200 ms) and a short drain.
 func quick() *azdispatch.ListenerOptions {
 	return &azdispatch.ListenerOptions{
-		Idle:         azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 200*time.Millisecond),
+		},
 		DrainTimeout: time.Second,
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // WakeHandler is an [http.Handler] that accepts wake-ups from other
 // processes: a POST wakes the listeners that have it as their
-// [azdispatch.ListenerOptions.Wake] (it is an [azdispatch.WakeSource]).
+// [azdispatch.ScalingOptions.Wake] (it is an [azdispatch.WakeSource]).
 // Mount it wherever the process serves HTTP, behind whatever
 // authentication the process uses: a wake-up carries nothing and costs only
 // an early receive (the listener merges a storm of them into one receive

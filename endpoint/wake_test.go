@@ -91,8 +91,8 @@ func TestListenerWokenOverHTTPFromAnotherProcess(t *testing.T) {
 	var handled atomic.Int64
 	cfg := quick()
 	// Backing off for a minute: only a wake-up gets the work handled soon.
-	cfg.Idle = func(azdispatch.State, int) (time.Duration, bool) { return time.Minute, false }
-	cfg.Wake = &wake
+	cfg.Scaling.Idle = func(azdispatch.State, int) (time.Duration, bool) { return time.Minute, false }
+	cfg.Scaling.Wake = &wake
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[int]) error {
 		handled.Add(1)
 		return nil

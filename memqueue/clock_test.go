@@ -43,9 +43,11 @@ func TestManualClockWakesAnIdleListener(t *testing.T) {
 		handled.Add(1)
 		return nil
 	}, &azdispatch.ListenerOptions{
-		// Back off for an hour after every empty receive: only a wake-up
-		// can bring the next one within the test.
-		Idle: func(azdispatch.State, int) (time.Duration, bool) { return time.Hour, false },
+		Scaling: azdispatch.ScalingOptions{
+			// Back off for an hour after every empty receive: only a wake-up
+			// can bring the next one within the test.
+			Idle: func(azdispatch.State, int) (time.Duration, bool) { return time.Hour, false },
+		},
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -111,7 +111,10 @@ func sendAndHandleOne(t *testing.T, inst *otelazdispatch.Instrumentation, q azdi
 
 func quick(mw ...azdispatch.Middleware) *azdispatch.ListenerOptions {
 	return &azdispatch.ListenerOptions{
-		Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond), Retry: func(int64) time.Duration { return time.Second },
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		},
+		Retry:      func(int64) time.Duration { return time.Second },
 		Middleware: mw,
 	}
 }
@@ -263,9 +266,13 @@ func TestFailuresAreRecordedWithTheirType(t *testing.T) {
 		}
 		return nil
 	}, &azdispatch.ListenerOptions{
-		Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond), Retry: func(int64) time.Duration { return time.Second },
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 50*time.Millisecond),
+		},
+		Retry:             func(int64) time.Duration { return time.Second },
 		VisibilityTimeout: time.Second, // the message whose delete failed comes back soon
-		Middleware:        []azdispatch.Middleware{inst},
+		// the message whose delete failed comes back soon
+		Middleware: []azdispatch.Middleware{inst},
 	})
 	require.NoError(t, err)
 	runUntil(t, l, func(s azdispatch.State) bool { return s.Succeeded == 1 })

@@ -80,7 +80,9 @@ func (c *handled) all() []call {
 func options() *azdispatch.ListenerOptions {
 	return &azdispatch.ListenerOptions{
 		Retry: func(int64) time.Duration { return 0 },
-		Idle:  azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+		},
 	}
 }
 

@@ -103,9 +103,13 @@ func burstOnce(ctx context.Context, real bool, latency time.Duration, minDeq, ma
 		time.Sleep(burstHandler)
 		return nil
 	}, &azdispatch.ListenerOptions{
-		BatchSize: burstPerDeq, Concurrency: burstPerDeq,
-		MinDequeuers: minDeq, MaxDequeuers: maxDeq,
-		ScaleInterval: time.Second,
+		Scaling: azdispatch.ScalingOptions{
+			BatchSize:     burstPerDeq,
+			MinDequeuers:  minDeq,
+			MaxDequeuers:  maxDeq,
+			ScaleInterval: time.Second,
+		},
+		Concurrency: burstPerDeq,
 	})
 	if err != nil {
 		return 0, 0, err

@@ -167,10 +167,12 @@ func runChaosWorker(cfg chaosWorkerConfig, cs string, commands io.Reader, status
 	l, err := azdispatch.NewListener(q, w.handle, &azdispatch.ListenerOptions{
 		VisibilityTimeout: cfg.Visibility,
 		MaxDequeueCount:   cfg.MaxDequeue,
-		MaxDequeuers:      4,
-		Idle:              azdispatch.ExponentialIdle(0, time.Second),
-		DrainTimeout:      10 * time.Second,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Scaling: azdispatch.ScalingOptions{
+			MaxDequeuers: 4,
+			Idle:         azdispatch.ExponentialIdle(0, time.Second),
+		},
+		DrainTimeout: 10 * time.Second,
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err

@@ -44,7 +44,7 @@ func runIdle(ctx context.Context, o options, progress io.Writer) ([]record, []st
 		}
 	}
 	l, err := azdispatch.NewListener(lq, func(context.Context, *azdispatch.Message[payload]) error { return nil },
-		&azdispatch.ListenerOptions{MaxDequeuers: idlePollers, Idle: azdispatch.ExponentialIdle(idleMin, idleMax)})
+		&azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{MaxDequeuers: idlePollers, Idle: azdispatch.ExponentialIdle(idleMin, idleMax)}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -72,7 +72,7 @@ func runIdleSharded(ctx context.Context, o options, progress io.Writer) ([]recor
 	fmt.Fprintf(progress, "idle-sharded: %v of idle listeners, idle curve capped at %v\n", tm.window, shardIdleMax)
 	for i, v := range variants {
 		l, err := azdispatch.NewListener(v.src, func(context.Context, *azdispatch.Message[payload]) error { return nil },
-			&azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, shardIdleMax)})
+			&azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, shardIdleMax)}})
 		if err != nil {
 			return nil, nil, err
 		}

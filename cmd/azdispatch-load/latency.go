@@ -12,7 +12,7 @@ import (
 // are heavy (seconds each, few at once per dequeuer), under the default
 // scaling (ScaleByDepth(BatchSize): one dequeuer per 32 messages of depth,
 // which counts batches, not handler time) and under
-// ListenerOptions.TargetWait. It runs over memqueue on the real clock, so
+// ListenerOptions.Scaling.TargetWait. It runs over memqueue on the real clock, so
 // that it measures the listener's scaling and not an emulator, with a
 // delay added to every request for the round trip to storage. Both
 // variants get the same seeded arrivals: a steady Poisson stream with
@@ -27,7 +27,7 @@ type latencyConfig struct {
 	Handler      time.Duration // each handler call's time, sleeping on its context
 	Concurrency  int           // ListenerOptions.Concurrency: heavy handlers, few per dequeuer
 	MaxDequeuers int
-	Target       time.Duration // ListenerOptions.TargetWait of the target variant
+	Target       time.Duration // ListenerOptions.Scaling.TargetWait of the target variant
 	Warmup       time.Duration // steady arrivals before the window, not measured
 	Duration     time.Duration // the measured window of each variant
 	// Wake sends through the listener's own queue, which wakes its idle
@@ -77,8 +77,8 @@ func latencyFlags(fs *flag.FlagSet) *latencyConfig {
 	fs.DurationVar(&c.BurstEvery, "latency-burst-every", c.BurstEvery, "latency scenario: time between bursts")
 	fs.DurationVar(&c.Handler, "latency-handler", c.Handler, "latency scenario: how long each handler call takes")
 	fs.IntVar(&c.Concurrency, "latency-concurrency", c.Concurrency, "latency scenario: ListenerOptions.Concurrency")
-	fs.IntVar(&c.MaxDequeuers, "latency-max-dequeuers", c.MaxDequeuers, "latency scenario: ListenerOptions.MaxDequeuers")
-	fs.DurationVar(&c.Target, "latency-target", c.Target, "latency scenario: ListenerOptions.TargetWait of the target variant")
+	fs.IntVar(&c.MaxDequeuers, "latency-max-dequeuers", c.MaxDequeuers, "latency scenario: ListenerOptions.Scaling.MaxDequeuers")
+	fs.DurationVar(&c.Target, "latency-target", c.Target, "latency scenario: ListenerOptions.Scaling.TargetWait of the target variant")
 	fs.DurationVar(&c.Warmup, "latency-warmup", c.Warmup, "latency scenario: steady arrivals before the measured window")
 	fs.BoolVar(&c.Wake, "latency-wake", c.Wake, "latency scenario: send through the listener's own queue, waking it on every send")
 	return &c

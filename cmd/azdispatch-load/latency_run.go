@@ -98,10 +98,14 @@ func latencyOnce(ctx context.Context, c latencyConfig, perRequest time.Duration,
 	}
 	w := &waits{seen: make([]bool, len(arrivals)), of: make([]time.Duration, len(arrivals))}
 	opts := &azdispatch.ListenerOptions{
-		Concurrency: c.Concurrency, MaxDequeuers: c.MaxDequeuers, PoisonQueue: q.PoisonQueue(),
+		Concurrency: c.Concurrency,
+		Scaling: azdispatch.ScalingOptions{
+			MaxDequeuers: c.MaxDequeuers,
+		},
+		PoisonQueue: q.PoisonQueue(),
 	}
 	if toTarget {
-		opts.TargetWait = c.Target
+		opts.Scaling.TargetWait = c.Target
 	}
 	l, err := azdispatch.NewListener(src, func(ctx context.Context, m *azdispatch.Message[payload]) error {
 		if m.DequeueCount == 1 {

@@ -173,7 +173,9 @@ func (r *scheduleRun) listen(ctx context.Context, q *azdispatch.Queue) (stop fun
 		return nil, err
 	}
 	l, err := azdispatch.NewListener(q, r.handle, &azdispatch.ListenerOptions{
-		Idle:   azdispatch.ExponentialIdle(0, r.cfg.ListenerIdle),
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, r.cfg.ListenerIdle),
+		},
 		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

@@ -151,7 +151,7 @@ func newWakeRig(ctx context.Context, cs string, latency time.Duration, variant s
 
 	sendTo := lq // notify, raw-poll: the publisher shares the consumer's *Queue
 	var onSent func(context.Context, string)
-	cfg := &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(wakeBackOff, wakeBackOff)}
+	cfg := &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(wakeBackOff, wakeBackOff)}}
 	switch variant {
 	case "raw-poll":
 		armed := make(chan struct{}, 1)
@@ -170,7 +170,7 @@ func newWakeRig(ctx context.Context, cs string, latency time.Duration, variant s
 	}
 	if variant == "notify-http" {
 		wake := &endpoint.WakeHandler{}
-		cfg.Wake = wake
+		cfg.Scaling.Wake = wake
 		url, err := serve(runCtx, &wg, wake)
 		if err != nil {
 			return nil, err

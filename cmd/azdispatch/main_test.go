@@ -223,7 +223,7 @@ func poisonAll(t *testing.T, src azdispatch.Source, n int64) {
 	t.Helper()
 	l, err := azdispatch.NewListener(src, func(_ context.Context, m *azdispatch.Message[string]) error {
 		return azdispatch.Permanent(errors.New("rejected " + m.Body))
-	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Idle: azdispatch.ExponentialIdle(10*time.Millisecond, 200*time.Millisecond)})
+	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(10*time.Millisecond, 200*time.Millisecond)}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -76,12 +76,15 @@ func listen() error {
 		handled.Add(1)
 		return nil
 	}, &azdispatch.ListenerOptions{
-		BatchSize: 16, Concurrency: 16, // small dequeuers, so that the burst needs several
-		MaxDequeuers: 8,
-		// Time-compressed: the defaults are 30 s and 10 s.
-		Idle:          azdispatch.ExponentialIdle(0, 2*time.Second),
-		ScaleInterval: time.Second,
-		Wake:          wake,
+		Scaling: azdispatch.ScalingOptions{
+			BatchSize:    16, // small dequeuers, so that the burst needs several
+			MaxDequeuers: 8,
+			// Time-compressed: the defaults are 30 s and 10 s.
+			Idle:          azdispatch.ExponentialIdle(0, 2*time.Second),
+			ScaleInterval: time.Second,
+			Wake:          wake,
+		},
+		Concurrency: 16,
 		OnEvent: func(e azdispatch.Event) {
 			switch e.Kind {
 			case azdispatch.EventScaleUp:

@@ -140,7 +140,9 @@ func run(ctx context.Context, out io.Writer, small int, asJSON bool) error {
 		return nil // the process span covers this call
 	}, &azdispatch.ListenerOptions{
 		Middleware: []azdispatch.Middleware{inst},
-		Idle:       azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+		Scaling: azdispatch.ScalingOptions{
+			Idle: azdispatch.ExponentialIdle(0, 100*time.Millisecond),
+		},
 	})
 	if err != nil {
 		return err

@@ -55,7 +55,7 @@ func startWorkers(ctx context.Context, tasks *azdispatch.ShardedQueue, n, jobs i
 			}
 			w.customers[m.Body.Customer][i] = true
 			return nil
-		}, &azdispatch.ListenerOptions{Idle: azdispatch.ExponentialIdle(0, time.Second)})
+		}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, time.Second)}})
 		if err != nil {
 			w.stop()
 			return nil, err
