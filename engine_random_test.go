@@ -1,13 +1,14 @@
 package azdispatch_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,19 +38,41 @@ var (
 // up, hang to their timeout or run past half their visibility timeout,
 // storage faults (failed and lost receives, deletes and updates, slow
 // deletes that fail, some outlasting half the visibility timeout, slow
-// receives, receives that bring messages and an error), wake-ups, a clock
-// moved by hand in some rounds, and shutdowns at random moments. At every
-// handler call and after every step it checks that the listener holds no
-// more messages and runs no more handlers than MaxDequeuers × Concurrency,
-// and that no delivery received after the listener began to delete a
-// message whose handler succeeded runs the handler again (in rounds whose
-// clock moved, a message the move made visible again while in hand is
-// excused). At the end of each round, with no further send or wake-up,
-// every message must be settled for good within a minute (deleted, after a
-// success or into the poison queue), Run must return, State's counts must
-// add up and agree with the queues', and no goroutine may be left. Some
-// rounds also measure the CPU the process uses while every handler waits:
-// a wait must block, not spin.
+// receives, receives that bring messages and an error, failed and lost
+// reads, writes and deletes of the payload store), wake-ups, a clock moved
+// by hand in some rounds, and shutdowns at random moments. Rounds also
+// send, each feature in about half of them, through a Publisher over the
+// queue's payload store (engine_random_features_test.go): batches, whose
+// items are handled one by one and an item that keeps failing poisoned
+// alone; bodies over MaxMessageSize, offloaded as claim checks; with the
+// manual clock, messages due past the listener's 7-day hop, hidden again
+// as the clock moves days ahead, and a Scheduler's schedule; Cancel from
+// goroutines of their own at random moments, racing delivery; and unique
+// sends of one key from several goroutines at once.
+//
+// At every handler call and after every step it checks that the listener
+// holds no more messages and runs no more handlers than MaxDequeuers ×
+// Concurrency; that no delivery received after the listener began to
+// delete a message whose handler succeeded runs the handler again (in
+// rounds whose clock moved, a message the move made visible again while in
+// hand is excused); that no handler runs for a message before it is due,
+// nor after Cancel returned nil for it (nor had run when Cancel returned
+// nil); that the handler runs for one message at most of each occurrence
+// of the schedule (that message's own retries aside); and that of the sends of one unique key at once one at
+// most succeeds, the others failing with ErrDuplicate (or a storage error
+// of their own, which excuses a key no send won). At the end of each
+// round, with no further send, cancel, fault or wake-up, every message
+// must be settled for good within a minute: every number sent, alone or
+// as a batch item, handled or poisoned, unless a Cancel returned nil for
+// it or could not tell (a cancel that failed midway and was tried again,
+// ErrCancelUndetermined); every occurrence the schedule's record counts as
+// sent handled or poisoned, the last one included; and the payload store
+// holding, besides records, no payload but those kept for poison, beyond
+// one for each fault that may leave one for a sweep (a failed blob write
+// or delete, a message delete whose answer was lost, a send tried again).
+// Run must return, State's counts must add up and agree with the queues',
+// and no goroutine may be left. Some rounds also measure the CPU the
+// process uses while every handler waits: a wait must block, not spin.
 //
 // A failure names its seed and round. Replay the round, or run for longer:
 //
@@ -91,7 +114,8 @@ type engineRound struct {
 	src      azdispatch.Source     // the queue, or a sharded queue over queues
 	target   azdispatch.Target     // where the round sends: src
 	clock    *memqueue.ManualClock // nil: the real clock
-	l        *azdispatch.Listener[int]
+	l        *azdispatch.Listener[string]
+	pub      *azdispatch.Publisher[string]
 	opts     azdispatch.ListenerOptions
 	capacity int
 	// waitCheck rounds measure the CPU of a listener whose every handler
@@ -108,6 +132,11 @@ type engineRound struct {
 	epoch        atomic.Int64 // clock moves so far
 	tick         atomic.Int64 // orders receives and deletes
 	gate         atomic.Pointer[chan struct{}]
+
+	// What the round's publisher does besides plain sends (see
+	// engine_random_features_test.go), and what it has sent.
+	features
+	bg sync.WaitGroup // the round's own goroutines: cancels racing delivery
 
 	mu         sync.Mutex
 	sent       int
@@ -129,6 +158,7 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	r := rand.New(rand.NewPCG(rs, uint64(round)))
 	e := &engineRound{seed: rs, round: round, r: r,
 		receivedAt: map[string]seen{}, succeeded: map[int]seen{}, deleting: map[int]int64{}, poisoned: map[int]bool{}}
+	e.features = newFeatures()
 	var opts memqueue.Options
 	if r.IntN(3) == 0 {
 		e.clock = memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -161,6 +191,9 @@ func newEngineRound(seed uint64, round int) *engineRound {
 		e.src, e.target = q, q
 	}
 	o := &e.opts
+	// Raw text: a body is the decimal number the round gave it, and a
+	// large one that number, a space and padding.
+	o.Codec = azdispatch.Raw()
 	o.Scaling.MaxDequeuers = 1 + r.IntN(4)
 	o.Concurrency = 1 + r.IntN(8)
 	o.Scaling.BatchSize = 1 + r.IntN(azdispatch.MaxBatch)
@@ -187,13 +220,14 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	o.DrainTimeout = time.Duration(100+r.IntN(900)) * time.Millisecond
 	o.Middleware = []azdispatch.Middleware{e}
 	e.capacity = o.Scaling.MaxDequeuers * o.Concurrency
+	e.chooseFeatures(r)
 	return e
 }
 
 func (e *engineRound) describe() string {
 	o := e.opts
-	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t",
-		e.seed, len(e.queues), e.clock != nil, o.Scaling.PushOnly, o.Scaling.MaxDequeuers, o.Concurrency, o.Scaling.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives)
+	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t, %s",
+		e.seed, len(e.queues), e.clock != nil, o.Scaling.PushOnly, o.Scaling.MaxDequeuers, o.Concurrency, o.Scaling.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives, e.features.describe())
 }
 
 // run drives the round: steps with checks, then the drain and the checks
@@ -204,7 +238,10 @@ func (e *engineRound) run(t *testing.T) {
 	l, err := azdispatch.NewListener(e.src, e.handle, &e.opts)
 	require.NoError(t, err)
 	e.l = l
+	e.pub, err = azdispatch.NewPublisher[string](e.target, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), TTL: e.ttl})
+	require.NoError(t, err)
 	run := startRun(l)
+	stopScheduler := e.startScheduler(t)
 	if e.waitCheck {
 		e.waitCostsNoCPU(t, l)
 	}
@@ -215,8 +252,13 @@ func (e *engineRound) run(t *testing.T) {
 		}
 		e.check(t, l)
 	}
+	// Cancels finish, and the scheduler stops, before the drain: from
+	// here on nothing is sent.
+	e.waitCancels(t)
+	stopScheduler()
 	drained := time.Now()
 	e.drain(t, l)
+	t.Logf("%s", e.features.summary())
 	t.Logf("%d messages; steps took %v, the drain %v; at most %d in hand and %d handler calls at once, of %d",
 		e.sent, drained.Sub(start).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond), e.mostHeld, e.mostRun, e.capacity)
 	require.NoError(t, run.stop(), "Run's result")
@@ -226,7 +268,7 @@ func (e *engineRound) run(t *testing.T) {
 
 // step takes one random step; it reports whether it restarted Run (whose
 // State is then checked by the next step).
-func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runningListener) bool {
+func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[string], run **runningListener) bool {
 	switch k := e.r.IntN(100); {
 	case k < 35:
 		// Often one at a time: a dequeuer then takes it with slots to
@@ -236,7 +278,7 @@ func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runn
 		if e.r.IntN(2) == 0 {
 			n += e.r.IntN(20)
 		}
-		e.send(t, n)
+		e.sendSome(t, n)
 	case k < 45:
 		if op := e.faultOp(); op != "" {
 			e.queue().FailNext(op, 1+e.r.IntN(2), nil)
@@ -244,6 +286,14 @@ func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runn
 	case k < 50:
 		if op := e.faultOp(); op != "" {
 			e.queue().LoseNext(op, 1)
+			if op == azdispatch.OpDelete {
+				// A delete that acted, its answer lost: the listener
+				// cannot tell that the message is gone, and leaves its
+				// payload blob, if any, for a sweep.
+				e.mu.Lock()
+				e.leavers++
+				e.mu.Unlock()
+			}
 		}
 	case k < 55:
 		e.slowDeletes.Store(!e.slowDeletes.Load())
@@ -255,7 +305,7 @@ func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runn
 	case k < 68:
 		if e.clock != nil {
 			e.epoch.Add(1)
-			e.clock.Advance(time.Duration(500+e.r.IntN(2500)) * time.Millisecond)
+			e.clock.Advance(e.clockStep())
 		}
 	case k < 75:
 		l.Notify()
@@ -263,6 +313,12 @@ func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[int], run **runn
 		require.NoError(t, (*run).stop(), "Run's result at a restart")
 		*run = startRun(l)
 		return true
+	case k < 84:
+		e.blobFault()
+	case k < 88:
+		e.cancelSome()
+	case k < 91:
+		e.sendUnique(t)
 	default:
 		time.Sleep(time.Duration(e.r.IntN(250)) * time.Millisecond)
 	}
@@ -287,27 +343,25 @@ func (e *engineRound) faultOp() azdispatch.Op {
 	return op
 }
 
-// send puts n new messages on the queue; a few, when the clock is real and
-// the listener polls, with a delay.
+// send puts n new messages on the queue as plain text; a few, when the
+// clock is real and the listener polls, with a delay.
 func (e *engineRound) send(t *testing.T, n int) {
 	for range n {
-		e.mu.Lock()
-		id := e.sent
-		e.sent++
-		e.mu.Unlock()
-		var opts *azdispatch.SendOptions
+		id := e.newID()
+		opts := &azdispatch.SendOptions{TTL: e.ttl}
 		// A delayed send wakes no one when it comes due: a push-only
 		// listener learns of it only from the next wake-up.
 		if !e.opts.Scaling.PushOnly && e.r.IntN(10) == 0 {
-			opts = &azdispatch.SendOptions{Delay: time.Duration(1+e.r.IntN(2)) * time.Second}
+			opts.Delay = time.Duration(1+e.r.IntN(2)) * time.Second
 		}
 		// A sharded queue whose every shard the faults have backed off
 		// refuses sends for a moment, as it should: send again.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			_, err := e.target.Send(context.Background(), strconv.Itoa(id), opts)
+			msgID, err := e.target.Send(context.Background(), strconv.Itoa(id), opts)
 			if err == nil || !errors.Is(err, azdispatch.ErrNoHealthyShard) || time.Now().After(deadline) {
 				require.NoError(t, err)
+				e.sentAs(msgID, false, id)
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -317,7 +371,7 @@ func (e *engineRound) send(t *testing.T, n int) {
 
 // check asserts what must hold at every moment; handle checks the
 // capacity at every handler call too.
-func (e *engineRound) check(t *testing.T, l *azdispatch.Listener[int]) {
+func (e *engineRound) check(t *testing.T, l *azdispatch.Listener[string]) {
 	t.Helper()
 	s := l.State()
 	require.LessOrEqual(t, s.InFlight, e.capacity, "messages in hand past MaxDequeuers × Concurrency: %+v", s)
@@ -330,7 +384,7 @@ func (e *engineRound) check(t *testing.T, l *azdispatch.Listener[int]) {
 // drain ends the round: no fault, send or wake-up from here on (on a
 // manual clock, only moves of it), and every message must be settled for
 // good within a minute.
-func (e *engineRound) drain(t *testing.T, l *azdispatch.Listener[int]) {
+func (e *engineRound) drain(t *testing.T, l *azdispatch.Listener[string]) {
 	e.slowDeletes.Store(false)
 	e.receiveFails.Store(0)
 	deadline := time.Now().Add(time.Minute)
@@ -346,7 +400,8 @@ func (e *engineRound) drain(t *testing.T, l *azdispatch.Listener[int]) {
 		}
 		if e.clock != nil {
 			e.epoch.Add(1)
-			e.clock.Advance(2 * time.Second)
+			// Messages sent past the listener's hop are due days ahead.
+			e.clock.Advance(e.drainStep())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -365,7 +420,7 @@ func (e *engineRound) unsettled(t *testing.T) (missing []int, depth int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for n := range e.sent {
-		if _, ok := e.succeeded[n]; !ok && !e.poisoned[n] {
+		if _, ok := e.succeeded[n]; !ok && !e.poisoned[n] && e.owed(n) {
 			missing = append(missing, n)
 		}
 	}
@@ -385,21 +440,22 @@ func (e *engineRound) readPoison(t *testing.T, pq azdispatch.Source) {
 		for _, d := range batch {
 			env, err := azdispatch.ParsePoison(d.Text)
 			require.NoError(t, err)
-			n, err := strconv.Atoi(env.Body)
-			require.NoError(t, err)
 			require.NoError(t, pq.Delete(ctx, d))
 			e.mu.Lock()
-			e.poisoned[n] = true
+			err = e.poisonedAs(env)
 			e.mu.Unlock()
+			require.NoError(t, err)
 		}
 	}
 }
 
 // checkEnd asserts what must hold once Run has returned.
-func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[int]) {
+func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[string]) {
 	s := l.State()
-	require.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released,
-		"received = succeeded + retried + poisoned + lost + released: %+v", s)
+	// Hops, cancelled messages and a schedule's duplicates are received,
+	// and settled as none of the five.
+	require.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released+s.Rehidden+s.Cancelled+s.Duplicates,
+		"received = succeeded + retried + poisoned + lost + released + rehidden + cancelled + duplicates: %+v", s)
 	require.Zero(t, s.InFlight)
 	require.Zero(t, s.ActiveDequeuers)
 	var qt azdispatch.Transactions
@@ -410,18 +466,26 @@ func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[int]) {
 		qt.Update += t.Update
 	}
 	require.Equal(t, qt.Receive, s.Transactions.Receive, "the listener's receives, as the queues counted them")
-	require.Equal(t, qt.Delete, s.Transactions.Delete, "the listener's deletes, as the queues counted them")
+	if e.cancels == 0 {
+		require.Equal(t, qt.Delete, s.Transactions.Delete, "the listener's deletes, as the queues counted them")
+	} else {
+		// A cancel deletes too.
+		require.GreaterOrEqual(t, qt.Delete, s.Transactions.Delete, "the listener's deletes, as the queues counted them")
+	}
 	require.Equal(t, qt.Update, s.Transactions.Update, "the listener's updates, as the queues counted them")
+	e.checkFeaturesEnd(t, s)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	require.LessOrEqual(t, s.Succeeded+s.Poisoned, int64(e.sent), "%+v", s)
+	// A batch is one message of several items; a schedule's messages are
+	// not numbered.
+	require.LessOrEqual(t, s.Succeeded+s.Poisoned, int64(e.sent+len(e.schedMessages)), "%+v", s)
 	require.Empty(t, e.violation)
 }
 
 // waitCostsNoCPU fills the listener with handlers that wait at a gate, and
 // more messages than it may hold, then measures the process's CPU while it
 // waits, and opens the gate.
-func (e *engineRound) waitCostsNoCPU(t *testing.T, l *azdispatch.Listener[int]) {
+func (e *engineRound) waitCostsNoCPU(t *testing.T, l *azdispatch.Listener[string]) {
 	g := make(chan struct{})
 	e.gate.Store(&g)
 	defer func() {
@@ -458,13 +522,24 @@ func (e *engineRound) waitCostsNoCPU(t *testing.T, l *azdispatch.Listener[int]) 
 
 // handle is the round's handler: what it does is drawn from the message
 // and its delivery, so that a seed replays it.
-func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[int]) error {
+func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string]) error {
+	if m.Occurrence != nil {
+		return e.handleOccurrence(ctx, m)
+	}
+	n, err := bodyID(m.Body)
+	if err != nil {
+		e.mu.Lock()
+		e.violationf("a handler got a body the round never sent: %q (%s): %v", m.Body[:min(len(m.Body), 40)], m.ID, err)
+		e.mu.Unlock()
+		return nil
+	}
 	key := deliveryKey(m.ID, m.DequeueCount)
 	e.mu.Lock()
+	e.handlerCalled(n, m)
 	got := e.receivedAt[key]
-	if del, ok := e.deleting[m.Body]; ok && got.tick > del && got.epoch == e.succeeded[m.Body].epoch && e.violation == "" {
+	if del, ok := e.deleting[n]; ok && got.tick > del && got.epoch == e.succeeded[n].epoch && e.violation == "" {
 		e.violation = fmt.Sprintf("message %d (%s): delivery %d, received after the listener began to delete it as handled, ran the handler again",
-			m.Body, m.ID, m.DequeueCount)
+			n, m.ID, m.DequeueCount)
 	}
 	e.running++
 	e.mostRun = max(e.mostRun, e.running)
@@ -479,11 +554,11 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[int]) er
 		e.running--
 		e.mu.Unlock()
 	}()
-	err := e.behave(ctx, m)
+	err = e.behave(ctx, n, m.DequeueCount)
 	if err == nil {
 		e.mu.Lock()
-		if _, ok := e.succeeded[m.Body]; !ok {
-			e.succeeded[m.Body] = got
+		if _, ok := e.succeeded[n]; !ok {
+			e.succeeded[n] = got
 		}
 		e.mu.Unlock()
 	}
@@ -494,8 +569,9 @@ func deliveryKey(id string, dequeueCount int64) string {
 	return id + "/" + strconv.FormatInt(dequeueCount, 10)
 }
 
-// behave does what behaviourOf says for this delivery.
-func (e *engineRound) behave(ctx context.Context, m *azdispatch.Message[int]) error {
+// behave does what behaviourOf says for delivery dequeueCount of message
+// (or batch item, or occurrence) n.
+func (e *engineRound) behave(ctx context.Context, n int, dequeueCount int64) error {
 	if g := e.gate.Load(); g != nil {
 		select {
 		case <-*g:
@@ -503,7 +579,7 @@ func (e *engineRound) behave(ctx context.Context, m *azdispatch.Message[int]) er
 			return ctx.Err()
 		}
 	}
-	h := behaviourOf(e.seed, m.Body, m.DequeueCount)
+	h := behaviourOf(e.seed, n, dequeueCount)
 	wait := func(d time.Duration) error {
 		select {
 		case <-time.After(d):
@@ -556,7 +632,7 @@ func (e *engineRound) HandleCall(ctx context.Context, c *azdispatch.Call) error 
 // succeeded started, and makes some receives fail after bringing messages.
 func (e *engineRound) HandleStorage(ctx context.Context, op *azdispatch.StorageOp) error {
 	if op.Kind == azdispatch.OpDelete {
-		if n, err := strconv.Atoi(op.Message.Text); err == nil {
+		if n, ok := e.singleOf(op.Message); ok {
 			e.mu.Lock()
 			if _, ok := e.succeeded[n]; ok {
 				if _, ok := e.deleting[n]; !ok {
@@ -616,7 +692,7 @@ type runningListener struct {
 	done   chan error
 }
 
-func startRun(l *azdispatch.Listener[int]) *runningListener {
+func startRun(l *azdispatch.Listener[string]) *runningListener {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningListener{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- l.Run(ctx) }()
@@ -635,7 +711,7 @@ func (r *runningListener) stop() error {
 	}
 }
 
-func head(ns []int, n int) []int {
-	sort.Ints(ns)
+func head[E cmp.Ordered](ns []E, n int) []E {
+	slices.Sort(ns)
 	return ns[:min(n, len(ns))]
 }
