@@ -42,7 +42,7 @@ var (
 // reads, writes and deletes of the payload store), wake-ups, a clock moved
 // by hand in some rounds, and shutdowns at random moments. Rounds also
 // send, each feature in about half of them, through a Publisher over the
-// queue's payload store (engine_random_features_test.go): batches, whose
+// queue's payload store (listener_random_features_test.go): batches, whose
 // items are handled one by one and an item that keeps failing poisoned
 // alone; bodies over MaxMessageSize, offloaded as claim checks; with the
 // manual clock, messages due past the listener's 7-day hop, hidden again
@@ -134,7 +134,7 @@ type engineRound struct {
 	gate         atomic.Pointer[chan struct{}]
 
 	// What the round's publisher does besides plain sends (see
-	// engine_random_features_test.go), and what it has sent.
+	// listener_random_features_test.go), and what it has sent.
 	features
 	bg sync.WaitGroup // the round's own goroutines: cancels racing delivery
 
