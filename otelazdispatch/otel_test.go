@@ -328,3 +328,34 @@ func TestConsumerSpansDoNotInheritRunsSpan(t *testing.T) {
 		assert.NotEqual(t, runSpan.SpanContext().TraceID(), s.SpanContext.TraceID(), "span %q", s.Name)
 	}
 }
+
+// A message sent for later carries its metadata after its due line: the
+// spans of its receive and its delete link to its send all the same.
+func TestADelayedMessagesSpansAreLinkedToItsSend(t *testing.T) {
+	tel := newTelemetry(t)
+	inst := tel.instrumentation(t, otelazdispatch.Options{Propagate: true})
+	q := memqueue.New("traced-later", nil)
+	pub, err := azdispatch.NewPublisher[order](q, &azdispatch.PublisherOptions{Middleware: []azdispatch.SendMiddleware{inst}})
+	require.NoError(t, err)
+	_, err = pub.SendAfter(context.Background(), order{ID: 1}, time.Second)
+	require.NoError(t, err)
+	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[order]) error { return nil }, quick(inst))
+	require.NoError(t, err)
+	runUntil(t, l, func(s azdispatch.State) bool { return s.Succeeded == 1 })
+
+	spans := tel.byName()
+	require.Len(t, spans["send traced-later"], 1)
+	send := spans["send traced-later"][0].SpanContext.SpanID()
+	var linked int
+	for _, r := range spans["receive traced-later"] {
+		for _, link := range r.Links {
+			assert.Equal(t, send, link.SpanContext.SpanID())
+			linked++
+		}
+	}
+	assert.Equal(t, 1, linked, "the receive that brought it links to its send")
+	settles := settleSpans(tel)
+	require.Len(t, settles, 1)
+	require.Len(t, settles[0].Links, 1, "its delete links to its send")
+	assert.Equal(t, send, settles[0].Links[0].SpanContext.SpanID())
+}

@@ -32,11 +32,9 @@ func (i *Instrumentation) receive(ctx context.Context, op *azdispatch.StorageOp)
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(op.Received)))
 		for _, d := range op.Received {
-			meta, _, perr := azdispatch.ParseMetadata(d.Text)
-			if perr != nil {
-				continue // the listener poisons it; nothing to link to
-			}
-			if sc := i.creationContext(meta); sc.IsValid() {
+			// Behind a due line too: a message sent for later carries its
+			// metadata after it.
+			if sc := i.creationContext(azdispatch.DescribeText(d.Text).Metadata); sc.IsValid() {
 				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(d.ID)}})
 			}
 		}
@@ -54,10 +52,7 @@ func (i *Instrumentation) settle(ctx context.Context, op *azdispatch.StorageOp) 
 	start := time.Now()
 	d := op.Message
 	a := i.common(settleName(op.Kind), semconv.MessagingOperationTypeSettle, trace.SpanKindClient, op.Queue)
-	var created trace.SpanContext
-	if meta, _, err := azdispatch.ParseMetadata(d.Text); err == nil {
-		created = i.creationContext(meta)
-	}
+	created := i.creationContext(azdispatch.DescribeText(d.Text).Metadata)
 	spanCtx, span := i.startSpan(ctx, a, created)
 	if span.IsRecording() {
 		span.SetAttributes(semconv.MessagingMessageID(d.ID), DequeueCountKey.Int64(d.DequeueCount))
