@@ -144,8 +144,12 @@ type session struct {
 	// watch.drain), so that a try's context is not registered with, and
 	// later removed from, one parent shared by every message.
 	detached context.Context
-	// handlers counts the goroutines that take messages to their end.
-	handlers sync.WaitGroup
+	// dequeuers counts the goroutines running dequeuers' loops; handlers
+	// those that take messages to their end. A dequeuer that hands its
+	// loop to a successor (see dequeuer.tryHere) passes its count in
+	// dequeuers on, and its goroutine goes on counted in handlers.
+	dequeuers sync.WaitGroup
+	handlers  sync.WaitGroup
 	// tries are the goroutines that take received messages through their
 	// tries (see startTry); the channel is closed once no dequeuer is left.
 	tries tryPool
@@ -302,7 +306,6 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 // stopRun). Only this goroutine starts dequeuers, so that none starts once
 // the shutdown has begun to wait for them.
 func (l *Listener[T]) superviseDequeuers(ctx context.Context, s *session, stopRun context.CancelFunc, stopWork context.CancelCauseFunc) error {
-	var dequeuers sync.WaitGroup
 	l.ask(max(l.floor, 1))
 	var fatalCheck <-chan time.Time
 	if l.opts.FatalTimeout > 0 {
@@ -331,18 +334,19 @@ func (l *Listener[T]) superviseDequeuers(ctx context.Context, s *session, stopRu
 			l.ask(1)
 		case <-changed:
 		case <-ctx.Done():
-			return l.shutdown(s, &dequeuers, stopWork)
+			return l.shutdown(s, stopWork)
 		case now := <-fatalCheck:
 			if err := l.fatalTooLong(now); err != nil {
 				l.alerts().Error("stopping: a fatal storage error stood for FatalTimeout", "err", err)
 				stopRun()
-				return errors.Join(err, l.shutdown(s, &dequeuers, stopWork))
+				return errors.Join(err, l.shutdown(s, stopWork))
 			}
 		case <-l.asked:
 			want := min(int(l.want.Swap(0)), l.opts.Scaling.MaxDequeuers)
 			for int(l.stats.active.Load()) < want {
 				l.stats.started()
-				dequeuers.Go(func() { l.runDequeuer(s) })
+				s.dequeuers.Add(1)
+				go l.runDequeuer(s) // Done by its loop's last goroutine (see dequeuer.carryOn)
 			}
 		}
 	}
@@ -375,7 +379,7 @@ const abandonAfter = 10 * time.Second
 // error naming their messages, and leaves them running (a goroutine cannot
 // be stopped from outside); each settles its message if it ever returns,
 // and its message reappears after its visibility timeout meanwhile.
-func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork context.CancelCauseFunc) error {
+func (l *Listener[T]) shutdown(s *session, stopWork context.CancelCauseFunc) error {
 	drain := time.NewTimer(max(l.opts.DrainTimeout, 0))
 	defer drain.Stop()
 	abandon := time.NewTimer(time.Hour)
@@ -408,7 +412,7 @@ func (l *Listener[T]) shutdown(s *session, dequeuers *sync.WaitGroup, stopWork c
 	}
 	// Only dequeuers start try goroutines: wait for them first, to the
 	// end (a receive is bounded by receiveTimeout).
-	wait(dequeuers, false)
+	wait(&s.dequeuers, false)
 	s.tries.close() // nothing more is given out: idle try goroutines stop
 	if wait(&s.handlers, true) {
 		return nil
@@ -547,15 +551,17 @@ func (l *Listener[T]) startTry(s *session, r arrival) {
 // tryLoop takes r through its try, then whatever else is given to it, until
 // it is told to stop or the channel is closed at the end of the session.
 func (l *Listener[T]) tryLoop(s *session, r arrival) {
-	for {
+	for ; r.d != nil; r = s.tries.await() {
 		l.tryDelivery(s, r) // gives back r's slot, whatever becomes of its goroutine
-		s.tries.idle.Add(1)
-		r = <-s.tries.ch
-		s.tries.idle.Add(-1)
-		if r.d == nil {
-			return
-		}
 	}
+}
+
+// await waits for the next message for a try goroutine: one with no
+// message says to stop.
+func (w *tryPool) await() arrival {
+	w.idle.Add(1)
+	defer w.idle.Add(-1)
+	return <-w.ch
 }
 
 // retireIdle stops as many try goroutines as were idle both now and at

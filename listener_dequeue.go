@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
@@ -51,6 +52,12 @@ type dequeuer[T any] struct {
 	idle, failures int
 	paused         bool // by a rate limiter that gives no turns
 	retired        bool // taken out of stats.active already
+	// arrivals holds the messages of the last receive; run tries them on
+	// the dequeuer's goroutine (see tryHere). Both are reused from one
+	// receive to the next, and left to the goroutine that tries when it
+	// hands the loop on.
+	arrivals []arrival
+	run      *inlineRun
 }
 
 // receiveResult is one receive as the dequeuer saw it.
@@ -71,18 +78,38 @@ type receiveResult struct {
 // runDequeuer runs one dequeuer until it stops.
 func (l *Listener[T]) runDequeuer(s *session) {
 	dq := &dequeuer[T]{l: l, s: s, ctx: s.run}
-	defer dq.leave()
-	if !dq.takeSeat() {
+	dq.carryOn(dq.takeSeat)
+}
+
+// carryOn runs the dequeuer's loop once first has returned true (a seat
+// taken, or, on a successor's goroutine, the step after the receive whose
+// messages the previous goroutine still tries), then gives back what the
+// dequeuer holds; unless its goroutine hands the loop to a successor
+// meanwhile, which does that in its stead.
+func (dq *dequeuer[T]) carryOn(first func() bool) {
+	if first() && !dq.loop() {
 		return
 	}
+	dq.leave()
+	dq.s.dequeuers.Done()
+}
+
+// loop receives, tries what came and does what nextStep decides, until the
+// dequeuer stops (true) or its goroutine is left trying a message while a
+// successor goes on receiving (false).
+func (dq *dequeuer[T]) loop() bool {
 	for {
-		r, ok := dq.receive()
+		r, batch, ok := dq.receive()
 		if !ok {
-			return
+			return true
 		}
 		dq.record(r)
-		if !dq.follow(nextStep(dq.inputs(r)), r) {
-			return
+		next := nextStep(dq.inputs(r))
+		if len(batch) > 0 && !dq.tryHere(batch, next, r) {
+			return false
+		}
+		if !dq.follow(next, r) {
+			return true
 		}
 	}
 }
@@ -112,20 +139,20 @@ func (dq *dequeuer[T]) leave() {
 }
 
 // receive takes free slots, and turns under a rate limit, receives, and
-// starts a try for each message that came (or lets them reappear at once
-// if Run is stopping). It reports false when the dequeuer should stop
-// before receiving.
-func (dq *dequeuer[T]) receive() (receiveResult, bool) {
+// returns what came to be tried (or lets it reappear at once if Run is
+// stopping). It reports false when the dequeuer should stop before
+// receiving.
+func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 	l, ctx, slots := dq.l, dq.ctx, dq.slots
 	n, err := slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize)
 	if err != nil {
-		return receiveResult{}, false
+		return receiveResult{}, nil, false
 	}
 	if ctx.Err() != nil {
 		// Slots were free, so Take did not wait; receiving now would
 		// only cost a try of every message it brought back.
 		slots.Give(n)
-		return receiveResult{}, false
+		return receiveResult{}, nil, false
 	}
 	// Under a rate limit, no more messages than there are turns for
 	// soon: the rest wait in the queue, visible to other workers. The
@@ -133,7 +160,7 @@ func (dq *dequeuer[T]) receive() (receiveResult, bool) {
 	turns, err := l.takeTurns(ctx, n)
 	if err != nil {
 		slots.Give(n)
-		return receiveResult{noTurns: err}, ctx.Err() == nil
+		return receiveResult{noTurns: err}, nil, ctx.Err() == nil
 	}
 	dq.paused = false
 	r := receiveResult{asked: n, limited: turns != nil && turns.Len() < n}
@@ -151,12 +178,14 @@ func (dq *dequeuer[T]) receive() (receiveResult, bool) {
 	l.stats.received.Add(int64(r.got))
 	if ctx.Err() != nil {
 		l.reappearNow(dq.s, slots, batch)
-		return r, true
+		return r, nil, true
 	}
+	arrivals := dq.arrivals[:0]
 	for i, d := range batch {
-		l.startTry(dq.s, arrival{d: d, slots: slots, received: r.started, took: r.answered.Sub(r.started), turn: turns.At(i)})
+		arrivals = append(arrivals, arrival{d: d, slots: slots, received: r.started, took: r.answered.Sub(r.started), turn: turns.At(i)})
 	}
-	return r, true
+	dq.arrivals = arrivals
+	return r, arrivals, true
 }
 
 // request makes the receive for r.asked messages, and notes when what it
@@ -596,4 +625,148 @@ func nextStep(r afterReceive) step {
 	}
 	idle := r.idle + 1
 	return step{kind: stepIdle, idle: idle, drained: idle == 1, retire: r.surplus}
+}
+
+// spillAfter is how long a dequeuer goes on trying the messages of one
+// receive on its own goroutine while none of them starts: then it gives
+// the rest to try goroutines and its loop to a successor. Handlers that
+// take microseconds run as in a minimal receive-and-handle loop, with no
+// goroutine between the receive and the handler (which is most of what
+// such a loop saves: waking another goroutine, on another core, for each
+// message); a slow handler, a wait for a rate limit's turn, or a handler
+// that hangs holds up the rest of its receive by one to two of these, and
+// the next receive not at all. Progress is what counts, not the batch's
+// time, so that a busy machine, which slows every message, does not spill
+// batches of fast ones.
+const spillAfter = 500 * time.Microsecond
+
+// States of an inlineRun.
+const (
+	runIdle     int32 = iota // between receives
+	runTrying                // its dequeuer's goroutine tries its messages
+	runFinished              // they were all tried there
+	runSpilled               // spill took the rest and handed the loop on
+)
+
+// inlineRun is one receive's messages as its dequeuer tries them itself,
+// and the timer that spills them if that takes too long.
+type inlineRun struct {
+	arrivals []arrival
+	pos      atomic.Int32 // the next not yet taken
+	seen     atomic.Int32 // pos at spill's last look
+	state    atomic.Int32
+	timer    *time.Timer
+	// next and result are what the dequeuer does after the receive: a
+	// successor starts with them.
+	next   step
+	result receiveResult
+	// spilled has a value once spill has done all it will do (taken the
+	// rest and started the successor, or found the run over), unless it
+	// set the timer again.
+	spilled chan struct{}
+}
+
+// take returns the next message nobody has taken yet.
+func (run *inlineRun) take() (arrival, bool) {
+	i := int(run.pos.Add(1)) - 1
+	if i >= len(run.arrivals) {
+		return arrival{}, false
+	}
+	return run.arrivals[i], true
+}
+
+// tryHere tries the messages of a receive on the dequeuer's goroutine, one
+// after another. If that takes longer than spillAfter, spill gives the rest
+// to try goroutines and starts a successor that goes on with next; this
+// goroutine finishes the try it is in, then waits among the try goroutines
+// for more, and tryHere reports false.
+func (dq *dequeuer[T]) tryHere(batch []arrival, next step, r receiveResult) bool {
+	run := dq.run
+	if run == nil {
+		run = &inlineRun{spilled: make(chan struct{}, 1)}
+		run.timer = time.AfterFunc(time.Hour, func() { dq.spill(run) })
+		run.timer.Stop()
+		dq.run = run
+	}
+	run.arrivals, run.next, run.result = batch, next, r
+	run.pos.Store(0)
+	run.seen.Store(0)
+	run.state.Store(runTrying) // publishes the fields above to spill
+	run.timer.Reset(spillAfter)
+	l, s := dq.l, dq.s
+	exited := true
+	defer func() {
+		if exited {
+			dq.afterGoexit(run)
+		}
+	}()
+	for a, ok := run.take(); ok; a, ok = run.take() {
+		l.tryDelivery(s, a)
+	}
+	exited = false
+	if run.state.CompareAndSwap(runTrying, runFinished) {
+		if !run.timer.Stop() {
+			<-run.spilled // a spill that came too late: let it end before the run is reused
+		}
+		run.arrivals = nil
+		return true
+	}
+	<-run.spilled
+	defer s.handlers.Done()
+	l.tryLoop(s, s.tries.await())
+	return false
+}
+
+// afterGoexit runs as the dequeuer's goroutine ends because a handler it
+// called ended it with runtime.Goexit (its message is settled as a failed
+// call): the rest of the receive and the dequeuer's loop go on as after a
+// spill, the loop's count in session.dequeuers passing to the successor.
+func (dq *dequeuer[T]) afterGoexit(run *inlineRun) {
+	if run.state.CompareAndSwap(runTrying, runSpilled) {
+		run.timer.Stop() // one that fired anyway finds the run spilled
+		dq.handOn(run)
+		return
+	}
+	// spill came first: it counted this goroutine as a handler.
+	<-run.spilled
+	dq.s.handlers.Done()
+}
+
+// spill looks at the run every spillAfter while the dequeuer tries its
+// receive's messages. If none started since the last look, it gives those
+// not yet taken to try goroutines, and the dequeuer's loop, with its count
+// in session.dequeuers, to a new goroutine; the goroutine that was trying
+// counts as a handler from now.
+func (dq *dequeuer[T]) spill(run *inlineRun) {
+	if run.state.Load() == runTrying {
+		if pos := run.pos.Load(); pos != run.seen.Load() {
+			// Rarely, the run finishes and stops the timer between the
+			// load and this: it then waits for the next look, which finds
+			// it finished.
+			run.seen.Store(pos)
+			run.timer.Reset(spillAfter)
+			return
+		}
+	}
+	defer func() { run.spilled <- struct{}{} }()
+	if !run.state.CompareAndSwap(runTrying, runSpilled) {
+		return
+	}
+	// The goroutine trying goes on as a try goroutine: counted in handlers
+	// before the successor can end, and with it the wait for dequeuers.
+	dq.s.handlers.Add(1)
+	dq.handOn(run)
+}
+
+// handOn gives the messages of run nobody has taken to try goroutines, and
+// the dequeuer's loop to a new goroutine, which goes on from the step after
+// the run's receive with a new run and buffer of its own (the goroutine
+// that was trying keeps the old ones).
+func (dq *dequeuer[T]) handOn(run *inlineRun) {
+	l, s := dq.l, dq.s
+	for a, ok := run.take(); ok; a, ok = run.take() {
+		l.startTry(s, a)
+	}
+	dq.run, dq.arrivals = nil, nil
+	go dq.carryOn(func() bool { return dq.follow(run.next, run.result) })
 }

@@ -37,7 +37,13 @@ type watch struct {
 	renewals, calls watchList
 	renewing        watchList     // tries whose renewals have started, in no order
 	drained         error         // the cause every try has ended with, once drain is called
-	kick            chan struct{} // a list has a new head
+	kick            chan struct{} // an entry is due before armed
+	// armed is the latest the watch's goroutine looks at the lists again
+	// (its timer, or its next tick); zero while it is working out when,
+	// or has no timer. An entry due after it needs no kick: nearly every
+	// one, so that a message that comes and goes between two looks does
+	// not wake the watch.
+	armed time.Time
 
 	// tick, if set, is called every period from the watch's goroutine.
 	tick   func()
@@ -158,9 +164,9 @@ func (w *watch) fileCallLocked(c *handlerCall) {
 		return
 	}
 	c.timer.due = c.deadline
-	first := w.calls.head == nil || c.deadline.Before(w.calls.head.due)
+	early := w.armed.IsZero() || c.deadline.Before(w.armed)
 	w.calls.insert(&c.timer)
-	if first {
+	if early {
 		w.kickRun()
 	}
 }
@@ -180,10 +186,10 @@ func (w *watch) add(list *watchList, e *watchEntry, due time.Time) {
 		e.try.end(w.drained)
 	}
 	e.due = due
-	first := list.head == nil || e.due.Before(list.head.due)
+	early := w.armed.IsZero() || e.due.Before(w.armed)
 	list.insert(e)
 	w.mu.Unlock()
-	if first {
+	if early {
 		w.kickRun()
 	}
 }
@@ -226,10 +232,11 @@ func (w *watch) run(stop <-chan struct{}) {
 			nextTick = now.Add(w.period)
 		}
 		var wait <-chan time.Time
-		next, ok := w.fire(now)
-		if w.tick != nil && (!ok || nextTick.Before(next)) {
-			next, ok = nextTick, true
+		var tick *time.Time
+		if w.tick != nil {
+			tick = &nextTick
 		}
+		next, ok := w.fire(now, tick)
 		if ok {
 			timer.Reset(time.Until(next))
 			wait = timer.C
@@ -243,11 +250,13 @@ func (w *watch) run(stop <-chan struct{}) {
 	}
 }
 
-// fire handles every entry due by now and returns when the next is due, if
-// any is listed.
-func (w *watch) fire(now time.Time) (next time.Time, ok bool) {
+// fire handles every entry due by now and returns when the watch looks
+// next: when the next entry is due, or at tick if that is sooner; ok is
+// false if neither is. It notes that time as armed.
+func (w *watch) fire(now time.Time, tick *time.Time) (next time.Time, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer func() { w.armed = next }()
 	for e := w.renewals.head; e != nil && !e.due.After(now); e = w.renewals.head {
 		w.renewals.unlink(e)
 		w.renewing.insert(e)
@@ -281,6 +290,9 @@ func (w *watch) fire(now time.Time) (next time.Time, ok bool) {
 	}
 	if h := w.calls.head; h != nil && (!ok || h.due.Before(next)) {
 		next, ok = h.due, true
+	}
+	if tick != nil && (!ok || tick.Before(next)) {
+		next, ok = *tick, true
 	}
 	return next, ok
 }

@@ -117,7 +117,7 @@ func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
 	c = &handlerCall{}
 	long.startCall(tr, c)
 	assert.Nil(t, c.timer.in, "left with its try")
-	long.fire(time.Now().Add(2 * time.Minute)) // the try's renewal comes due
+	long.fire(time.Now().Add(2*time.Minute), nil) // the try's renewal comes due
 	assert.NotNil(t, c.timer.in, "filed when the renewal came due")
 	long.endCall(tr, c)
 	assert.Nil(t, c.timer.in)
@@ -128,6 +128,6 @@ func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
 	c = &handlerCall{}
 	long.startCall(tr, c)
 	long.endCall(tr, c)
-	long.fire(time.Now().Add(2 * time.Minute))
+	long.fire(time.Now().Add(2*time.Minute), nil)
 	assert.Nil(t, c.timer.in, "returned before the renewal: never filed")
 }

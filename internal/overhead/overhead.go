@@ -100,17 +100,17 @@ func Fill(ctx context.Context, n int) (*memqueue.Queue, error) {
 // DrainListener drains q, which holds n messages, with a Listener made with
 // opts, and measures it: for a benchmark of a listener's options (a
 // middleware, say) against the defaults.
-func DrainListener(ctx context.Context, q *memqueue.Queue, n int, opts *azdispatch.ListenerOptions) (Result, error) {
-	return measure(ctx, Listener, q, n, func(ctx context.Context, q *memqueue.Queue, n int) error {
+func DrainListener(ctx context.Context, q azdispatch.Source, n int, opts *azdispatch.ListenerOptions) (Result, error) {
+	return measure(ctx, Listener, q, n, func(ctx context.Context, q azdispatch.Source, n int) error {
 		return drainListener(ctx, q, n, opts)
 	})
 }
 
 // Drain drains q, which holds n messages, with variant and measures it.
-func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Result, error) {
-	drain := map[string]func(context.Context, *memqueue.Queue, int) error{
-		Listener: func(ctx context.Context, q *memqueue.Queue, n int) error { return drainListener(ctx, q, n, nil) },
-		ListenerMiddleware: func(ctx context.Context, q *memqueue.Queue, n int) error {
+func Drain(ctx context.Context, variant string, q azdispatch.Source, n int) (Result, error) {
+	drain := map[string]func(context.Context, azdispatch.Source, int) error{
+		Listener: func(ctx context.Context, q azdispatch.Source, n int) error { return drainListener(ctx, q, n, nil) },
+		ListenerMiddleware: func(ctx context.Context, q azdispatch.Source, n int) error {
 			return drainListener(ctx, q, n, &azdispatch.ListenerOptions{Middleware: []azdispatch.Middleware{azdispatch.MiddlewareFunc(passThrough)}})
 		},
 		Raw: drainRaw, RawPool: drainRawPool, RawLoop: drainRawLoop,
@@ -122,7 +122,7 @@ func Drain(ctx context.Context, variant string, q *memqueue.Queue, n int) (Resul
 }
 
 // measure runs drain over q and measures its time, CPU and allocations.
-func measure(ctx context.Context, variant string, q *memqueue.Queue, n int, drain func(context.Context, *memqueue.Queue, int) error) (Result, error) {
+func measure(ctx context.Context, variant string, q azdispatch.Source, n int, drain func(context.Context, azdispatch.Source, int) error) (Result, error) {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -156,7 +156,17 @@ func passThrough(ctx context.Context, c *azdispatch.Call) error { return c.Next(
 
 // drainListener runs a Listener with opts until n messages are handled and
 // deleted, then stops it.
-func drainListener(ctx context.Context, q *memqueue.Queue, n int, opts *azdispatch.ListenerOptions) error {
+func drainListener(ctx context.Context, q azdispatch.Source, n int, opts *azdispatch.ListenerOptions) error {
+	if _, ok := q.(*Stream); ok {
+		// A stream has no poison queue of its own; nothing is poisoned
+		// in a drain, but a listener needs one.
+		o := azdispatch.ListenerOptions{}
+		if opts != nil {
+			o = *opts
+		}
+		o.PoisonQueue = memqueue.New("overhead-poison", nil)
+		opts = &o
+	}
 	var handled atomic.Int64
 	done := make(chan struct{})
 	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[Order]) error {
@@ -191,7 +201,7 @@ func drainListener(ctx context.Context, q *memqueue.Queue, n int, opts *azdispat
 }
 
 // handleRaw is the raw loops' work on one message; it reports success.
-func handleRaw(ctx context.Context, q *memqueue.Queue, d *azdispatch.Delivery) bool {
+func handleRaw(ctx context.Context, q azdispatch.Source, d *azdispatch.Delivery) bool {
 	var o Order
 	if err := json.Unmarshal([]byte(d.Text), &o); err != nil {
 		return false
@@ -212,7 +222,7 @@ func (t *rawTally) record(ok bool) {
 
 // receiveAll is the raw loops' one receive loop: it receives 32 at a time
 // and gives each message to give, until n are deleted or failed.
-func receiveAll(ctx context.Context, q *memqueue.Queue, n int, t *rawTally, give func(*azdispatch.Delivery)) error {
+func receiveAll(ctx context.Context, q azdispatch.Source, n int, t *rawTally, give func(*azdispatch.Delivery)) error {
 	for t.deleted.Load()+t.failed.Load() < int64(n) {
 		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
 		if err != nil {
@@ -238,7 +248,7 @@ const rawWidth = 64
 
 // drainRaw is the loop the listener was first measured against: a
 // goroutine per message under a semaphore.
-func drainRaw(ctx context.Context, q *memqueue.Queue, n int) error {
+func drainRaw(ctx context.Context, q azdispatch.Source, n int) error {
 	sem := make(chan struct{}, rawWidth)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -255,7 +265,7 @@ func drainRaw(ctx context.Context, q *memqueue.Queue, n int) error {
 // drainRawPool is drainRaw without a goroutine per message: 64 goroutines
 // take messages from a channel, so their stacks, once grown, serve every
 // message after. It is the lowest floor we know how to write.
-func drainRawPool(ctx context.Context, q *memqueue.Queue, n int) error {
+func drainRawPool(ctx context.Context, q azdispatch.Source, n int) error {
 	work := make(chan *azdispatch.Delivery)
 	var wg sync.WaitGroup
 	var t rawTally
@@ -275,7 +285,7 @@ func drainRawPool(ctx context.Context, q *memqueue.Queue, n int) error {
 // goroutine that receives 32 and takes each message through decode,
 // handler and delete before the next, with no goroutine, channel or
 // semaphore between the receive and the handler.
-func drainRawLoop(ctx context.Context, q *memqueue.Queue, n int) error {
+func drainRawLoop(ctx context.Context, q azdispatch.Source, n int) error {
 	done := 0
 	for done < n {
 		batch, err := q.Receive(ctx, azdispatch.MaxBatch, 30*time.Second)
