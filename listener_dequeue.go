@@ -712,6 +712,9 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next step, r receiveResult) bool
 		return true
 	}
 	<-run.spilled
+	// Waiting among the try goroutines, this one must not keep the
+	// receive's messages alive.
+	run.arrivals = nil
 	defer s.handlers.Done()
 	l.tryLoop(s, s.tries.await())
 	return false

@@ -84,7 +84,9 @@ func (l *Listener[T]) measureWait(t *try, due *wire.DueLine) {
 	}
 	t.waited = timeInQueue(d, due, l.receivedAt(d))
 	if d.DequeueCount == 1 {
-		l.stats.timeInQueue.Add(time.Now(), t.waited)
+		// Noted as of its receive, by the local clock, as the window
+		// reads it: a clock read per message saved.
+		l.stats.timeInQueue.Add(t.received, t.waited)
 	}
 }
 

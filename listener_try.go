@@ -454,9 +454,9 @@ func (t *try) untilRunEnds() (ctx context.Context, done func()) {
 // from size bytes of text, through the middleware if any, with c as its
 // context, watched for HandlerTimeout.
 func (l *Listener[T]) callWatched(t *try, c *handlerCall, m *Message[T], size int) error {
-	t.s.watch.startCall(t, c)
-	defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
 	start := time.Now()
+	t.s.watch.startCall(t, c, start)
+	defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
 	err := l.callChain(c, t, m, size)
 	end := time.Now()
 	l.stats.handlerTime.Add(end, end.Sub(start))

@@ -114,19 +114,19 @@ func (w *watch) inHand() (running, settling []*Delivery) {
 	return running, settling
 }
 
-// startCall watches c, a call for t, for its HandlerTimeout, and sets its
-// deadline. A batch item's call comes with a context of its own (see
+// startCall watches c, a call for t that starts at start, for its
+// HandlerTimeout, and sets its deadline. A batch item's call comes with a context of its own (see
 // handlerCall); any other runs on its try's. When the timeout is longer than the wait for t's first renewal
 // (as by default: 10 minutes against 15 s), c only needs watching if t
 // lives that long: it is left with t, and the watch files it when t's
 // renewal comes due. A message settled before then, which is nearly every
 // one, so costs the watch's lock once on its way in and once on its way out.
-func (w *watch) startCall(t *try, c *handlerCall) {
+func (w *watch) startCall(t *try, c *handlerCall, start time.Time) {
 	c.try, c.timer.call = t, c
 	if w.callLimit == 0 {
 		return
 	}
-	c.deadline = time.Now().Add(w.callLimit)
+	c.deadline = start.Add(w.callLimit)
 	// The watch sets renewFired, then reads t.call; this stores t.call,
 	// then reads renewFired: at least one of the two sees the other's
 	// write, and filing twice is harmless.

@@ -70,7 +70,7 @@ func TestWatchRenewsLateTriesAndTimesOutCalls(t *testing.T) {
 
 	c := &handlerCall{}
 	before := time.Now()
-	w.startCall(slow, c)
+	w.startCall(slow, c, time.Now())
 	after := time.Now()
 	deadline, ok := c.Deadline()
 	require.True(t, ok)
@@ -106,7 +106,7 @@ func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
 	tr := newTry()
 	short.addTry(tr)
 	c := &handlerCall{}
-	short.startCall(tr, c)
+	short.startCall(tr, c, time.Now())
 	assert.NotNil(t, c.timer.in, "filed at once: it may time out before any renewal")
 	short.endCall(tr, c)
 	assert.Nil(t, c.timer.in)
@@ -115,7 +115,7 @@ func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
 	tr = newTry()
 	long.addTry(tr)
 	c = &handlerCall{}
-	long.startCall(tr, c)
+	long.startCall(tr, c, time.Now())
 	assert.Nil(t, c.timer.in, "left with its try")
 	long.fire(time.Now().Add(2*time.Minute), nil) // the try's renewal comes due
 	assert.NotNil(t, c.timer.in, "filed when the renewal came due")
@@ -126,7 +126,7 @@ func TestWatchFilesCallsOnlyWhenTheyCanTimeOut(t *testing.T) {
 	tr = newTry()
 	long.addTry(tr)
 	c = &handlerCall{}
-	long.startCall(tr, c)
+	long.startCall(tr, c, time.Now())
 	long.endCall(tr, c)
 	long.fire(time.Now().Add(2*time.Minute), nil)
 	assert.Nil(t, c.timer.in, "returned before the renewal: never filed")
