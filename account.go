@@ -35,7 +35,7 @@ type Account struct {
 	tx      *counter
 	retry   policy.RetryOptions // the clients' retry options, which blob downloads adapt
 	// clock is the service's time, set by every answer of the account's
-	// queue and blob clients (see clockPolicy).
+	// queue and blob clients (see svcclock.Policy).
 	clock *svcclock.Clock
 
 	mu     sync.Mutex
@@ -369,7 +369,7 @@ func clientOptions(opts *AccountOptions) (*azqueue.ClientOptions, *counter, *svc
 		co.PerRetryPolicies = append(co.PerRetryPolicies, limitRetryPolicy{limiter: opts.Limiter})
 	}
 	clock := new(svcclock.Clock)
-	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx}, clockPolicy{clock: clock})
+	co.PerRetryPolicies = append(co.PerRetryPolicies, countingPolicy{account: tx}, svcclock.Policy{Clock: clock})
 	return &co, tx, clock
 }
 

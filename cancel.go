@@ -11,6 +11,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/svcclock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
@@ -214,7 +215,7 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q CancelTarget, c cancelTok
 	// Within half the time other cancels wait for a pending record, so
 	// that none takes it over while this delete may still succeed.
 	dctx, stop := context.WithTimeout(ctx, pendingLimit/2)
-	dctx, tries := withTries(dctx)
+	dctx, tries := svcclock.WithTries(dctx)
 	err := p.deleteSent(dctx, q, c)
 	stop()
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -247,7 +248,7 @@ func (p *Publisher[T]) cancelAs(ctx context.Context, q CancelTarget, c cancelTok
 		p.store.removeRecord(after, name, etag)
 		return err
 	}
-	if tries.lostAnswer() {
+	if tries.LostAnswer() {
 		// An attempt of the delete got no answer, and its retry found
 		// the receipt stale: that attempt may have deleted the message,
 		// or a listener may have received it. The service cannot tell

@@ -5,8 +5,9 @@ package azdispatch
 // metadata, payload, decode, handler) and settled (deleted, hidden again to
 // reappear later, or poisoned): receive, try and settle are the engine's
 // three verbs, each in files of its own (listener_dequeue.go, listener_try.go,
-// listener_outcome.go), and when a message reappears is noted in one place
-// (listener_reappear.go).
+// listener_outcome.go); how a received message reaches the goroutine that
+// tries it is in listener_handoff.go, and when a message reappears is noted
+// in one place (listener_reappear.go).
 //
 // Every goroutine a [Listener.Run] starts, and who waits for it:
 //
@@ -17,9 +18,17 @@ package azdispatch
 //     message's visibility timeout, times out handler calls, retires idle
 //     try goroutines. Run stops it and waits for it (watching) as it
 //     returns, after everything else.
-//   - Dequeuers (MinDequeuers..MaxDequeuers; runDequeuer): receive and give
-//     each message to a try goroutine. Run's shutdown waits for them first
-//     (dequeuers); only Run starts them, so none starts after that.
+//   - Dequeuers (MinDequeuers..MaxDequeuers; runDequeuer): receive, and try
+//     what came themselves, one message after another (tryHere). Run's
+//     shutdown waits for them first (session.dequeuers); only Run starts
+//     them, so none starts after that, but a dequeuer's loop may move to a
+//     successor goroutine, which takes over its count (below).
+//   - A dequeuer's spill (one time.AfterFunc per dequeuer, set again for
+//     each receive; spill): when none of the receive's messages has started
+//     for spillAfter, it gives the rest to try goroutines and the loop to a
+//     successor goroutine (handOn), and counts the goroutine still trying
+//     in session.handlers. The dequeuer stops it, or waits for it, before
+//     its next receive.
 //   - Try goroutines (tryPool; tryLoop): each takes a message through its
 //     try and its settling, then waits for the next; the watch retires those
 //     idle for tryIdle, and the shutdown closes the pool once no dequeuer is
@@ -503,95 +512,4 @@ func alertLogger(o ListenerOptions, source string) func() *slog.Logger {
 		return func() *slog.Logger { return l }
 	}
 	return func() *slog.Logger { return slog.Default().With("source", source) }
-}
-
-// tryIdle is about how long a try goroutine with nothing to do waits for
-// the next message before it stops (between one and two of these).
-const tryIdle = 5 * time.Second
-
-// arrival is one received message for a try goroutine, with the slot it
-// gives back to its dequeuer once it is settled. An arrival with no message
-// tells the goroutine that takes it to stop.
-type arrival struct {
-	d     *Delivery
-	slots *syncx.Slots
-	// received is when the receive that brought d was asked for, and took
-	// how long it took to return: the service hid d at some moment between.
-	received time.Time
-	took     time.Duration
-	// turn is when d may start under the rate limit; zero without one.
-	turn time.Time
-}
-
-// tryPool holds the session's try goroutines, which take each message
-// through its try and its settling, handler call included. They are reused because a
-// new goroutine per message grows its stack afresh each time the message's
-// call chain gets deep (runtime.copystack), which cost more CPU than all
-// the rest of the listener's work on a message. A goroutine waits for its
-// next message on one channel receive, with no timer of its own: the watch
-// retires those that stay idle (see retireIdle).
-type tryPool struct {
-	ch   chan arrival
-	idle atomic.Int64 // goroutines waiting on ch now
-
-	mu         sync.Mutex // orders retireIdle's sends before close
-	closed     bool
-	idleBefore int64 // how many waited at the previous look
-}
-
-// startTry gives r to an idle try goroutine, or starts one.
-func (l *Listener[T]) startTry(s *session, r arrival) {
-	select {
-	case s.tries.ch <- r:
-	default:
-		s.handlers.Go(func() { l.tryLoop(s, r) })
-	}
-}
-
-// tryLoop takes r through its try, then whatever else is given to it, until
-// it is told to stop or the channel is closed at the end of the session.
-func (l *Listener[T]) tryLoop(s *session, r arrival) {
-	for ; r.d != nil; r = s.tries.await() {
-		l.tryDelivery(s, r) // gives back r's slot, whatever becomes of its goroutine
-	}
-}
-
-// await waits for the next message for a try goroutine: one with no
-// message says to stop.
-func (w *tryPool) await() arrival {
-	w.idle.Add(1)
-	defer w.idle.Add(-1)
-	return <-w.ch
-}
-
-// retireIdle stops as many try goroutines as were idle both now and at
-// the previous look, tryIdle ago: a listener that has been quiet keeps
-// none, and a busy one keeps those it keeps using. It is called every
-// tryIdle by the watch.
-func (w *tryPool) retireIdle() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	now := w.idle.Load()
-	n := min(now, w.idleBefore)
-	w.idleBefore = now - n
-	for range n {
-		select {
-		case w.ch <- arrival{}:
-		default: // it took work meanwhile; it may go next time
-			return
-		}
-	}
-}
-
-// close tells every waiting try goroutine to stop, and those still
-// working to stop once they are done. Only once no dequeuer is left, since
-// a dequeuer gives messages on the channel.
-func (w *tryPool) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closed = true
-	close(w.ch)
 }

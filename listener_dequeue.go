@@ -5,10 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/dequeue"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
@@ -36,9 +35,9 @@ const (
 )
 
 // dequeuer is one receive loop, counted in stats.active by Run. Each pass
-// receives once, hands what came to try goroutines, and then does what
-// nextStep decides from the receive's result: receive again, scale up, back
-// off, wait, or stop. It returns when Run's context ends, or when it
+// receives once, tries what came (see tryHere), and then does what
+// dequeue.Next decides from the receive's result: receive again, scale up,
+// back off, wait, or stop. It returns when Run's context ends, or when it
 // retires (the Idle hook, or a target wait that needs fewer dequeuers).
 type dequeuer[T any] struct {
 	l   *Listener[T]
@@ -94,7 +93,7 @@ func (dq *dequeuer[T]) carryOn(first func() bool) {
 	dq.s.dequeuers.Done()
 }
 
-// loop receives, tries what came and does what nextStep decides, until the
+// loop receives, tries what came and does what dequeue.Next decides, until the
 // dequeuer stops (true) or its goroutine is left trying a message while a
 // successor goes on receiving (false).
 func (dq *dequeuer[T]) loop() bool {
@@ -104,7 +103,7 @@ func (dq *dequeuer[T]) loop() bool {
 			return true
 		}
 		dq.record(r)
-		next := nextStep(dq.inputs(r))
+		next := dequeue.Next(dq.inputs(r))
 		if len(batch) > 0 && !dq.tryHere(batch, next, r) {
 			return false
 		}
@@ -233,51 +232,52 @@ func (dq *dequeuer[T]) record(r receiveResult) {
 	}
 }
 
-// inputs gathers what nextStep decides on.
-func (dq *dequeuer[T]) inputs(r receiveResult) afterReceive {
-	in := afterReceive{
-		asked: r.asked, got: r.got, limited: r.limited, noTurns: r.noTurns != nil,
-		err: r.err, failures: dq.failures, stopping: dq.ctx.Err() != nil, idle: dq.idle,
+// inputs gathers what dequeue.Next decides on.
+func (dq *dequeuer[T]) inputs(r receiveResult) dequeue.After {
+	in := dequeue.After{
+		Asked: r.asked, Got: r.got, Limited: r.limited, NoTurns: r.noTurns != nil,
+		Failed: r.err != nil, Failures: dq.failures, Stopping: dq.ctx.Err() != nil, Idle: dq.idle,
 	}
 	if r.err != nil {
-		in.jitter = rand.Float64()
+		in.RetryAfter = hintedWait(r.err, 0)
+		in.Jitter = rand.Float64()
 	}
 	if r.noTurns == nil && r.err == nil && r.got < r.asked {
-		in.surplus = dq.l.surplus()
+		in.Surplus = dq.l.surplus()
 	}
 	return in
 }
 
 // follow carries out next; it reports false when the dequeuer stops.
-func (dq *dequeuer[T]) follow(next step, r receiveResult) bool {
+func (dq *dequeuer[T]) follow(next dequeue.Step, r receiveResult) bool {
 	l, ctx := dq.l, dq.ctx
-	dq.idle = next.idle
-	switch next.kind {
-	case stepStop:
+	dq.idle = next.Idle
+	switch next.Kind {
+	case dequeue.Stop:
 		return false
-	case stepReceive:
+	case dequeue.Receive:
 		return true
-	case stepScaleUp:
+	case dequeue.ScaleUp:
 		l.scaleUp(ctx)
 		return true
-	case stepBackOff:
-		l.log.Warn("receive failed", "err", r.err, "failures", dq.failures, "kept", r.got, "retry_in", next.delay)
-		return syncx.Sleep(ctx, next.delay, nil)
-	case stepPause:
+	case dequeue.BackOff:
+		l.log.Warn("receive failed", "err", r.err, "failures", dq.failures, "kept", r.got, "retry_in", next.Delay)
+		return syncx.Sleep(ctx, next.Delay, nil)
+	case dequeue.Pause:
 		if !dq.paused {
 			l.log.Warn("the rate limiter gives no turns; receiving is paused until it does", "err", r.noTurns)
 			dq.paused = true
 		}
-		return syncx.Sleep(ctx, next.delay, nil)
+		return syncx.Sleep(ctx, next.Delay, nil)
 	}
 	dq.noteCovered(r)
-	if next.retire && dq.retire(r.woken) {
+	if next.Retire && dq.retire(r.woken) {
 		// The queue is drained, and the handlers have been busy with fewer
 		// than the dequeuers left would hold: the target needs no more
 		// than those.
 		return false
 	}
-	if next.kind == stepWait {
+	if next.Kind == dequeue.Wait {
 		// Work sent meanwhile ends the wait, but not within the first
 		// wakeCoalesce: a stream of sends, each waking the listener, is
 		// then received in batches, not one receive per send.
@@ -308,10 +308,10 @@ func (dq *dequeuer[T]) noteCovered(r receiveResult) {
 // idleWait waits after an empty receive as the Idle hook says, or retires
 // the dequeuer if the hook says stop and it may. It reports false when the
 // dequeuer stops.
-func (dq *dequeuer[T]) idleWait(next step, woken <-chan struct{}) bool {
+func (dq *dequeuer[T]) idleWait(next dequeue.Step, woken <-chan struct{}) bool {
 	l, ctx := dq.l, dq.ctx
 	l.stats.emptyReceives.Add(1)
-	if next.drained {
+	if next.Drained {
 		// Whatever the last depth reading called for is met, and a target
 		// out of reach then is within it now.
 		l.scale.drained()
@@ -513,263 +513,4 @@ func (l *Listener[T]) retire(woken <-chan struct{}) bool {
 	l.log.Debug("idle dequeuer stopping", "dequeuers", left)
 	l.event(Event{Kind: EventScaleDown, Dequeuers: left})
 	return true
-}
-
-// afterReceive is what a dequeuer knows once a receive is over, all that
-// its next step depends on (see nextStep).
-type afterReceive struct {
-	// asked is how many messages the receive asked for; got how many it
-	// brought (kept, after a source that broke its contract).
-	asked, got int
-	// limited: the rate limit had turns for fewer messages than the
-	// dequeuer had room for, and asked was cut to them.
-	limited bool
-	// noTurns: the rate limiter gives no turns at all, so nothing was
-	// received.
-	noTurns bool
-	// err is the receive's error, if it failed (it may still have brought
-	// messages); failures counts the failed receives in a row, this one
-	// included.
-	err      error
-	failures int
-	// stopping: Run's context has ended.
-	stopping bool
-	// idle is the dequeuer's streak of empty receives before this one.
-	idle int
-	// surplus: scaling to a target wait, more dequeuers run than the work
-	// needs (see Listener.surplus). Read only after a receive that drained
-	// the queue.
-	surplus bool
-	// jitter is a random number in [0, 1) for the failure back-off.
-	jitter float64
-}
-
-// stepKind is what a dequeuer does after a receive.
-type stepKind int
-
-const (
-	// stepStop: Run's context has ended; the dequeuer returns.
-	stepStop stepKind = iota
-	// stepReceive: receive again at once.
-	stepReceive
-	// stepScaleUp: a full batch; the queue may hold more than this
-	// dequeuer can take: see whether more dequeuers are called for, then
-	// receive again at once.
-	stepScaleUp
-	// stepBackOff: the receive failed; wait delay, then receive again.
-	stepBackOff
-	// stepPause: the rate limiter gives no turns; wait delay and look again.
-	stepPause
-	// stepWait: a partial batch took all there was; wait as after a first
-	// empty receive (the Idle hook's delay for a streak of 1, not counted),
-	// or until woken.
-	stepWait
-	// stepIdle: an empty receive; wait as the Idle hook says for the
-	// streak idle (or stop, if it says so and the dequeuer may), or until
-	// woken.
-	stepIdle
-)
-
-// step is a dequeuer's next step after a receive.
-type step struct {
-	kind  stepKind
-	delay time.Duration // stepBackOff, stepPause
-	// idle is the dequeuer's streak of empty receives from now on.
-	idle int
-	// drained (stepIdle): the first empty receive of a streak; whatever
-	// the last depth reading called for is met.
-	drained bool
-	// retire (stepWait, stepIdle): more dequeuers run than the work
-	// needs; this one stops if the floor and the scale-up hold allow it.
-	retire bool
-}
-
-// Back-off after failed receives: 250 ms doubling up to 30 s, or longer if
-// the service says so (Retry-After: it knows how long it will be busy).
-const (
-	receiveRetryMin = 250 * time.Millisecond
-	receiveRetryMax = 30 * time.Second
-	// noTurnsLookEvery is how often a dequeuer looks again at a rate
-	// limiter that gives no turns (a rate of 0 with its burst spent, or a
-	// burst set to 0 after the listener was made).
-	noTurnsLookEvery = time.Second
-)
-
-// nextStep decides what a dequeuer does after a receive. It is pure: the
-// dequeuer gathers its inputs and carries out its answer.
-func nextStep(r afterReceive) step {
-	switch {
-	case r.noTurns:
-		return step{kind: stepPause, delay: noTurnsLookEvery, idle: r.idle}
-	case r.err != nil:
-		// A receive may bring messages and an error: those are handed out
-		// all the same; the back-off is for the error.
-		wait := hintedWait(r.err, backoff.Retry(receiveRetryMin, receiveRetryMax, int64(r.failures), r.jitter))
-		return step{kind: stepBackOff, delay: wait, idle: r.idle}
-	case r.stopping:
-		return step{kind: stepStop, idle: r.idle}
-	case r.got == r.asked && r.limited:
-		// As many as the rate limit has turns for: more dequeuers would
-		// only wait at the gate. Ask again (the gate waits for the next
-		// turns).
-		return step{kind: stepReceive}
-	case r.got == r.asked:
-		// A full batch, whether the first after a quiet spell or one of
-		// many. (A partial batch took all there was: reading the depth then
-		// would be a request spent to learn nothing.)
-		return step{kind: stepScaleUp}
-	case r.got > 0:
-		// The queue had no more just now, so an immediate receive would
-		// most likely come back empty.
-		return step{kind: stepWait, retire: r.surplus}
-	}
-	idle := r.idle + 1
-	return step{kind: stepIdle, idle: idle, drained: idle == 1, retire: r.surplus}
-}
-
-// spillAfter is how long a dequeuer goes on trying the messages of one
-// receive on its own goroutine while none of them starts: then it gives
-// the rest to try goroutines and its loop to a successor. Handlers that
-// take microseconds run as in a minimal receive-and-handle loop, with no
-// goroutine between the receive and the handler (which is most of what
-// such a loop saves: waking another goroutine, on another core, for each
-// message); a slow handler, a wait for a rate limit's turn, or a handler
-// that hangs holds up the rest of its receive by one to two of these, and
-// the next receive not at all. Progress is what counts, not the batch's
-// time, so that a busy machine, which slows every message, does not spill
-// batches of fast ones.
-const spillAfter = 500 * time.Microsecond
-
-// States of an inlineRun.
-const (
-	runIdle     int32 = iota // between receives
-	runTrying                // its dequeuer's goroutine tries its messages
-	runFinished              // they were all tried there
-	runSpilled               // spill took the rest and handed the loop on
-)
-
-// inlineRun is one receive's messages as its dequeuer tries them itself,
-// and the timer that spills them if that takes too long.
-type inlineRun struct {
-	arrivals []arrival
-	pos      atomic.Int32 // the next not yet taken
-	seen     atomic.Int32 // pos at spill's last look
-	state    atomic.Int32
-	timer    *time.Timer
-	// next and result are what the dequeuer does after the receive: a
-	// successor starts with them.
-	next   step
-	result receiveResult
-	// spilled has a value once spill has done all it will do (taken the
-	// rest and started the successor, or found the run over), unless it
-	// set the timer again.
-	spilled chan struct{}
-}
-
-// take returns the next message nobody has taken yet.
-func (run *inlineRun) take() (arrival, bool) {
-	i := int(run.pos.Add(1)) - 1
-	if i >= len(run.arrivals) {
-		return arrival{}, false
-	}
-	return run.arrivals[i], true
-}
-
-// tryHere tries the messages of a receive on the dequeuer's goroutine, one
-// after another. If that takes longer than spillAfter, spill gives the rest
-// to try goroutines and starts a successor that goes on with next; this
-// goroutine finishes the try it is in, then waits among the try goroutines
-// for more, and tryHere reports false.
-func (dq *dequeuer[T]) tryHere(batch []arrival, next step, r receiveResult) bool {
-	run := dq.run
-	if run == nil {
-		run = &inlineRun{spilled: make(chan struct{}, 1)}
-		run.timer = time.AfterFunc(time.Hour, func() { dq.spill(run) })
-		run.timer.Stop()
-		dq.run = run
-	}
-	run.arrivals, run.next, run.result = batch, next, r
-	run.pos.Store(0)
-	run.seen.Store(0)
-	run.state.Store(runTrying) // publishes the fields above to spill
-	run.timer.Reset(spillAfter)
-	l, s := dq.l, dq.s
-	exited := true
-	defer func() {
-		if exited {
-			dq.afterGoexit(run)
-		}
-	}()
-	for a, ok := run.take(); ok; a, ok = run.take() {
-		l.tryDelivery(s, a)
-	}
-	exited = false
-	if run.state.CompareAndSwap(runTrying, runFinished) {
-		if !run.timer.Stop() {
-			<-run.spilled // a spill that came too late: let it end before the run is reused
-		}
-		run.arrivals = nil
-		return true
-	}
-	<-run.spilled
-	// Waiting among the try goroutines, this one must not keep the
-	// receive's messages alive.
-	run.arrivals = nil
-	defer s.handlers.Done()
-	l.tryLoop(s, s.tries.await())
-	return false
-}
-
-// afterGoexit runs as the dequeuer's goroutine ends because a handler it
-// called ended it with runtime.Goexit (its message is settled as a failed
-// call): the rest of the receive and the dequeuer's loop go on as after a
-// spill, the loop's count in session.dequeuers passing to the successor.
-func (dq *dequeuer[T]) afterGoexit(run *inlineRun) {
-	if run.state.CompareAndSwap(runTrying, runSpilled) {
-		run.timer.Stop() // one that fired anyway finds the run spilled
-		dq.handOn(run)
-		return
-	}
-	// spill came first: it counted this goroutine as a handler.
-	<-run.spilled
-	dq.s.handlers.Done()
-}
-
-// spill looks at the run every spillAfter while the dequeuer tries its
-// receive's messages. If none started since the last look, it gives those
-// not yet taken to try goroutines, and the dequeuer's loop, with its count
-// in session.dequeuers, to a new goroutine; the goroutine that was trying
-// counts as a handler from now.
-func (dq *dequeuer[T]) spill(run *inlineRun) {
-	if run.state.Load() == runTrying {
-		if pos := run.pos.Load(); pos != run.seen.Load() {
-			// Rarely, the run finishes and stops the timer between the
-			// load and this: it then waits for the next look, which finds
-			// it finished.
-			run.seen.Store(pos)
-			run.timer.Reset(spillAfter)
-			return
-		}
-	}
-	defer func() { run.spilled <- struct{}{} }()
-	if !run.state.CompareAndSwap(runTrying, runSpilled) {
-		return
-	}
-	// The goroutine trying goes on as a try goroutine: counted in handlers
-	// before the successor can end, and with it the wait for dequeuers.
-	dq.s.handlers.Add(1)
-	dq.handOn(run)
-}
-
-// handOn gives the messages of run nobody has taken to try goroutines, and
-// the dequeuer's loop to a new goroutine, which goes on from the step after
-// the run's receive with a new run and buffer of its own (the goroutine
-// that was trying keeps the old ones).
-func (dq *dequeuer[T]) handOn(run *inlineRun) {
-	l, s := dq.l, dq.s
-	for a, ok := run.take(); ok; a, ok = run.take() {
-		l.startTry(s, a)
-	}
-	dq.run, dq.arrivals = nil, nil
-	go dq.carryOn(func() bool { return dq.follow(run.next, run.result) })
 }

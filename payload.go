@@ -69,7 +69,7 @@ func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 	}
 	b := blobs.NewAzure(svc.NewContainerClient(containerName), containerName, func(ctx context.Context, o blobs.Op) context.Context { return tagBlob(ctx, Op(o)) })
 	// Records are judged on the service's clock, which every answer of the
-	// account's sets (see clockPolicy).
+	// account's sets (see svcclock.Policy).
 	return newPayloadStore(b, records.NewClock(a.clock.Now, a.clock.Known, nil), a.retry), nil
 }
 

@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -28,7 +29,7 @@ type Queue struct {
 	client  *azqueue.QueueClient
 	tx      *counter
 	sent    syncx.Subscribers // woken after each send through this *Queue
-	clock   *svcclock.Clock   // the service's time: its account's, set by every answer (see clockPolicy)
+	clock   *svcclock.Clock   // the service's time: its account's, set by every answer (see svcclock.Policy)
 }
 
 // sentMessage is what the service says of a message it took: its ID, the
@@ -346,3 +347,26 @@ func deref[T any](p *T) T {
 // a queue opened by its own SAS URL (see [NewQueueWithSAS]), that URL's
 // host, without its query.
 func (q *Queue) Host() string { return hostOf(q.client.URL()) }
+
+// serviceTimeKnown reports whether q knows the service's time from an
+// answer.
+func (q *Queue) serviceTimeKnown() bool { return q.clock.Known() }
+
+// learnTime asks for the queue's properties (one Get Queue Properties,
+// counted in [Transactions.Depth]) if no answer has told q the service's
+// time yet: the answer's Date sets the clock, whatever it says otherwise
+// (a queue that does not exist, a credential without the read permission).
+// It fails only when no answer came.
+func (q *Queue) learnTime(ctx context.Context) error {
+	if q.clock.Known() {
+		return nil
+	}
+	_, _, err := q.properties(ctx)
+	if q.clock.Known() {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("its answer carried no Date")
+	}
+	return fmt.Errorf("learning the service's time from queue %s: %w", q.name, err)
+}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/breaker"
+	"github.com/azdispatch/azdispatch/internal/svcclock"
 )
 
 // shardSet is what the views of one sharded queue share: the shards, their
@@ -173,9 +175,9 @@ func (set *shardSet) try(ctx context.Context, i, size int, failover bool, call f
 	}
 	started := set.now()
 	tctx, cancel := context.WithTimeout(ctx, d)
-	tctx, tries := withTries(tctx)
+	tctx, tries := svcclock.WithTries(tctx)
 	err := call(tctx)
-	noAnswer := err != nil && tctx.Err() != nil && ctx.Err() == nil && tries.answered.Load() == 0
+	noAnswer := err != nil && tctx.Err() != nil && ctx.Err() == nil && !tries.Answered()
 	cancel()
 	if noAnswer {
 		err = fmt.Errorf("shard %q: %w within %v (ShardedQueueOptions.TryTimeout): %w", set.shards[i].Name(), errNoAnswer, d.Round(time.Millisecond), bare{err})
@@ -354,4 +356,40 @@ func (set *shardSet) since(i int) time.Time {
 		}
 	}
 	return s
+}
+
+// serviceTimeKnown reports whether a shard of the set knows the service's
+// time from an answer, or keeps a clock of its own.
+func (s *ShardedQueue) serviceTimeKnown() bool {
+	return slices.ContainsFunc(s.set.caps, Capabilities.serviceTimeKnown)
+}
+
+// learnTime learns the service's time from the first shard of the view
+// that can tell it, in order: the shards' accounts are taken to share one
+// clock, as the service's do.
+func (s *ShardedQueue) learnTime(ctx context.Context) error {
+	var errs []error
+	learners := 0
+	for _, i := range s.members {
+		learn := s.set.caps[i].learnTime
+		if learn == nil {
+			continue
+		}
+		learners++
+		if !s.set.admit(i, s.set.now()) {
+			continue
+		}
+		err := s.set.try(ctx, i, 0, true, func(ctx context.Context) error { return learn(ctx) })
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if learners == 0 {
+		return nil // shards of one's own, which cannot tell
+	}
+	return fmt.Errorf("learning the service's time from %s: %w", s.set.name, s.noHealthy("learn the time", errs, s.set.now()))
 }

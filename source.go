@@ -522,3 +522,49 @@ func (c Capabilities) poisonQueue() Shard {
 	}
 	return c.PoisonQueue()
 }
+
+// Every decision about time that crosses machines (is a delayed message
+// due, when does a record expire, which occurrence of a schedule is this)
+// is taken on the storage service's clock. Each account keeps one,
+// corrected by the Date of every answer its clients get, errors included
+// (svcclock.Policy); a decision that needs it before any answer has come
+// learns it first with one request (learnServiceTime), rather than take
+// this machine's clock for the service's.
+
+// serviceTimeKnown reports whether c's source knows the service's time from
+// an answer: a [*Queue] that has had one, a [ShardedQueue] one of whose
+// shards has; a source of its own clock (a memqueue.Queue), or one that
+// cannot tell, is taken to know it.
+func (c Capabilities) serviceTimeKnown() bool { return c.timeKnown == nil || c.timeKnown() }
+
+// serviceTime is the service's time by the first of cs that knows it; by
+// the first that keeps one if none knows it yet; and the local clock's if
+// none keeps one.
+func serviceTime(cs ...Capabilities) time.Time {
+	var first func() time.Time
+	for _, c := range cs {
+		if c.ServiceTime == nil {
+			continue
+		}
+		if c.serviceTimeKnown() {
+			return c.ServiceTime()
+		}
+		if first == nil {
+			first = c.ServiceTime
+		}
+	}
+	if first != nil {
+		return first()
+	}
+	return time.Now()
+}
+
+// learnServiceTime makes sure c's source knows the service's time before a
+// decision that needs it, with one request if no answer has told it yet. A
+// source of its own clock, or one that cannot learn it, is left as it is.
+func (c Capabilities) learnServiceTime(ctx context.Context) error {
+	if c.learnTime != nil && !c.serviceTimeKnown() {
+		return c.learnTime(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package azdispatch
+
+// How a received message reaches a goroutine that tries it. A dequeuer
+// tries the messages of its receive itself, one after another, as a
+// minimal receive-and-handle loop would (see tryHere); when one of them
+// does not finish soon, the rest go to try goroutines (tryPool), and the
+// dequeuer's loop to a successor goroutine, so that a slow or hung handler
+// holds up neither its receive's other messages nor the next receive.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/dequeue"
+	"github.com/azdispatch/azdispatch/internal/syncx"
+)
+
+// tryIdle is about how long a try goroutine with nothing to do waits for
+// the next message before it stops (between one and two of these).
+const tryIdle = 5 * time.Second
+
+// arrival is one received message for a try goroutine, with the slot it
+// gives back to its dequeuer once it is settled. An arrival with no message
+// tells the goroutine that takes it to stop.
+type arrival struct {
+	d     *Delivery
+	slots *syncx.Slots
+	// received is when the receive that brought d was asked for, and took
+	// how long it took to return: the service hid d at some moment between.
+	received time.Time
+	took     time.Duration
+	// turn is when d may start under the rate limit; zero without one.
+	turn time.Time
+}
+
+// tryPool holds the session's try goroutines, which take each message
+// through its try and its settling, handler call included. They are reused because a
+// new goroutine per message grows its stack afresh each time the message's
+// call chain gets deep (runtime.copystack), which cost more CPU than all
+// the rest of the listener's work on a message. A goroutine waits for its
+// next message on one channel receive, with no timer of its own: the watch
+// retires those that stay idle (see retireIdle).
+type tryPool struct {
+	ch   chan arrival
+	idle atomic.Int64 // goroutines waiting on ch now
+
+	mu         sync.Mutex // orders retireIdle's sends before close
+	closed     bool
+	idleBefore int64 // how many waited at the previous look
+}
+
+// startTry gives r to an idle try goroutine, or starts one.
+func (l *Listener[T]) startTry(s *session, r arrival) {
+	select {
+	case s.tries.ch <- r:
+	default:
+		s.handlers.Go(func() { l.tryLoop(s, r) })
+	}
+}
+
+// tryLoop takes r through its try, then whatever else is given to it, until
+// it is told to stop or the channel is closed at the end of the session.
+func (l *Listener[T]) tryLoop(s *session, r arrival) {
+	for ; r.d != nil; r = s.tries.await() {
+		l.tryDelivery(s, r) // gives back r's slot, whatever becomes of its goroutine
+	}
+}
+
+// await waits for the next message for a try goroutine: one with no
+// message says to stop.
+func (w *tryPool) await() arrival {
+	w.idle.Add(1)
+	defer w.idle.Add(-1)
+	return <-w.ch
+}
+
+// retireIdle stops as many try goroutines as were idle both now and at
+// the previous look, tryIdle ago: a listener that has been quiet keeps
+// none, and a busy one keeps those it keeps using. It is called every
+// tryIdle by the watch.
+func (w *tryPool) retireIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	now := w.idle.Load()
+	n := min(now, w.idleBefore)
+	w.idleBefore = now - n
+	for range n {
+		select {
+		case w.ch <- arrival{}:
+		default: // it took work meanwhile; it may go next time
+			return
+		}
+	}
+}
+
+// close tells every waiting try goroutine to stop, and those still
+// working to stop once they are done. Only once no dequeuer is left, since
+// a dequeuer gives messages on the channel.
+func (w *tryPool) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	close(w.ch)
+}
+
+// spillAfter is how long a dequeuer goes on trying the messages of one
+// receive on its own goroutine while none of them starts: then it gives
+// the rest to try goroutines and its loop to a successor. Handlers that
+// take microseconds run as in a minimal receive-and-handle loop, with no
+// goroutine between the receive and the handler (which is most of what
+// such a loop saves: waking another goroutine, on another core, for each
+// message); a slow handler, a wait for a rate limit's turn, or a handler
+// that hangs holds up the rest of its receive by one to two of these, and
+// the next receive not at all. Progress is what counts, not the batch's
+// time, so that a busy machine, which slows every message, does not spill
+// batches of fast ones.
+const spillAfter = 500 * time.Microsecond
+
+// States of an inlineRun.
+const (
+	runIdle     int32 = iota // between receives
+	runTrying                // its dequeuer's goroutine tries its messages
+	runFinished              // they were all tried there
+	runSpilled               // spill took the rest and handed the loop on
+)
+
+// inlineRun is one receive's messages as its dequeuer tries them itself,
+// and the timer that spills them if that takes too long.
+type inlineRun struct {
+	arrivals []arrival
+	pos      atomic.Int32 // the next not yet taken
+	seen     atomic.Int32 // pos at spill's last look
+	state    atomic.Int32
+	timer    *time.Timer
+	// next and result are what the dequeuer does after the receive: a
+	// successor starts with them.
+	next   dequeue.Step
+	result receiveResult
+	// spilled has a value once spill has done all it will do (taken the
+	// rest and started the successor, or found the run over), unless it
+	// set the timer again.
+	spilled chan struct{}
+}
+
+// take returns the next message nobody has taken yet.
+func (run *inlineRun) take() (arrival, bool) {
+	i := int(run.pos.Add(1)) - 1
+	if i >= len(run.arrivals) {
+		return arrival{}, false
+	}
+	return run.arrivals[i], true
+}
+
+// tryHere tries the messages of a receive on the dequeuer's goroutine, one
+// after another. If that takes longer than spillAfter, spill gives the rest
+// to try goroutines and starts a successor that goes on with next; this
+// goroutine finishes the try it is in, then waits among the try goroutines
+// for more, and tryHere reports false.
+func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResult) bool {
+	run := dq.run
+	if run == nil {
+		run = &inlineRun{spilled: make(chan struct{}, 1)}
+		run.timer = time.AfterFunc(time.Hour, func() { dq.spill(run) })
+		run.timer.Stop()
+		dq.run = run
+	}
+	run.arrivals, run.next, run.result = batch, next, r
+	run.pos.Store(0)
+	run.seen.Store(0)
+	run.state.Store(runTrying) // publishes the fields above to spill
+	run.timer.Reset(spillAfter)
+	l, s := dq.l, dq.s
+	exited := true
+	defer func() {
+		if exited {
+			dq.afterGoexit(run)
+		}
+	}()
+	for a, ok := run.take(); ok; a, ok = run.take() {
+		l.tryDelivery(s, a)
+	}
+	exited = false
+	if run.state.CompareAndSwap(runTrying, runFinished) {
+		if !run.timer.Stop() {
+			<-run.spilled // a spill that came too late: let it end before the run is reused
+		}
+		run.arrivals = nil
+		return true
+	}
+	<-run.spilled
+	// Waiting among the try goroutines, this one must not keep the
+	// receive's messages alive.
+	run.arrivals = nil
+	defer s.handlers.Done()
+	l.tryLoop(s, s.tries.await())
+	return false
+}
+
+// afterGoexit runs as the dequeuer's goroutine ends because a handler it
+// called ended it with runtime.Goexit (its message is settled as a failed
+// call): the rest of the receive and the dequeuer's loop go on as after a
+// spill, the loop's count in session.dequeuers passing to the successor.
+func (dq *dequeuer[T]) afterGoexit(run *inlineRun) {
+	if run.state.CompareAndSwap(runTrying, runSpilled) {
+		run.timer.Stop() // one that fired anyway finds the run spilled
+		dq.handOn(run)
+		return
+	}
+	// spill came first: it counted this goroutine as a handler.
+	<-run.spilled
+	dq.s.handlers.Done()
+}
+
+// spill looks at the run every spillAfter while the dequeuer tries its
+// receive's messages. If none started since the last look, it gives those
+// not yet taken to try goroutines, and the dequeuer's loop, with its count
+// in session.dequeuers, to a new goroutine; the goroutine that was trying
+// counts as a handler from now.
+func (dq *dequeuer[T]) spill(run *inlineRun) {
+	if run.state.Load() == runTrying {
+		if pos := run.pos.Load(); pos != run.seen.Load() {
+			// Rarely, the run finishes and stops the timer between the
+			// load and this: it then waits for the next look, which finds
+			// it finished.
+			run.seen.Store(pos)
+			run.timer.Reset(spillAfter)
+			return
+		}
+	}
+	defer func() { run.spilled <- struct{}{} }()
+	if !run.state.CompareAndSwap(runTrying, runSpilled) {
+		return
+	}
+	// The goroutine trying goes on as a try goroutine: counted in handlers
+	// before the successor can end, and with it the wait for dequeuers.
+	dq.s.handlers.Add(1)
+	dq.handOn(run)
+}
+
+// handOn gives the messages of run nobody has taken to try goroutines, and
+// the dequeuer's loop to a new goroutine, which goes on from the step after
+// the run's receive with a new run and buffer of its own (the goroutine
+// that was trying keeps the old ones).
+func (dq *dequeuer[T]) handOn(run *inlineRun) {
+	l, s := dq.l, dq.s
+	for a, ok := run.take(); ok; a, ok = run.take() {
+		l.startTry(s, a)
+	}
+	dq.run, dq.arrivals = nil, nil
+	go dq.carryOn(func() bool { return dq.follow(run.next, run.result) })
+}
