@@ -103,11 +103,12 @@
 // A listener runs between [ScalingOptions.MinDequeuers] (1) and
 // [ScalingOptions.MaxDequeuers] (8) receive loops, each with up to
 // Concurrency handlers. A dequeuer calls the handlers of its receive
-// itself, one after another, as long as each starts within about a
-// millisecond of the one before; once one does not, the rest of its
-// receive start on other goroutines at once and its receive loop goes on
-// in another goroutine, so that a slow or hung handler holds up neither
-// the other messages it came with nor the next receive. When a dequeuer receives a full batch, the listener
+// itself, one after another, while they are quick; once one takes 100 µs,
+// the rest of its receive start side by side on other goroutines, and once
+// none has started for about a millisecond (a handler that waits or
+// hangs), its receive loop goes on in another goroutine too, so that a
+// slow handler holds up neither the other messages it came with nor the
+// next receive. When a dequeuer receives a full batch, the listener
 // reads the queue's depth, at most once per ScaleInterval, and starts the
 // dequeuers the Scale hook asks for; between readings, a round of full
 // receives adds one dequeuer; a dequeuer whose idle back-off has reached its

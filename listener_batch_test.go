@@ -458,7 +458,9 @@ func TestShutdownReleasesAMessageWaitingForAHandlerToken(t *testing.T) {
 	waitFor(t, "received and waiting", func() bool { return l.State().InFlight == 1 })
 	require.NoError(t, stop(), "Run returns without waiting for the drain timeout")
 	s := l.State()
-	assert.EqualValues(t, 1, s.Released)
+	// Released once, or twice if a receive under way as Run's context
+	// ended brought it back after its release (and released it again).
+	assert.GreaterOrEqual(t, s.Released, int64(1))
 	assert.Zero(t, c.succeeded(), "never started")
 	assertSettled(t, s)
 	batch, err := q.Receive(context.Background(), 1, time.Minute)

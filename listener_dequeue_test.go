@@ -113,3 +113,29 @@ func TestGoexitInTheMiddleOfAReceiveLosesNothing(t *testing.T) {
 	assert.Zero(t, s.InFlight)
 	assert.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released, "%+v", s)
 }
+
+// Handlers that take a while run side by side, even those of one receive
+// of one dequeuer: the dequeuer calls them one after another only while
+// they are quick.
+func TestSlowHandlersOfOneReceiveRunSideBySide(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New("dequeue-slow-side-by-side", nil)
+	for i := range azdispatch.MaxBatch {
+		_, err := q.Send(context.Background(), strconv.Itoa(i), nil)
+		require.NoError(t, err)
+	}
+	var inside, most atomic.Int64
+	l, err := azdispatch.NewListener(q, func(ctx context.Context, m *azdispatch.Message[int]) error {
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{MaxDequeuers: 1}})
+	require.NoError(t, err)
+	stop := running(t, l)
+	waitUntil(t, "every message handled", func() bool { return l.State().Succeeded == azdispatch.MaxBatch })
+	require.NoError(t, stop())
+	assert.Greater(t, most.Load(), int64(1), "handler calls at once")
+}

@@ -2,10 +2,11 @@ package azdispatch
 
 // How a received message reaches a goroutine that tries it. A dequeuer
 // tries the messages of its receive itself, one after another, as a
-// minimal receive-and-handle loop would (see tryHere); when one of them
-// does not finish soon, the rest go to try goroutines (tryPool), and the
-// dequeuer's loop to a successor goroutine, so that a slow or hung handler
-// holds up neither its receive's other messages nor the next receive.
+// minimal receive-and-handle loop would (see tryHere). Once a handler call
+// takes slowCall, the rest go to try goroutines (tryPool) to run side by
+// side; once none has started for spillAfter, the dequeuer's loop goes to
+// a successor goroutine too, so that a slow or hung handler holds up
+// neither its receive's other messages nor the next receive.
 
 import (
 	"sync"
@@ -120,6 +121,12 @@ func (w *tryPool) close() {
 // batches of fast ones.
 const spillAfter = 500 * time.Microsecond
 
+// slowCall is how long a handler call takes before the dequeuer gives the
+// rest of its receive to try goroutines at once, rather than call them one
+// after another: handlers that take this long are likely to wait on
+// something, or to be worth a core each.
+const slowCall = 100 * time.Microsecond
+
 // States of an inlineRun.
 const (
 	runIdle     int32 = iota // between receives
@@ -180,11 +187,22 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 			dq.afterGoexit(run)
 		}
 	}()
+	finished := false
 	for a, ok := run.take(); ok; a, ok = run.take() {
-		l.tryDelivery(s, a)
+		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) {
+			// Handlers this slow run side by side: the rest go to try
+			// goroutines now, and the dequeuer receives again (unless
+			// spill has just taken them).
+			if finished = run.state.CompareAndSwap(runTrying, runFinished); finished {
+				for a, ok := run.take(); ok; a, ok = run.take() {
+					l.startTry(s, a)
+				}
+			}
+			break
+		}
 	}
 	exited = false
-	if run.state.CompareAndSwap(runTrying, runFinished) {
+	if finished || run.state.CompareAndSwap(runTrying, runFinished) {
 		if !run.timer.Stop() {
 			<-run.spilled // a spill that came too late: let it end before the run is reused
 		}

@@ -62,6 +62,8 @@ type try struct {
 	meta Metadata
 	// waited is the message's time in queue (see Message.TimeInQueue).
 	waited time.Duration
+	// took is how long its handler call took, if it made one.
+	took time.Duration
 }
 
 // inHand is everything one message needs on its way, in one allocation:
@@ -109,8 +111,9 @@ func tryStages[T any]() []tryStage[T] {
 // tryDelivery takes one received message to its end: it runs the try's
 // stages, then settles the message as the stage that ended the try says
 // (handled and deleted, hidden for a retry, poisoned, made visible at once
-// at shutdown, or lost to another receiver).
-func (l *Listener[T]) tryDelivery(s *session, r arrival) {
+// at shutdown, or lost to another receiver). It returns how long the
+// handler call took, if it made one.
+func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 	// The slot is given back last: a message in hand is counted in
 	// InFlight until then, and capacity never shows more.
 	defer r.slots.Give(1)
@@ -137,6 +140,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) {
 	settled = true
 	l.settle(t, a)
 	l.givePayload(t)
+	return t.took
 }
 
 // runStages runs the try's stages in order until one ends it.
@@ -459,7 +463,11 @@ func (l *Listener[T]) callWatched(t *try, c *handlerCall, m *Message[T], size in
 	defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
 	err := l.callChain(c, t, m, size)
 	end := time.Now()
-	l.stats.handlerTime.Add(end, end.Sub(start))
+	took := end.Sub(start)
+	l.stats.handlerTime.Add(end, took)
+	if c.item == nil {
+		t.took = took // a batch's items, called at once, leave it alone
+	}
 	if err != nil && c.timedOut.Load() {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, l.opts.HandlerTimeout, err)
 	}
