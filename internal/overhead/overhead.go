@@ -1,9 +1,10 @@
 // Package overhead measures what the Listener itself costs per message: it
-// drains a memqueue through a Listener with its defaults and through two
-// minimal hand-written loops over the same queue, with the same messages and
-// the same handler, and reports CPU time, allocations and bytes per message
-// and the rate for each. The queue has no storage time at all, so what
-// differs between the two is the listener's own work.
+// drains a source through a Listener with its defaults and through minimal
+// hand-written loops, with the same messages and the same handler, and
+// reports CPU time, allocations and bytes per message and the rate for
+// each. The source is a memqueue filled in advance ([Fill]) or a [Stream]
+// that makes its messages as they are received; neither has any storage
+// time, so what differs between the variants is the consumer's own work.
 //
 // The root package's BenchmarkOverhead and the load test's overhead
 // scenario both run it.
