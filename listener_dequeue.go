@@ -311,9 +311,13 @@ func (dq *dequeuer[T]) noteCovered(r receiveResult) {
 func (dq *dequeuer[T]) idleWait(next dequeue.Step, woken <-chan struct{}) bool {
 	l, ctx := dq.l, dq.ctx
 	l.stats.emptyReceives.Add(1)
-	if next.Drained {
+	if next.Drained || l.stats.wanted.Load() != 0 {
 		// Whatever the last depth reading called for is met, and a target
-		// out of reach then is within it now.
+		// out of reach then is within it now: seen at the first empty
+		// receive of a streak, or at a later one if a reading came after
+		// it (another dequeuer's, made once it had tried its last
+		// messages, while messages were still in hand and counted in the
+		// depth).
 		l.scale.drained()
 		l.stats.wanted.Store(0)
 	}
