@@ -163,10 +163,11 @@ func (run *inlineRun) take() (arrival, bool) {
 }
 
 // tryHere tries the messages of a receive on the dequeuer's goroutine, one
-// after another. If that takes longer than spillAfter, spill gives the rest
-// to try goroutines and starts a successor that goes on with next; this
-// goroutine finishes the try it is in, then waits among the try goroutines
-// for more, and tryHere reports false.
+// after another. After a handler call of slowCall or more, the rest go to
+// try goroutines and tryHere returns. If none starts for spillAfter, spill
+// gives the rest to try goroutines and starts a successor that goes on
+// with next; this goroutine finishes the try it is in, then waits among
+// the try goroutines for more, and tryHere reports false.
 func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResult) bool {
 	run := dq.run
 	if run == nil {
