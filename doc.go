@@ -186,7 +186,7 @@
 // schedule's [Misfire] policy; the handler sees whether one is late in
 // [MessageInfo.Occurrence].
 //
-// # Sharding and Lease
+// # Sharding, sets of queues and Lease
 //
 // Past one queue's target (about 2,000 messages/s) or one account's (about
 // 20,000 requests/s), a [ShardedQueue] spreads one logical queue over many
@@ -206,6 +206,22 @@
 // not find the target through 503 ServerBusy. A sharded queue offloads
 // large messages and batches through one [PayloadStore], its first shard's
 // unless [ShardedQueueOptions].Payloads names another.
+//
+// # Several queues at once
+//
+// A [QueueSet] is one [Source] over several queues that each keep their own
+// messages (priority levels, classes of work, one queue per tenant), read by
+// one Listener with one handler budget: [StrictPriority] reads a later queue
+// only when those before it had none, with aging so a low level is never
+// starved; [WeightedShares] and [FairShares] share the messages received by
+// weight, or equally, while the queues have messages; [SetMember].Cap bounds
+// one queue's messages in hand. Its queues are a fixed list, or every queue
+// of an account with a name prefix, found again on an interval
+// ([DiscoverQueueSet]). It reads, backs off and bounds its queues as a
+// sharded queue does its shards, so an idle set costs what one idle queue
+// costs, and a message is settled and poisoned in its own queue. The set
+// counts each queue's messages in hand from what the listener tells it
+// (the Settled capability, see [Capabilities]).
 //
 // [Lease] runs a function in one process of several at a time, over a blob
 // lease: a single distributor that feeds many queues, with standbys that

@@ -362,6 +362,14 @@ func (l *Listener[T]) keepPayload(ctx context.Context, d *Delivery) error {
 	return err
 }
 
+// letGo tells the source, if it asks (a [QueueSet] does), that d is no
+// longer in hand: settled, or left to reappear.
+func (l *Listener[T]) letGo(d *Delivery) {
+	if l.caps.Settled != nil {
+		l.caps.Settled(d)
+	}
+}
+
 // msgLog is the logger for one message's events. It is made only when
 // something is logged: most messages log nothing.
 func (l *Listener[T]) msgLog(d *Delivery) *slog.Logger {

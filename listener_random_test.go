@@ -111,8 +111,9 @@ type engineRound struct {
 	round    int
 	r        *rand.Rand            // the driver's; handlers draw from behaviourOf
 	queues   []*memqueue.Queue     // one, or the shards of src
-	src      azdispatch.Source     // the queue, or a sharded queue over queues
-	target   azdispatch.Target     // where the round sends: src
+	src      azdispatch.Source     // the queue, a sharded queue or a queue set over queues
+	target   azdispatch.Target     // where the round sends: src, or a sharded queue over a set's queues
+	set      *azdispatch.QueueSet  // src, if it is a queue set
 	clock    *memqueue.ManualClock // nil: the real clock
 	l        *azdispatch.Listener[string]
 	pub      *azdispatch.Publisher[string]
@@ -168,7 +169,8 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	e.longDeletes = r.IntN(2) == 0
 	e.slowReceives = r.IntN(3) == 0
 	name := fmt.Sprintf("engine-%d-%d", seed%100000, round)
-	if r.IntN(3) == 0 {
+	switch r.IntN(3) {
+	case 0:
 		shards := make([]azdispatch.Shard, 2+r.IntN(3))
 		for i := range shards {
 			q := memqueue.New(fmt.Sprintf("%s-%d", name, i), &opts)
@@ -185,7 +187,9 @@ func newEngineRound(seed uint64, round int) *engineRound {
 			panic(err)
 		}
 		e.src, e.target = sq, sq
-	} else {
+	case 1:
+		e.newSetSource(name, &opts)
+	default:
 		q := memqueue.New(name, &opts)
 		e.queues = []*memqueue.Queue{q}
 		e.src, e.target = q, q
@@ -224,8 +228,59 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	return e
 }
 
+// newSetSource makes the round's source a queue set over 2 to 4 queues,
+// in a random order, some capped; the round sends through a sharded queue
+// over the same queues, so that every one of them has messages.
+func (e *engineRound) newSetSource(name string, opts *memqueue.Options) {
+	r := e.r
+	order := []azdispatch.SetOrder{azdispatch.FairShares, azdispatch.WeightedShares, azdispatch.StrictPriority}[r.IntN(3)]
+	members := make([]azdispatch.SetMember, 2+r.IntN(3))
+	shards := make([]azdispatch.Shard, len(members))
+	for i := range members {
+		q := memqueue.New(fmt.Sprintf("%s-%d", name, i), opts)
+		e.queues = append(e.queues, q)
+		shards[i] = q
+		members[i] = azdispatch.SetMember{Queue: q, Cap: []int{0, 0, 1, 3}[r.IntN(4)]}
+		if order == azdispatch.WeightedShares {
+			members[i].Weight = 1 + r.IntN(4)
+		}
+	}
+	o := &azdispatch.QueueSetOptions{Order: order, Aging: time.Duration(r.IntN(500)) * time.Millisecond}
+	o.EmptySkip = []time.Duration{0, 100 * time.Millisecond, 5 * time.Second, time.Hour}[r.IntN(4)]
+	o.RetryMin, o.RetryMax = 50*time.Millisecond, time.Second
+	set, err := azdispatch.NewQueueSet(name, members, o)
+	if err != nil {
+		panic(err)
+	}
+	sq, err := azdispatch.NewShardedQueue(name+"-sends", shards, &o.ShardedQueueOptions)
+	if err != nil {
+		panic(err)
+	}
+	e.set, e.src, e.target = set, set, sq
+}
+
+// checkSetCaps notes a violation if a queue of the round's set has more in
+// hand than its cap. Hold e.mu.
+func (e *engineRound) checkSetCaps() {
+	if e.set == nil || e.violation != "" {
+		return
+	}
+	for _, st := range e.set.State() {
+		if st.Cap > 0 && st.InHand > st.Cap {
+			e.violation = fmt.Sprintf("queue %s of the set: %d in hand, past its cap of %d", st.Queue, st.InHand, st.Cap)
+		}
+	}
+}
+
 func (e *engineRound) describe() string {
 	o := e.opts
+	if e.set != nil {
+		return fmt.Sprintf("queue set over %d queues, ", len(e.queues)) + e.describeListener(o)
+	}
+	return e.describeListener(o)
+}
+
+func (e *engineRound) describeListener(o azdispatch.ListenerOptions) string {
 	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t, %s",
 		e.seed, len(e.queues), e.clock != nil, o.Scaling.PushOnly, o.Scaling.MaxDequeuers, o.Concurrency, o.Scaling.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives, e.features.describe())
 }
@@ -458,6 +513,11 @@ func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[string]) {
 		"received = succeeded + retried + poisoned + lost + released + rehidden + cancelled + duplicates: %+v", s)
 	require.Zero(t, s.InFlight)
 	require.Zero(t, s.ActiveDequeuers)
+	if e.set != nil {
+		for _, st := range e.set.State() {
+			require.Zero(t, st.InHand, "queue %s of the set: in hand after Run returned, so let go of on no path", st.Queue)
+		}
+	}
 	var qt azdispatch.Transactions
 	for _, q := range e.queues {
 		t := q.Transactions()
@@ -548,6 +608,7 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	if s.InFlight > e.capacity && e.violation == "" {
 		e.violation = fmt.Sprintf("%d messages in hand at a handler call, past MaxDequeuers × Concurrency = %d: %+v", s.InFlight, e.capacity, s)
 	}
+	e.checkSetCaps()
 	e.mu.Unlock()
 	defer func() { // a panic ends the call too
 		e.mu.Lock()

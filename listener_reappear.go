@@ -116,6 +116,7 @@ func (l *Listener[T]) reappearNow(s *session, slots *syncx.Slots, batch []*Deliv
 				defer slots.Give(1)
 			}
 			l.count(l.reappearIn(s.settle.Get(), d, 0, ifFailed), &l.stats.released)
+			l.letGo(d)
 		})
 	}
 }

@@ -117,6 +117,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 	// The slot is given back last: a message in hand is counted in
 	// InFlight until then, and capacity never shows more.
 	defer r.slots.Give(1)
+	defer l.letGo(r.d)
 	l.stats.inFlight.Add(1)
 	defer l.stats.inFlight.Add(-1)
 	h := &inHand[T]{turn: r.turn}

@@ -82,7 +82,7 @@ func runHungAccount(t *testing.T, healthy, hung *azdispatch.Account, hang, unhan
 
 	health := endpoint.NewHealth(nil)
 	health.Add("orders", l)
-	dash, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{sq}, CacheFor: time.Second})
+	dash, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{sq}, CacheFor: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dash.Close() })
 

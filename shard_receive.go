@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/shares"
 )
 
 // Receive gets up to max messages: from the next shard, round-robin, that
@@ -39,6 +41,22 @@ import (
 // asked: "none" from it must mean none anywhere, since [Requeue] stops at
 // it.
 func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
+	return s.receive(ctx, max, visibility, nil)
+}
+
+// readArranger orders the shards a receive reads, and hears what it read:
+// a [QueueSet], whose shares and caps decide.
+type readArranger interface {
+	// arrange orders the candidates, leaving out those at their cap
+	// (it reports whether it did) and limiting what the others may bring.
+	arrange(now time.Time, order []readCandidate) (arranged []readCandidate, capped bool)
+	// read hears what a receive of the arranged candidates brought.
+	read(arranged []readCandidate, r shardsRead, now time.Time)
+}
+
+// receive is [ShardedQueue.Receive], with the order of the shards it reads
+// arranged by p, if not nil.
+func (s *ShardedQueue) receive(ctx context.Context, max int, visibility time.Duration, p readArranger) ([]*Delivery, error) {
 	// Checked here so that a bad argument is not taken for a shard's failure.
 	if err := checkReceive(max, visibility); err != nil {
 		return nil, err
@@ -50,7 +68,24 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 		s.unasked(look, now)
 	}
 	s.reappearing(look, now)
-	r := s.readShards(ctx, s.readOrder(now, all), max, visibility, look, all)
+	order := s.readOrder(now, all)
+	if p != nil {
+		var capped bool
+		order, capped = p.arrange(now, order)
+		if capped && all {
+			// Messages due again may be on a queue at its cap: a
+			// listener that knows of them comes back for them, woken
+			// sooner if a message of such a queue is let go.
+			look.skipped(now.Add(cappedRecheck))
+		}
+		if len(order) == 0 && capped {
+			return nil, nil // every queue that could be asked has its fill in hand
+		}
+	}
+	r := s.readShards(ctx, order, max, visibility, look, all)
+	if p != nil {
+		p.read(order, r, now)
+	}
 	if r.answered && (len(r.got) > 0 || !s.set.exhaustive || len(r.asked) == len(s.members)) {
 		return r.got, nil
 	}
@@ -79,17 +114,21 @@ type shardsRead struct {
 func (s *ShardedQueue) readShards(ctx context.Context, order []readCandidate, max int, visibility time.Duration, look *dueLook, all bool) shardsRead {
 	var r shardsRead
 	for _, c := range order {
-		if r.answered && !c.warm && !s.set.exhaustive && !all {
+		if r.answered && !c.Warm && !s.set.exhaustive && !all {
 			continue // known empty a moment ago: not worth a request now
 		}
-		if !s.set.admit(c.index, s.set.now()) {
+		if !s.set.admit(c.Index, s.set.now()) {
 			// Another request is trying it again after its back-off.
 			if all {
 				look.skipped(s.set.now().Add(s.set.tryTimeout(maxReceiveBytes)))
 			}
 			continue
 		}
-		batch, err := s.set.receiveFrom(ctx, c.index, max-len(r.got), visibility)
+		want := max - len(r.got)
+		if c.Limit > 0 {
+			want = min(want, c.Limit)
+		}
+		batch, err := s.set.receiveFrom(ctx, c.Index, want, visibility)
 		r.got = append(r.got, batch...) // a shard may fail after bringing some
 		if err != nil {
 			// Its answer may have been lost with messages it hid: the
@@ -104,7 +143,7 @@ func (s *ShardedQueue) readShards(ctx context.Context, order []readCandidate, ma
 			continue
 		}
 		r.answered = true
-		r.asked = append(r.asked, c.index)
+		r.asked = append(r.asked, c.Index)
 		if len(r.got) >= max {
 			break
 		}
@@ -130,12 +169,10 @@ func (s *ShardedQueue) lastErrors(asked []int) error {
 	return joinErrs(errs...)
 }
 
-// readCandidate is a shard a receive may ask, and whether it may hold
-// messages (it had some at its last look, or was never looked at).
-type readCandidate struct {
-	index int
-	warm  bool
-}
+// readCandidate is a shard a receive may ask, whether it may hold messages
+// (it had some at its last look, or was never looked at), and the most it
+// may bring, if a [QueueSet]'s cap limits it.
+type readCandidate = shares.Candidate
 
 // readOrder lists the shards a receive may ask, in round-robin order from
 // where the last receive started: the healthy ones that are warm or whose
@@ -164,20 +201,20 @@ func (s *ShardedQueue) readOrder(now time.Time, all bool) []readCandidate {
 		}
 		r := set.read[i]
 		if !r.empty || now.Sub(r.emptyAt) >= set.opts.EmptySkip || set.exhaustive || all {
-			out = append(out, readCandidate{index: i, warm: !r.empty})
+			out = append(out, readCandidate{Index: i, Warm: !r.empty})
 			if first < 0 {
 				first = p
 			}
 			continue
 		}
-		resting = append(resting, readCandidate{index: i})
+		resting = append(resting, readCandidate{Index: i, Resting: true})
 		restingPos[i] = p
 	}
 	slices.SortStableFunc(resting, func(a, b readCandidate) int {
-		return set.read[a.index].lastPoll.Compare(set.read[b.index].lastPoll)
+		return set.read[a.Index].lastPoll.Compare(set.read[b.Index].lastPoll)
 	})
 	if first < 0 && len(resting) > 0 {
-		first = restingPos[resting[0].index]
+		first = restingPos[resting[0].Index]
 	}
 	if first >= 0 {
 		s.readNext = (first + 1) % n
@@ -346,3 +383,7 @@ func (set *shardSet) wrap(i int, batch []*Delivery) {
 		d.Receipt = &receipts[k]
 	}
 }
+
+// cappedRecheck is how soon a listener looking for messages due again
+// comes back to a [QueueSet] that passed over a queue at its cap.
+const cappedRecheck = time.Second

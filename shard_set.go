@@ -37,6 +37,9 @@ type shardSet struct {
 	// so that [Requeue] over them does not stop early.
 	exhaustive bool
 	parent     *shardSet // of a poison set: the set whose shards it sits beside
+	// owner is the [QueueSet] whose queues these are (one generation of
+	// them); nil for a [ShardedQueue]'s shards.
+	owner *QueueSet
 
 	poisonOnce sync.Once
 	poison     *shardSet
@@ -99,6 +102,35 @@ func (set *shardSet) view(members []int) *ShardedQueue {
 	s := &ShardedQueue{set: set, members: members, readNext: rand.IntN(len(members))}
 	s.writeNext.Store(rand.Uint64N(uint64(len(members))))
 	return s
+}
+
+// anyView is a view of set for what needs no members of its own: a delete
+// or a visibility change through a delivery's receipt, a poison move
+// beside the queue a message came from.
+func (set *shardSet) anyView() *ShardedQueue { return &ShardedQueue{set: set} }
+
+// carry gives shard to of set what shard from of prev has learnt: its
+// health, its account's (if they share an account), and what reads found
+// on it. A [QueueSet] whose queues change carries each that stays over.
+func (set *shardSet) carry(prev *shardSet, from, to int) {
+	set.health[to] = prev.health[from]
+	if prev.group[from] != nil && set.group[to] != nil {
+		for i := range set.group {
+			if set.group[i] == set.group[to] && i != to {
+				set.group[i] = prev.group[from]
+			}
+		}
+		set.group[to] = prev.group[from]
+	}
+	prev.mu.Lock()
+	r := prev.read[from]
+	prev.mu.Unlock()
+	set.mu.Lock()
+	set.read[to] = r
+	set.mu.Unlock()
+	if r.lateHidden > 0 {
+		set.late.Add(1)
+	}
 }
 
 // throttledMax caps the back-off of a shard that answers 503 ServerBusy
@@ -334,6 +366,8 @@ type shardReceipt struct {
 	set   *shardSet
 	index int
 	inner any
+	// letGo is set once a [QueueSet] has counted the message out of hand.
+	letGo atomic.Bool
 }
 
 // receipt returns the receipt of a delivery that came through this set.

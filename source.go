@@ -320,6 +320,10 @@ type Handler[T any] func(ctx context.Context, m *Message[T]) error
 //     dashboard's cost page adds those of queues without an account.
 //   - Shards() are the queues behind a sharded source: the endpoints, the
 //     dashboard and the command-line tool show each.
+//   - Settled(d) is told, once per delivery a [Listener] received, that
+//     the listener has let go of it (deleted it, hidden it for a retry,
+//     poisoned it, or left it to reappear): a [QueueSet] counts the
+//     messages in hand of each of its queues with it.
 //   - ServiceTime() is the time on the service's clock (see
 //     [Queue.ServiceTime]): a [Publisher] and a [Scheduler] decide what is
 //     due by it rather than by this machine's clock.
@@ -342,6 +346,7 @@ type Capabilities struct {
 	Account      func() *Account
 	Transactions func() Transactions
 	Shards       func() []Shard
+	Settled      func(d *Delivery)
 	ServiceTime  func() time.Time
 
 	// What only this package's sources can offer.
@@ -412,6 +417,9 @@ func CapabilitiesOf(v any) Capabilities {
 	}
 	if v, ok := v.(interface{ Shards() []Shard }); ok {
 		c.Shards = v.Shards
+	}
+	if v, ok := v.(interface{ Settled(d *Delivery) }); ok {
+		c.Settled = v.Settled
 	}
 	if v, ok := v.(interface{ ServiceTime() time.Time }); ok {
 		c.ServiceTime = v.ServiceTime

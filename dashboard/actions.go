@@ -179,15 +179,20 @@ func (h *Handler) serveAct(w http.ResponseWriter, r *http.Request) {
 	case "send":
 		name := bounded(get("queue"), 100)
 		text := get("text")
-		var src azdispatch.Shard
+		var src azdispatch.Target
+		found := false
 		for _, s := range h.topo.sets {
 			if s.name == name {
-				src = s.source
+				found = true
+				src, _ = s.source.(azdispatch.Target)
 			}
 		}
 		switch {
-		case src == nil:
+		case !found:
 			h.fail(w, r, http.StatusBadRequest, "There is no such queue.")
+			return
+		case src == nil:
+			h.fail(w, r, http.StatusBadRequest, "This source takes no sends: it is a set of queues, each with its own messages. Send to one of its queues.")
 			return
 		case strings.TrimSpace(text) == "":
 			// No default: a made-up body can decode as a real message,

@@ -16,7 +16,7 @@ import (
 func TestTheConfirmationStartsOnCancelAndCountsTheMatches(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 3)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 
 	_, _, body := get(t, srv, "confirm?do=purge-all")
 	assert.NotRegexp(t, regexp.MustCompile(`<button[^>]*autofocus`), body, "no autofocus on a button")

@@ -70,7 +70,7 @@ func TestTheCostPageNeverShowsTheDashboardAboveAll(t *testing.T) {
 	t.Parallel()
 	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	q := memqueue.New("orders", nil)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Now: clock.Now})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Now: clock.Now})
 
 	// A reading of the overview (3 requests), then the cost page 2 s later.
 	get(t, srv, "")
@@ -109,7 +109,7 @@ func TestTheDashboardStaysWithinAllUnderConcurrentReadings(t *testing.T) {
 	t.Parallel()
 	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	q := memqueue.New("orders", nil)
-	h, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Now: clock.Now, CacheFor: time.Second})
+	h, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Now: clock.Now, CacheFor: time.Second})
 	send(t, q, 200)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[[]byte]) error { return nil },
 		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: azdispatch.ExponentialIdle(0, 20*time.Millisecond)}, DrainTimeout: time.Second})

@@ -2,7 +2,7 @@
 // [http.Handler] a service mounts under a prefix of its own, which the
 // azdispatch command also serves on its own (azdispatch dashboard).
 //
-//	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{orders}})
+//	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{orders}})
 //	if err != nil {
 //		return err
 //	}

@@ -22,7 +22,7 @@ func Example() {
 
 	isOperator := func(r *http.Request) bool { return r.Header.Get("X-Role") == "operator" } // your auth here
 	h, err := dashboard.New(&dashboard.Options{
-		Sources:  []azdispatch.Shard{orders},
+		Sources:  []azdispatch.Source{orders},
 		Write:    true,
 		ReadOnly: func(r *http.Request) bool { return !isOperator(r) },
 	})

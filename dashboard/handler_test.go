@@ -23,7 +23,7 @@ var allPages = []string{"", "poison", "payloads", "schedules", "latency", "liste
 
 func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 	t.Parallel()
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{memqueue.New("orders", nil)}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{memqueue.New("orders", nil)}})
 	for _, page := range append(allPages, "nope") {
 		_, hd, _ := get(t, srv, page)
 		assert.Contains(t, hd.Get("Content-Security-Policy"), "default-src 'none'", page)
@@ -38,7 +38,7 @@ func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 func TestEveryPageRendersAndItsURLsStayUnderThePrefix(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 2)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	attr := regexp.MustCompile(`(?:href|src|action)="([^"]*)"`)
 	for _, page := range allPages[:9] {
 		status, _, body := get(t, srv, page)
@@ -71,7 +71,7 @@ func TestOverviewShowsEachQueueWithItsDepthPoisonAndAge(t *testing.T) {
 		_, err := s1.Send(context.Background(), "y", nil)
 		require.NoError(t, err)
 	}
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{orders, set}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{orders, set}})
 	_, _, body := get(t, srv, "")
 	assert.Regexp(t, `data-name="orders">\s*<th scope="row">orders</th>\s*<td>queue</td>\s*<td class="num depth">1</td>\s*<td class="num poison">3</td>`, body)
 	assert.Regexp(t, `data-name="jobs">\s*<th scope="row">jobs</th>\s*<td>sharded set \(2 shards\)</td>\s*<td class="num depth">2</td>`, body)
@@ -89,14 +89,14 @@ func TestAbsentReadingsShowAsAbsentNotZero(t *testing.T) {
 		}
 		return nil
 	}})
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}})
 	_, _, body := get(t, srv, "")
 	assert.Regexp(t, `<td class="num depth" title="not read: [^"]*ServerBusy[^"]*">—`, body)
 }
 
 func TestTheReadingIsSharedByEveryViewer(t *testing.T) {
 	t.Parallel()
-	var sources []azdispatch.Shard
+	var sources []azdispatch.Source
 	for _, n := range []string{"a", "b"} {
 		sources = append(sources, memqueue.New(n, nil))
 	}
@@ -117,7 +117,7 @@ func TestTheReadingIsSharedByEveryViewer(t *testing.T) {
 func TestReadOnlyShowsNoActionAndRefusesAForgedPost(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 2)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}})
 	for _, page := range []string{"", "poison", "payloads", "confirm?do=requeue&pq=orders-poison&id=x"} {
 		_, _, body := get(t, srv, page)
 		assert.NotContains(t, body, `action="act"`, page)
@@ -132,7 +132,7 @@ func TestReadOnlyShowsNoActionAndRefusesAForgedPost(t *testing.T) {
 func TestReadOnlyPerRequest(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 1)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true,
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true,
 		ReadOnly: func(r *http.Request) bool { return r.Header.Get("X-Operator") == "" }})
 	status, _, _ := post(t, srv, url.Values{"do": {"purge-all"}, "confirm": {"yes"}})
 	assert.Equal(t, http.StatusForbidden, status)
@@ -142,7 +142,7 @@ func TestReadOnlyPerRequest(t *testing.T) {
 func TestACrossOriginPostIsRefusedInWriteMode(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 1)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	form := url.Values{"do": {"purge-all"}, "confirm": {"yes"}}
 	req, err := http.NewRequest(http.MethodPost, srv.URL+prefix+"/act", strings.NewReader(form.Encode()))
 	require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestACrossOriginPostIsRefusedInWriteMode(t *testing.T) {
 func TestAGetChangesNothing(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 1)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	status, _, _ := get(t, srv, "act?do=purge-all&confirm=yes")
 	assert.GreaterOrEqual(t, status, 400, "a GET of the action is refused")
 	_, _, body := get(t, srv, "confirm?do=purge-all")
@@ -170,7 +170,7 @@ func TestAGetChangesNothing(t *testing.T) {
 func TestAPostBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New("orders", nil)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	status, _, _ := post(t, srv, url.Values{"do": {"send"}, "queue": {"orders"}, "text": {strings.Repeat("x", 1<<20)}})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, status)
 	assert.Equal(t, 0, depth(t, q))
@@ -179,7 +179,7 @@ func TestAPostBodyIsBounded(t *testing.T) {
 func TestSendATestMessage(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New("orders", nil)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	status, hd, _ := post(t, srv, url.Values{"do": {"send"}, "queue": {"orders"}, "text": {`{"hello":1}`}})
 	assert.Equal(t, http.StatusSeeOther, status)
 	assert.Equal(t, "./?done=sent", hd.Get("Location"))
@@ -197,7 +197,7 @@ func TestAnHourLeftOpen(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	q := memqueue.New("orders", nil)
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}, Now: clock})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}, Now: clock})
 	require.NoError(t, err)
 	defer h.Close()
 	for range 360 { // an hour of 10 s refreshes

@@ -48,7 +48,7 @@ func TestTheOverviewTellsApartTwoAccountsOfOneName(t *testing.T) {
 	set, err := azdispatch.NewShardedQueue("hosts", shards, nil)
 	require.NoError(t, err)
 
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{set}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{set}})
 	status, _, body := get(t, srv, "")
 	require.Equal(t, http.StatusOK, status)
 	for i, a := range accts {

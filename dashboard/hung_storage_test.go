@@ -26,7 +26,7 @@ func TestEveryPageAnswersSoonWhenStorageHangs(t *testing.T) {
 		}
 		return nil
 	}})
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	hang.Store(true)
 	for _, page := range []string{"", "poison", "latency", "confirm?do=purge-all"} {
 		t.Run(page, func(t *testing.T) {

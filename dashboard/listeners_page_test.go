@@ -47,7 +47,7 @@ func TestTheListenersPageShowsStateCountsAndScope(t *testing.T) {
 	require.NoError(t, err)
 	var skew atomic.Int64 // the dashboard's clock runs ahead by this much
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	h, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Now: now})
+	h, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Now: now})
 	h.Register("orders-worker", l)
 	h.Register("replica-view", dashboard.StateFunc(func() azdispatch.State {
 		return azdispatch.State{Wanted: 7, Lost: 2, Released: 3, Retried: 4, RetriedFor: azdispatch.RetryCounts{Timeout: 4}}

@@ -14,11 +14,14 @@ import (
 // default.
 type Options struct {
 	// Sources are the queues the dashboard shows: [*azdispatch.Queue]s,
-	// [*azdispatch.ShardedQueue]s (each shard shown on its own too), or any
-	// [azdispatch.Shard] (a memqueue.Queue in tests). Poison queues are
-	// found through [azdispatch.PoisonQueuer], accounts through the
-	// queues' Account method. At least one is required.
-	Sources []azdispatch.Shard
+	// [*azdispatch.ShardedQueue]s (each shard shown on its own too),
+	// [*azdispatch.QueueSet]s (each queue shown on its own too, with its
+	// share of the messages received), or any [azdispatch.Shard] (a
+	// memqueue.Queue in tests). Poison queues are found through
+	// [azdispatch.PoisonQueuer], accounts through the queues' Account
+	// method. At least one is required; each is a Shard, or has Shards (see
+	// [azdispatch.Capabilities]).
+	Sources []azdispatch.Source
 
 	// Payloads is the payload store whose payloads and schedules are shown.
 	// Defaults to the first source's (see [azdispatch.PayloadStorer]); with
@@ -91,6 +94,10 @@ func (o *Options) withDefaults() (Options, error) {
 	for i, s := range out.Sources {
 		if s == nil {
 			return out, &azdispatch.ConfigError{Field: fmt.Sprintf("dashboard.Options.Sources[%d]", i), Reason: "nil"}
+		}
+		if _, ok := s.(azdispatch.Shard); !ok && azdispatch.CapabilitiesOf(s).Shards == nil {
+			return out, &azdispatch.ConfigError{Field: fmt.Sprintf("dashboard.Options.Sources[%d]", i),
+				Reason: fmt.Sprintf("%s is neither a queue one can send to (a Shard) nor a set of them (with Shards)", s.Name())}
 		}
 	}
 	switch {

@@ -34,7 +34,7 @@ func TestADashboardAloneNamesAShardThatDoesNotAnswer(t *testing.T) {
 	}})
 	sq, err := azdispatch.NewShardedQueue("alone", []azdispatch.Shard{a, b}, &azdispatch.ShardedQueueOptions{TryTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{sq}, CacheFor: time.Second})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{sq}, CacheFor: time.Second})
 	code, _, body := get(t, srv, "")
 	require.Equal(t, 200, code)
 	assert.Contains(t, body, "healthy")

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // ovRow is one row of the overview: a queue, a sharded set, a shard or an
@@ -23,7 +25,10 @@ type ovRow struct {
 	Depth, Poison, Age                val
 	DepthSpark, PoisonSpark, AgeSpark template.HTML
 	Health, HealthClass               string // a shard's health, in words
-	AgeOver                           bool   // older than Options.TargetAge
+	// Share is, for a queue of a queue set, its share of the messages
+	// the set received, its cap and its messages in hand, in words.
+	Share   string
+	AgeOver bool // older than Options.TargetAge
 }
 
 type overviewBody struct {
@@ -63,7 +68,10 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		HealthNote: "Health is the sharded queue's own view of each shard (its breaker) in this process, and this page's reading of it: a shard out after failures, or one that did not answer (a hung account, a blackholed connection), is passed over by sends and receives until it is tried again, one request at a time. A shard this page could not read is never called healthy."}
 	for _, s := range h.topo.sets {
 		kind := "queue"
-		if s.isSharded() {
+		switch {
+		case s.shares != nil:
+			kind = fmt.Sprintf("queue set (%d queues)", len(s.units))
+		case s.isSharded():
 			kind = fmt.Sprintf("sharded set (%d shards)", len(s.units))
 		}
 		sr := row("set-", s.name, s.name, kind, aggregate(rd, s.units))
@@ -73,14 +81,16 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 			sr.Where = hostsOf(s.units)
 		}
 		b.Sets = append(b.Sets, sr)
-		b.Sources = append(b.Sources, s.name)
+		if _, ok := s.source.(azdispatch.Target); ok {
+			b.Sources = append(b.Sources, s.name) // a queue set takes no sends of its own
+		}
 		if !s.isSharded() {
 			continue
 		}
 		health := map[string]string{}
 		classes := map[string]string{}
-		if s.sharded != nil {
-			for _, sh := range s.sharded.Health() {
+		if s.health != nil {
+			for _, sh := range s.health() {
 				switch {
 				case sh.Healthy:
 					health[sh.Shard], classes[sh.Shard] = "healthy", "ok"
@@ -98,9 +108,13 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+		shares := shareWords(s)
 		for _, u := range s.units {
 			rr := row("", u.name, u.name, "shard", rd.Units[u.name])
 			rr.Set = s.name
+			if s.shares != nil {
+				rr.Kind, rr.Share = "queue of a set", shares[u.name]
+			}
 			rr.Host, rr.Where = u.where()
 			rr.Health, rr.HealthClass = health[u.name], classes[u.name]
 			switch ur := rd.Units[u.name]; {
@@ -182,4 +196,33 @@ func hostsOf(units []*unit) string {
 		return ""
 	}
 	return "on " + strings.Join(hosts, ", ")
+}
+
+// shareWords says, for each queue of a queue set, its share of the
+// messages the set received, its cap and its messages in hand.
+func shareWords(s *set) map[string]string {
+	if s.shares == nil {
+		return nil
+	}
+	states := s.shares()
+	var total int64
+	for _, st := range states {
+		total += st.Received
+	}
+	out := make(map[string]string, len(states))
+	for _, st := range states {
+		share := "no message received yet"
+		if total > 0 {
+			share = fmt.Sprintf("%.0f %% of the %d messages received", 100*float64(st.Received)/float64(total), total)
+		}
+		limit := "no cap"
+		if st.Cap > 0 {
+			limit = fmt.Sprintf("cap %d", st.Cap)
+		}
+		if st.Weight > 0 {
+			limit += fmt.Sprintf(", weight %d", st.Weight)
+		}
+		out[st.Queue] = fmt.Sprintf("%s; %d in hand (%s)", share, st.InHand, limit)
+	}
+	return out
 }

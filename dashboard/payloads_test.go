@@ -33,7 +33,7 @@ func TestThePayloadsPageCountsBlobsAndBytesByKind(t *testing.T) {
 	_, err = pub.SendBatch(ctx, []string{"a", "b", "c"}, nil)
 	require.NoError(t, err)
 
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}})
 	status, _, body := get(t, srv, "payloads")
 	require.Equal(t, 200, status)
 	for _, row := range []string{

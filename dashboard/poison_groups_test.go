@@ -28,7 +28,7 @@ func TestThePoisonPageGroupsReasonsByShape(t *testing.T) {
 	for i, r := range []string{"payment declined for order 17", "payment declined for order 18", "payment declined for order 4711", "address missing"} {
 		envelope(t, q, azdispatch.PoisonEnvelope{Queue: "orders", MessageID: "m" + string(rune('a'+i)), Reason: r}, "{}")
 	}
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	_, _, body := get(t, srv, "poison")
 	groups := regexp.MustCompile(`(?s)<tr class="group">.*?</tr>`).FindAllString(body, -1)
 	require.Len(t, groups, 2, "two shapes")
@@ -74,7 +74,7 @@ func TestThePoisonPageNamesARequeuedMessagesEarlierID(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return l.State().Poisoned == 1 }, 30*time.Second, 10*time.Millisecond)
 
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true, CacheFor: time.Second})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true, CacheFor: time.Second})
 	_, _, body := get(t, srv, "poison")
 	first := ids(body)
 	require.Len(t, first, 1)

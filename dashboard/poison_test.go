@@ -23,7 +23,7 @@ var envelopeRow = regexp.MustCompile(`<tr class="envelope" data-id="([^"]+)">`)
 func TestPoisonPageShowsEachEnvelopeDecodedWithBodiesHiddenUntilRevealed(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 4)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}})
 	_, _, body := get(t, srv, "poison")
 	assert.Len(t, envelopeRow.FindAllString(body, -1), 4)
 	assert.Contains(t, body, "refused: bad order")
@@ -47,7 +47,7 @@ func TestPoisonPageShowsEachEnvelopeDecodedWithBodiesHiddenUntilRevealed(t *test
 func TestRequeueOneThroughItsConfirmation(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 3)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	_, _, body := get(t, srv, "poison")
 	ids := envelopeRow.FindAllStringSubmatch(body, -1)
 	require.Len(t, ids, 3)
@@ -80,7 +80,7 @@ func TestRequeueOneThroughItsConfirmation(t *testing.T) {
 func TestPurgeOne(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 2)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	_, _, body := get(t, srv, "poison")
 	id := envelopeRow.FindAllStringSubmatch(body, -1)[1][1]
 	status, hd, _ := post(t, srv, url.Values{"do": {"purge"}, "pq": {"orders-poison"}, "id": {id}, "item": {"0"}, "confirm": {"yes"}})
@@ -93,7 +93,7 @@ func TestPurgeOne(t *testing.T) {
 func TestRequeueAllMatchingRunsAsAJob(t *testing.T) {
 	t.Parallel()
 	q := poisoned(t, "orders", 5)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	status, hd, _ := post(t, srv, url.Values{"do": {"requeue-all"}, "reason": {"bad order"}, "confirm": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, status)
 	assert.True(t, strings.HasPrefix(hd.Get("Location"), "jobs?done=job-started&id="))
@@ -113,7 +113,7 @@ func TestCloseStopsARunningJob(t *testing.T) {
 	// Its poison queue's receives wait for their context: a job that only
 	// Close can end.
 	src := &stuckPoison{Queue: q}
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{src}, Write: true})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{src}, Write: true})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(prefix+"/", http.StripPrefix(prefix, h))

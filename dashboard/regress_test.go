@@ -33,7 +33,7 @@ func TestCloseRacingAJobStartLeavesNoJobRunning(t *testing.T) {
 	t.Parallel()
 	for range 50 {
 		q := poisonedByHand(t, "orders", 2)
-		h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+		h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 		require.NoError(t, err)
 		rec := httptest.NewRecorder()
 		var wg sync.WaitGroup
@@ -58,7 +58,7 @@ func TestCloseRacingAJobStartLeavesNoJobRunning(t *testing.T) {
 	}
 	// And after Close, nothing starts.
 	q := poisonedByHand(t, "orders", 1)
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	require.NoError(t, err)
 	require.NoError(t, h.Close())
 	srv := rawServer(t, h)
@@ -92,7 +92,7 @@ func TestAViewerWhoHangsUpDoesNotSpoilTheSharedReading(t *testing.T) {
 	}})
 	_, err := q.Send(context.Background(), "x", nil)
 	require.NoError(t, err)
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}, CacheFor: time.Hour})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}, CacheFor: time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close() })
 	// firstDone is closed when the server is done with the first viewer's
@@ -146,7 +146,7 @@ func TestCloseStopsAReadingNobodyWaitsFor(t *testing.T) {
 		}
 		return nil
 	}})
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -177,7 +177,7 @@ func TestCloseStopsAReadingNobodyWaitsFor(t *testing.T) {
 func TestMountedWithItsTrailingSlashStrippedServesTheRoot(t *testing.T) {
 	t.Parallel()
 	q := poisonedByHand(t, "orders", 1)
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close() })
 	mux := http.NewServeMux()
@@ -199,7 +199,7 @@ func TestMountedWithItsTrailingSlashStrippedServesTheRoot(t *testing.T) {
 // without ServeMux's cleaning redirects, whose Location is absolute.
 func TestNoRedirectLeavesThePrefix(t *testing.T) {
 	t.Parallel()
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{memqueue.New("orders", nil)}, Write: true})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{memqueue.New("orders", nil)}, Write: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close() })
 	srv := rawServer(t, h)
@@ -252,7 +252,7 @@ func TestNoRedirectLeavesThePrefix(t *testing.T) {
 // answer, a 404 or a 405 included, carries the security headers.
 func TestStaticFilesAndTheirErrorsCarryTheSecurityHeaders(t *testing.T) {
 	t.Parallel()
-	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{memqueue.New("orders", nil)}})
+	h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{memqueue.New("orders", nil)}})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close() })
 	srv := rawServer(t, h)
@@ -329,7 +329,7 @@ func TestAStoppedPurgeLeavesEveryMessageItDidNotDeleteVisible(t *testing.T) {
 			for i := range 10 {
 				envelope(t, q, azdispatch.PoisonEnvelope{Queue: "orders", MessageID: "m" + string(rune('a'+i)), Reason: "r"}, "{}")
 			}
-			h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+			h, err := dashboard.New(&dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 			require.NoError(t, err)
 			t.Cleanup(func() { h.Close() })
 			srv := rawServer(t, h)
@@ -359,7 +359,7 @@ func TestAGroupLinkForALongNonASCIIReasonShowsItsMessages(t *testing.T) {
 	reason := strings.Repeat("€", 100) + " Überweisung  fehlgeschlagen" // 300+ bytes: a cut at 200 falls inside a "€"
 	envelope(t, q, azdispatch.PoisonEnvelope{Queue: "orders", MessageID: "m1", Reason: reason}, "{}")
 	envelope(t, q, azdispatch.PoisonEnvelope{Queue: "orders", MessageID: "m2", Reason: "other"}, "{}")
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	_, _, body := get(t, srv, "poison")
 	m := regexp.MustCompile(`<a href="(poison\?reason=[^"]*)"><code class="shape">€`).FindStringSubmatch(body)
 	require.NotNil(t, m, "a group link")
@@ -400,7 +400,7 @@ func TestTheDecodedViewKeepsNumbersExact(t *testing.T) {
 	envelope(t, q, azdispatch.PoisonEnvelope{Queue: "orders", MessageID: "m1", Reason: "r"},
 		`{"order_id":12345678901234567891,"price":0.1000000000000000055511151231257827,"big":1e400}`)
 	for _, codec := range []azdispatch.Codec{nil, azdispatch.JSON()} {
-		_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Codec: codec})
+		_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Codec: codec})
 		_, _, body := get(t, srv, "poison?reveal=1")
 		assert.Contains(t, body, "&#34;order_id&#34;: 12345678901234567891")
 		assert.Contains(t, body, "&#34;price&#34;: 0.1000000000000000055511151231257827")
@@ -409,7 +409,7 @@ func TestTheDecodedViewKeepsNumbersExact(t *testing.T) {
 	// Through Base64(JSON) too.
 	q2 := memqueue.New("b64", nil)
 	envelope(t, q2, azdispatch.PoisonEnvelope{Queue: "b64", MessageID: "m1", Reason: "r"}, "eyJuIjoxMjM0NTY3ODkwMTIzNDU2Nzg5MX0=") // {"n":12345678901234567891}
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q2}, Codec: azdispatch.Base64(azdispatch.JSON())})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q2}, Codec: azdispatch.Base64(azdispatch.JSON())})
 	_, _, body := get(t, srv, "poison?reveal=1")
 	assert.Contains(t, body, "&#34;n&#34;: 12345678901234567891")
 }
@@ -427,7 +427,7 @@ func TestPagesShowWhatFailedNotWhere(t *testing.T) {
 		}
 		return nil
 	}})
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	_, _, overview := get(t, srv, "")
 	status, _, sent := post(t, srv, url.Values{"do": {"send"}, "queue": {"orders"}, "text": {"x"}})
 	assert.Equal(t, http.StatusBadGateway, status)
@@ -445,7 +445,7 @@ func TestPagesShowWhatFailedNotWhere(t *testing.T) {
 func TestATestSendOfTextAQueueCannotCarryIsABadRequest(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New("orders", nil)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	for _, text := range []string{"a\x00b", "\xff\xfe", "bell\x07"} {
 		status, _, body := post(t, srv, url.Values{"do": {"send"}, "queue": {"orders"}, "text": {text}})
 		assert.Equal(t, http.StatusBadRequest, status, "%q", text)

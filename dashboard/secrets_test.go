@@ -40,7 +40,7 @@ func TestNoPageShowsAKeyASASOrAURL(t *testing.T) {
 	jobs, err := sas.Queue("jobs")
 	require.NoError(t, err)
 
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{orders, jobs}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{orders, jobs}, Write: true})
 	for _, page := range []string{"", "poison?reveal=1", "payloads", "schedules", "latency", "cost", "confirm?do=sweep"} {
 		status, _, body := get(t, srv, page)
 		require.Equal(t, http.StatusOK, status, page)

@@ -18,7 +18,7 @@ import (
 func TestTheTestSendFormHasNoDefaultAndSaysTheHandlerWillProcessIt(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New("orders", nil)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	status, _, body := get(t, srv, "")
 	assert.Equal(t, http.StatusOK, status)
 	assert.Regexp(t, `<textarea name="text"[^>]* required[^>]*></textarea>`, body, "empty, and required")
@@ -34,7 +34,7 @@ func TestTheTestSendFormHasNoDefaultAndSaysTheHandlerWillProcessIt(t *testing.T)
 func TestAnEmptyTestSendIsRefused(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New("orders", nil)
-	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Shard{q}, Write: true})
+	_, srv := server(t, &dashboard.Options{Sources: []azdispatch.Source{q}, Write: true})
 	for _, text := range []string{"", " ", "\n\t "} {
 		status, _, body := post(t, srv, url.Values{"do": {"send"}, "queue": {"orders"}, "text": {text}})
 		assert.Equal(t, http.StatusBadRequest, status, "%q", text)

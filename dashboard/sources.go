@@ -25,13 +25,19 @@ type unit struct {
 	read, readPoison azdispatch.Shard
 }
 
-// set is one source as the user gave it: a queue, or a sharded set.
+// set is one source as the user gave it: a queue, a sharded set, or a
+// queue set.
 type set struct {
 	name    string
-	source  azdispatch.Shard
+	source  azdispatch.Source
 	caps    azdispatch.Capabilities  // what source can do, read once
-	sharded *azdispatch.ShardedQueue // nil for a single queue
-	units   []*unit
+	sharded *azdispatch.ShardedQueue // nil unless a sharded queue
+	// health is the set's own view of its queues' health; nil for a
+	// single queue, or a set of another kind that does not report it.
+	health func() []azdispatch.ShardHealth
+	// shares are a queue set's queues as it sees them; nil for any other.
+	shares func() []azdispatch.SetQueueState
+	units  []*unit
 }
 
 // topology is what the sources are made of, found once in New.
@@ -98,6 +104,14 @@ func newTopology(o *Options) *topology {
 		if sq, ok := src.(*azdispatch.ShardedQueue); ok {
 			s.sharded = sq
 		}
+		if h, ok := src.(interface {
+			Health() []azdispatch.ShardHealth
+		}); ok {
+			s.health = h.Health
+		}
+		if qs, ok := src.(*azdispatch.QueueSet); ok {
+			s.shares = qs.State
+		}
 		if s.isSharded() {
 			// A sharded source of another kind shows its shards too,
 			// without health.
@@ -105,7 +119,7 @@ func newTopology(o *Options) *topology {
 				addUnit(s, q)
 			}
 		} else {
-			addUnit(s, src)
+			addUnit(s, src.(azdispatch.Shard)) // checked by withDefaults
 		}
 		t.sets = append(t.sets, s)
 		if t.store == nil {

@@ -60,7 +60,7 @@ func TestCostSendAndHostsInABrowser(t *testing.T) {
 	require.NoError(t, err)
 	clock := &movedClock{}
 	s := newSite(t, &dashboard.Options{
-		Sources:     []azdispatch.Shard{orders, set},
+		Sources:     []azdispatch.Source{orders, set},
 		Write:       true,
 		Refresh:     -1, // nothing moves under the test
 		PricePer10K: 0.004,

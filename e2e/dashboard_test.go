@@ -182,7 +182,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	t.Run("read-only", func(t *testing.T) {
 		s := newSite(t, &dashboard.Options{
-			Sources:     []azdispatch.Shard{f.orders, f.set},
+			Sources:     []azdispatch.Source{f.orders, f.set},
 			CacheFor:    time.Second,
 			Refresh:     time.Second, // so that the script's refresh runs while the test looks
 			TargetAge:   time.Minute,
@@ -246,7 +246,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	t.Run("write", func(t *testing.T) {
 		s := newSite(t, &dashboard.Options{
-			Sources:  []azdispatch.Shard{f.orders, f.set},
+			Sources:  []azdispatch.Source{f.orders, f.set},
 			CacheFor: time.Second,
 			Refresh:  -1, // nothing moves under the clicks
 			Write:    true,

@@ -28,7 +28,7 @@ func TestEveryPageAnswersWhileStorageHangs(t *testing.T) {
 	emulator := azuritetest.Start(t, nil)
 	f := newFixture(t, emulator.ConnectionString(0))
 	s := newSite(t, &dashboard.Options{
-		Sources:  []azdispatch.Shard{f.orders, f.set},
+		Sources:  []azdispatch.Source{f.orders, f.set},
 		CacheFor: time.Second,
 		Refresh:  -1,
 		Write:    true,

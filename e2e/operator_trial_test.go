@@ -54,7 +54,7 @@ func TestOperatorTrialPagesInABrowser(t *testing.T) {
 	recordSchedule(t, f.orders)
 
 	s := newSite(t, &dashboard.Options{
-		Sources:  []azdispatch.Shard{f.orders, f.set},
+		Sources:  []azdispatch.Source{f.orders, f.set},
 		CacheFor: time.Second,
 		Refresh:  -1,
 		Write:    true,

@@ -42,6 +42,8 @@ type options struct {
 	chaos    *chaosConfig    // nil: the chaos scenario's defaults for duration
 	schedule *scheduleConfig // nil: the schedule scenario's defaults for duration
 	wait     *latencyConfig  // nil: the latency scenario's defaults
+	priority priorityConfig  // zero: the priority scenario's defaults
+	fairness fairnessConfig  // zero: the fairness scenario's defaults
 }
 
 // record is one line of -json output.
@@ -96,6 +98,8 @@ var scenarios = map[string]scenario{
 	"chaos":        runChaos,
 	"schedule":     runSchedule,
 	"latency":      runLatency,
+	"priority":     runPriority,
+	"fairness":     runFairness,
 }
 
 // soaks judge rather than measure, and run only when named.

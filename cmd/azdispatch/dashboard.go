@@ -24,7 +24,7 @@ func runDashboard(ctx context.Context, c *cli, args []string) error {
 	var write bool
 	var opts dashboard.Options
 	o.target.several = true
-	fs := c.flagSet("dashboard", "dashboard (-queue NAME | -base NAME -shards N)... [-addr HOST:PORT] [-write] [flags]",
+	fs := c.flagSet("dashboard", "dashboard (-queue NAME | -base NAME -shards N | -prefix PREFIX)... [-addr HOST:PORT] [-write] [flags]",
 		`Serves the web dashboard of queues and sharded sets (the dashboard package): depths,
 poison messages, payloads, schedules, latency and cost, refreshed in the browser.
 
@@ -60,9 +60,12 @@ It runs until interrupted (Ctrl-C).`)
 	}
 	var names []string
 	for _, t := range ts {
-		if t.queue != nil {
+		switch {
+		case t.queue != nil:
 			opts.Sources = append(opts.Sources, t.queue)
-		} else {
+		case t.set != nil:
+			opts.Sources = append(opts.Sources, t.set)
+		default:
 			opts.Sources = append(opts.Sources, t.sharded)
 		}
 		names = append(names, t.name())

@@ -49,7 +49,7 @@ func runDepth(ctx context.Context, c *cli, args []string) error {
 	var o common
 	var visible bool
 	o.target.several = true
-	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N)... [-visible] [flags]",
+	fs := c.flagSet("depth", "depth (-queue NAME | -base NAME -shards N | -prefix PREFIX)... [-visible] [flags]",
 		`Prints the approximate number of messages of a queue, or of each shard of a set and
 their total, with the same for their poison queues. Invisible messages (being handled,
 or delayed) are included. OLDEST is how long the oldest of the messages at the front of

@@ -26,6 +26,7 @@ type target struct {
 	labels   []string // per account, for output: its name, as the depth endpoint gives it (with where it came from when names repeat); never a credential
 	queue    *azdispatch.Queue
 	sharded  *azdispatch.ShardedQueue
+	set      *azdispatch.QueueSet     // -prefix: the queues of the first account it finds
 	base     string                   // -base, also without -shards (sweep, schedules)
 	store    *azdispatch.PayloadStore // nil when the account has no blob service
 	storeErr error                    // why store is nil
@@ -78,6 +79,8 @@ func (f *targetFlags) openAll(ctx context.Context, c *cli, need queueRequired) (
 	for _, spec := range f.specs {
 		t := &target{accounts: accounts, labels: labels, store: store, storeErr: storeErr}
 		switch {
+		case spec.prefix:
+			t.set, err = openSet(ctx, accounts[0], spec.name)
 		case !spec.sharded:
 			t.queue, err = accounts[0].Queue(spec.name)
 		case sets < len(f.shards):
@@ -91,7 +94,11 @@ func (f *targetFlags) openAll(ctx context.Context, c *cli, need queueRequired) (
 		default:
 			t.base = spec.name
 		}
-		if err != nil {
+		var notFound errNoQueuesFound
+		switch {
+		case errors.As(err, &notFound):
+			return nil, err
+		case err != nil:
 			return nil, usageError{err}
 		}
 		ts = append(ts, t)
@@ -164,6 +171,29 @@ func (f *targetFlags) openAccounts(c *cli) ([]*azdispatch.Account, []string, err
 	return accounts, accountLabels(accounts, sources), nil
 }
 
+// openSet opens the queue set of the queues of a whose names start with
+// prefix: an error if there is none.
+func openSet(ctx context.Context, a *azdispatch.Account, prefix string) (*azdispatch.QueueSet, error) {
+	set, err := azdispatch.DiscoverQueueSet(ctx, prefix, azdispatch.QueueDiscovery{Account: a, Prefix: prefix}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(set.Shards()) == 0 {
+		return nil, errNoQueuesFound{prefix}
+	}
+	return set, nil
+}
+
+// errNoQueuesFound is the error of a -prefix that names no queue: most
+// likely a mistyped prefix, which must not read as an empty set.
+type errNoQueuesFound struct{ prefix string }
+
+func (e errNoQueuesFound) Error() string {
+	return fmt.Sprintf("%v: no queue's name starts with %q (is the prefix right?)", errNoSuchQueue, e.prefix)
+}
+
+func (e errNoQueuesFound) Unwrap() error { return errNoSuchQueue }
+
 // name is the queue's or the set's name, as publishers record it.
 func (t *target) name() string {
 	switch {
@@ -171,6 +201,8 @@ func (t *target) name() string {
 		return t.queue.Name()
 	case t.sharded != nil:
 		return t.sharded.Name()
+	case t.set != nil:
+		return t.set.Name()
 	}
 	return t.base
 }
@@ -191,10 +223,15 @@ func (t *target) units() []unit {
 		qs = []azdispatch.Shard{t.queue}
 	} else if t.sharded != nil {
 		qs = t.sharded.Shards()
+	} else if t.set != nil {
+		qs = t.set.Shards()
 	}
 	out := make([]unit, len(qs))
 	for i, q := range qs {
 		out[i] = unit{queue: q, account: t.labels[i%len(t.labels)]}
+		if t.set != nil {
+			out[i].account = t.labels[0] // a set's queues are all in the first account
+		}
 		if poison := azdispatch.CapabilitiesOf(q).PoisonQueue; poison != nil {
 			out[i].poison = poison()
 		}

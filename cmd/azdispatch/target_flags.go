@@ -20,12 +20,38 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 func (l *listFlag) repeatable()        {}
 
 // targetSpec is one target as the command line names it: a queue (-queue),
-// or a sharded set (-base), whose shard count is the -shards of the same
-// rank among the -shards given.
+// a sharded set (-base), whose shard count is the -shards of the same rank
+// among the -shards given, or a queue set (-prefix).
 type targetSpec struct {
 	name    string
 	sharded bool
+	prefix  bool
 }
+
+// prefixFlag is -prefix: each value is one more queue set.
+type prefixFlag struct{ specs *[]targetSpec }
+
+func (p prefixFlag) String() string {
+	if p.specs == nil {
+		return ""
+	}
+	var names []string
+	for _, t := range *p.specs {
+		if t.prefix {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+func (p prefixFlag) Set(v string) error {
+	if v == "" {
+		return fmt.Errorf("empty: every queue of the account would be in the set")
+	}
+	*p.specs = append(*p.specs, targetSpec{name: v, prefix: true})
+	return nil
+}
+func (prefixFlag) repeatable() {}
 
 // specFlag is -queue or -base: each value is one more target, kept in the
 // order given, so that a dashboard shows them in that order.
@@ -40,7 +66,7 @@ func (s specFlag) String() string {
 	}
 	var names []string
 	for _, t := range *s.specs {
-		if t.sharded == s.sharded {
+		if t.sharded == s.sharded && !t.prefix {
 			names = append(names, t.name)
 		}
 	}
@@ -103,6 +129,7 @@ func (f *targetFlags) register(fs *flag.FlagSet) {
 		fs.Var(specFlag{&f.specs, false}, "queue", "the `name` of a queue; repeat for several (in one account)")
 		fs.Var(specFlag{&f.specs, true}, "base", "the base `name` of a sharded set: queues <base>-0 … <base>-(N-1); repeat for several sets, each with its -shards")
 		fs.Var(&f.shards, "shards", "how many shards (`N`) the set named by -base has, checked against the queues that exist; with several -base, one -shards for each, in the same order")
+		fs.Var(prefixFlag{&f.specs}, "prefix", "a queue set: every queue of the first account whose name starts with `prefix` (poison queues left out), each shown on its own; repeat for several")
 	} else {
 		fs.Var(specFlag{&f.specs, false}, "queue", "the `name` of one queue")
 		fs.Var(specFlag{&f.specs, true}, "base", "the base `name` of a sharded set: queues <base>-0 … <base>-(N-1)")
@@ -121,7 +148,7 @@ func (f *targetFlags) bases() []string  { return f.names(true) }
 func (f *targetFlags) names(sharded bool) []string {
 	var out []string
 	for _, s := range f.specs {
-		if s.sharded == sharded {
+		if s.sharded == sharded && !s.prefix {
 			out = append(out, s.name)
 		}
 	}
@@ -148,6 +175,8 @@ func (f *targetFlags) check(need queueRequired) error {
 		}
 	}
 	switch {
+	case bool(need) && len(f.specs) == 0 && f.several:
+		return usageErrorf("name a queue with -queue, a sharded set with -base and -shards, or a queue set with -prefix")
 	case bool(need) && len(f.specs) == 0:
 		return usageErrorf("name a queue with -queue, or a sharded set with -base and -shards")
 	case len(f.shards) > 0 && len(bases) == 0:
