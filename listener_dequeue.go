@@ -235,7 +235,7 @@ func (dq *dequeuer[T]) record(r receiveResult) {
 // inputs gathers what dequeue.Next decides on.
 func (dq *dequeuer[T]) inputs(r receiveResult) dequeue.After {
 	in := dequeue.After{
-		Asked: r.asked, Got: r.got, Limited: r.limited, NoTurns: r.noTurns != nil,
+		Asked: r.asked, Got: r.got, Limited: r.limited, Held: r.look.wasHeld(), NoTurns: r.noTurns != nil,
 		Failed: r.err != nil, Failures: dq.failures, Stopping: dq.ctx.Err() != nil, Idle: dq.idle,
 	}
 	if r.err != nil {

@@ -43,7 +43,8 @@ type SetMember struct {
 	Queue Shard
 	// Weight is the queue's share with [WeightedShares]: a queue of weight
 	// 3 is served three times as many messages as one of weight 1 while
-	// both have messages. Defaults to 1; other orders refuse a weight.
+	// both have messages. Defaults to 1; other orders refuse a weight
+	// above 1.
 	Weight int
 	// Cap is the most of the queue's messages a listener on the set holds
 	// at once, received and not yet settled, within the listener's own
@@ -63,12 +64,22 @@ type QueueSetOptions struct {
 	// [StrictPriority] before it is read ahead of the others. Defaults to
 	// 30 s.
 	Aging time.Duration
+	// RoomWait is how long a receive that found nothing, while a queue
+	// was passed over at its cap, waits for one of that queue's messages
+	// to be let go (or a send to one of the queues), to read again, rather
+	// than answer none (a listener would take none for an idle set and
+	// rest, while the capped queue's messages wait). Defaults to 100 ms:
+	// short, since a listener's receive is not cut short by its shutdown.
+	// Negative: no wait.
+	RoomWait time.Duration
 	// ShardedQueueOptions sets how the queues are read, backed off when
 	// they fail, and bounded in time, as for the shards of a
 	// [ShardedQueue]: a queue found empty is passed over for EmptySkip
-	// while others have messages (unless a wake-up says it was sent to), a
-	// queue that fails or hangs is backed off alone, and one store holds
-	// the payloads of all.
+	// while others have messages (unless a wake-up says it was sent to;
+	// EmptySkip defaults to 1 s under [StrictPriority], so that a higher
+	// level sent to from another process without a wake-up is read within
+	// a second), a queue that fails or hangs is backed off alone, and one
+	// store holds the payloads of all.
 	ShardedQueueOptions
 }
 
@@ -101,7 +112,11 @@ type QueueSet struct {
 	mode     shares.Mode
 	discover *discoverer // nil for a fixed list
 	wakers   syncx.Subscribers
-	poison   *setPoison // nil unless every queue has a poison queue
+	// room is broadcast when a receive that found nothing might find
+	// something now: a queue passed over at its cap has room again, or a
+	// queue was sent to.
+	room   *syncx.Signal
+	poison *setPoison // nil unless every queue has a poison queue
 	// sent holds, by queue name, whether a wake-up said the queue was
 	// sent to since the last receive: set without a lock (a sender's
 	// wake-up must not wait for a change of the queues), and read by the
@@ -149,6 +164,13 @@ func newQueueSet(name string, opts *QueueSetOptions) (*QueueSet, error) {
 		o = *opts
 	}
 	setDefault(&o.Aging, 30*time.Second)
+	setDefault(&o.RoomWait, 100*time.Millisecond)
+	setDefault(&o.TryTimeout, defaultTryTimeout)
+	if o.Order == StrictPriority {
+		// A higher level found empty is looked at again within a second
+		// while a lower one keeps receives busy, wake-ups or not.
+		setDefault(&o.EmptySkip, time.Second)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -156,7 +178,7 @@ func newQueueSet(name string, opts *QueueSetOptions) (*QueueSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &QueueSet{name: name, opts: o, mode: mode, gen: &generation{}, unsubscribe: map[string]func(){}}, nil
+	return &QueueSet{name: name, opts: o, mode: mode, gen: &generation{}, unsubscribe: map[string]func(){}, room: syncx.NewSignal()}, nil
 }
 
 // mode is the order as the policy knows it.
@@ -184,7 +206,7 @@ func (m SetMember) check(i int, order SetOrder, names map[string]bool) error {
 		return &ConfigError{Field: field, Reason: "no queue"}
 	case m.Weight < 0 || m.Cap < 0:
 		return &ConfigError{Field: field, Reason: "a negative weight or cap"}
-	case m.Weight > 0 && order != WeightedShares:
+	case m.Weight > 1 && order != WeightedShares:
 		return &ConfigError{Field: field + ".Weight", Reason: "only WeightedShares weighs queues"}
 	case names[m.Queue.Name()]:
 		return &ConfigError{Field: field, Reason: fmt.Sprintf("queue %q is in the set twice", m.Queue.Name())}
@@ -218,58 +240,102 @@ func (q *QueueSet) Shards() []Shard {
 // only when no queue answered; a set with no queues (none found yet)
 // returns none. A set that discovers its queues looks for them again first
 // once its interval has passed.
+// A receive that finds nothing while a queue was passed over at its cap
+// waits for room there (see [QueueSetOptions].RoomWait).
 func (q *QueueSet) Receive(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, error) {
 	if q.discover != nil {
 		q.discover.maybe(ctx, q)
 	}
+	room := q.room.Current()
+	got, capped, err := q.receiveOnce(ctx, max, visibility)
+	if len(got) == 0 && err == nil && capped {
+		if !syncx.Sleep(ctx, q.opts.RoomWait, room) || !syncx.IsClosed(room) {
+			return got, err
+		}
+		got, capped, err = q.receiveOnce(ctx, max, visibility)
+	}
+	if capped && len(got) > 0 {
+		// A partial batch here is the cap's doing: a listener asks again
+		// rather than take it for "no more".
+		lookingForDue(ctx).heldBack()
+	}
+	return got, err
+}
+
+// receiveOnce is one receive from the set's queues now; it reports whether
+// a queue was passed over at its cap, or its read cut by it.
+func (q *QueueSet) receiveOnce(ctx context.Context, max int, visibility time.Duration) ([]*Delivery, bool, error) {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	g := q.current()
 	if g.sq == nil {
-		return nil, checkReceive(max, visibility)
+		return nil, false, checkReceive(max, visibility)
 	}
 	g.takeWakes()
-	return g.sq.receive(ctx, max, visibility, readCounter{q, g})
+	rc := &readCounter{q: q, g: g}
+	got, err := g.sq.receive(ctx, max, visibility, rc)
+	if rc.gone && q.discover != nil {
+		// A queue deleted: list the queues again at the next receive
+		// rather than after the interval, so that it is dropped.
+		q.discover.soon()
+	}
+	return got, rc.capped, err
 }
 
-// readCounter arranges and counts the receives of one generation.
+// readCounter arranges, bounds and counts one receive of one generation.
 type readCounter struct {
 	q *QueueSet
 	g *generation
+	// capped is set when a queue was passed over at its cap, or its read
+	// cut by it; gone when a queue was found deleted.
+	capped, gone bool
 }
 
 // arrange orders a receive's candidates by the set's shares and caps.
-func (r readCounter) arrange(now time.Time, order []readCandidate) ([]readCandidate, bool) {
-	return r.g.policy.Arrange(now, order)
+func (r *readCounter) arrange(now time.Time, order []readCandidate) ([]readCandidate, bool) {
+	arranged, capped := r.g.policy.Arrange(now, order)
+	r.capped = capped
+	return arranged, capped
 }
 
-// read counts what a receive of the arranged candidates brought, queue by
-// queue (those a failing queue brought are in hand all the same), and
-// notes the time in queue of first deliveries.
-func (r readCounter) read(arranged []readCandidate, sr shardsRead, now time.Time) {
+// take reserves c's room under its cap, just before its read.
+func (r *readCounter) take(c readCandidate) (int, bool) {
+	limit, ok := r.g.policy.Take(c.Index)
+	if !ok {
+		r.capped = true
+	}
+	return limit, ok
+}
+
+// got counts what the read of c brought (those a failing queue brought are
+// in hand all the same), and notes the time in queue of first deliveries.
+func (r *readCounter) got(c readCandidate, limit int, batch []*Delivery, err error) {
 	g := r.g
-	got := make(map[int]int, len(arranged))
 	local := time.Now()
-	for _, d := range sr.got {
-		rc, ok := d.Receipt.(*shardReceipt)
-		if !ok || rc.set != g.sq.set {
-			continue
-		}
-		got[rc.index]++
+	for _, d := range batch {
 		if d.DequeueCount == 1 && !d.InsertedAt.IsZero() && !d.ReceivedAt.IsZero() {
 			// Noted by the local clock, which the window's summary reads.
-			g.waits[rc.index].Add(local, d.ReceivedAt.Sub(d.InsertedAt))
+			g.waits[c.Index].Add(local, d.ReceivedAt.Sub(d.InsertedAt))
 		}
 	}
-	asked := make(map[int]bool, len(sr.asked))
-	for _, i := range sr.asked {
-		asked[i] = true
+	if limit > 0 && len(batch) >= limit {
+		r.capped = true
 	}
-	if g.policy.Read(arranged, asked, got, now) {
+	if isQueueNotFound(err) {
+		r.gone = true
+	}
+	if g.policy.Got(c.Index, limit, len(batch), err == nil, g.sq.set.now()) {
 		// Room given back, after a receive meanwhile passed the queue over
 		// at its cap: a listener that found nothing else comes back.
-		r.q.wakers.Wake()
+		r.q.roomAgain()
 	}
+}
+
+// roomAgain tells whoever waits that a queue passed over at its cap has
+// room again: a receive waiting for it, and a listener resting.
+func (q *QueueSet) roomAgain() {
+	q.room.Broadcast()
+	q.wakers.Wake()
 }
 
 // receiptOf is the receipt of a delivery received from the set, in any
@@ -323,7 +389,7 @@ func (q *QueueSet) Settled(d *Delivery) {
 	if room {
 		// A receive passed over the queue at its cap: a listener that
 		// found nothing else comes back for it now.
-		q.wakers.Wake()
+		q.roomAgain()
 	}
 }
 
@@ -336,6 +402,7 @@ func (q *QueueSet) Notify(queue string) {
 	if sent, ok := q.sent.Load(queue); ok {
 		sent.(*atomic.Bool).Store(true)
 	}
+	q.room.Broadcast()
 	q.wakers.Wake()
 }
 

@@ -106,6 +106,7 @@ func (q *QueueSet) subscribe(g *generation) {
 		if subscribe := g.sq.set.caps[i].Subscribe; subscribe != nil {
 			q.unsubscribe[name] = subscribe(func() {
 				sent.Store(true)
+				q.room.Broadcast() // a receive waiting for room reads it now
 				q.wakers.Wake()
 			})
 		} else {
@@ -181,9 +182,13 @@ type discoverer struct {
 	running atomic.Bool
 	next    atomic.Int64 // Unix nanoseconds, by the local clock: a local timer
 
-	mu   sync.Mutex
-	last error // of the last look, nil if it succeeded
+	mu     sync.Mutex
+	last   error           // of the last look, nil if it succeeded
+	warned map[string]bool // names found that cannot be read, logged once
 }
+
+// soon has the next receive list the queues again, whatever the interval.
+func (dc *discoverer) soon() { dc.next.Store(0) }
 
 // maybe lists the queues if the interval has passed and no other receive
 // is doing it. A failure is kept for Degraded and logged; the queues stay
@@ -201,7 +206,11 @@ func (dc *discoverer) maybe(ctx context.Context, q *QueueSet) {
 // run lists the queues and makes them the set's.
 func (dc *discoverer) run(ctx context.Context, q *QueueSet) error {
 	dc.next.Store(time.Now().Add(dc.d.Every).UnixNano())
-	names, err := dc.d.Account.QueueNames(ctx, dc.d.Prefix)
+	// Bounded as any request to one of the queues is: an account that does
+	// not answer holds the receive that lists, and a shutdown, that long.
+	lctx, cancel := context.WithTimeout(ctx, q.opts.TryTimeout)
+	names, err := dc.d.Account.QueueNames(lctx, dc.d.Prefix)
+	cancel()
 	if err == nil {
 		err = q.setMembers(dc.members(q, names))
 	}
@@ -224,7 +233,16 @@ func (dc *discoverer) members(q *QueueSet, names []string) []SetMember {
 		}
 		queue, err := dc.d.Account.Queue(name)
 		if err != nil {
-			q.opts.Logger.Warn("a queue found for the queue set cannot be read", "queue_set", q.name, "queue", name, "err", err)
+			dc.mu.Lock()
+			first := !dc.warned[name]
+			if dc.warned == nil {
+				dc.warned = map[string]bool{}
+			}
+			dc.warned[name] = true
+			dc.mu.Unlock()
+			if first {
+				q.opts.Logger.Warn("a queue found for the queue set cannot be read; it is left out", "queue_set", q.name, "queue", name, "err", err)
+			}
 			continue
 		}
 		m := SetMember{}
@@ -295,6 +313,9 @@ func (p *setPoison) Receive(ctx context.Context, max int, visibility time.Durati
 
 // viewOf is a view of the poison set d was received from.
 func (p *setPoison) viewOf(d *Delivery) (*ShardedQueue, error) {
+	if d == nil {
+		return nil, fmt.Errorf("azdispatch: a nil delivery did not come from %s", p.Name())
+	}
 	if r, ok := d.Receipt.(*shardReceipt); ok && r.set.parent != nil && r.set.parent.owner == p.set {
 		return r.set.anyView(), nil
 	}

@@ -22,7 +22,7 @@ func TestQueueSetOverQueuesSettlesEachMessageInItsOwnQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a, b := testQueue(t), testQueue(t)
-	set, err := NewQueueSet("set", []SetMember{{Queue: a, Cap: 1}, {Queue: b}}, nil)
+	set, err := NewQueueSet("set", []SetMember{{Queue: a, Cap: 1}, {Queue: b}}, &QueueSetOptions{ShardedQueueOptions: loadedEmulator})
 	require.NoError(t, err)
 	for _, q := range []*Queue{a, b} {
 		for _, text := range []string{`"ok"`, `"ok"`, `"bad"`, `"ok"`, `"bad"`} {
@@ -66,6 +66,11 @@ func TestQueueSetOverQueuesSettlesEachMessageInItsOwnQueue(t *testing.T) {
 	}
 }
 
+// loadedEmulator gives each request to a queue of a set the time an
+// emulator on a loaded machine may take (creating a queue, say): these
+// tests do not mean a queue to time out.
+var loadedEmulator = ShardedQueueOptions{TryTimeout: 30 * time.Second}
+
 // countingHandler counts the log records whose message is msg.
 type countingHandler struct {
 	msg string
@@ -95,7 +100,7 @@ func TestQueueSetDiscoversQueuesByPrefix(t *testing.T) {
 	account := testAccount(t, nil)
 	var backedOff atomic.Int64
 	set, err := DiscoverQueueSet(ctx, "tenants", QueueDiscovery{Account: account, Prefix: prefix, Every: 300 * time.Millisecond},
-		&QueueSetOptions{ShardedQueueOptions: ShardedQueueOptions{Logger: slog.New(countingHandler{"shard backed off", &backedOff})}})
+		&QueueSetOptions{ShardedQueueOptions: ShardedQueueOptions{TryTimeout: loadedEmulator.TryTimeout, Logger: slog.New(countingHandler{"shard backed off", &backedOff})}})
 	require.NoError(t, err)
 	require.Equal(t, []string{prefix + "a"}, shardNames(set.Shards()))
 
@@ -138,4 +143,37 @@ func shardNames(shards []Shard) []string {
 		out[i] = s.Name()
 	}
 	return out
+}
+
+// A set found by prefix whose last queue is deleted is not a fatal state:
+// the receive that finds the queue gone has the next one list the queues
+// again, without waiting for the interval, and the set, empty now, idles.
+func TestQueueSetWhoseLastQueueIsDeletedIdles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prefix := uniqueName(t) + "-"
+	createQueue(t, prefix+"only")
+	account := testAccount(t, nil)
+	set, err := DiscoverQueueSet(ctx, "tenants", QueueDiscovery{Account: account, Prefix: prefix, Every: time.Hour}, &QueueSetOptions{ShardedQueueOptions: loadedEmulator})
+	require.NoError(t, err)
+	l, err := NewListener(set, func(context.Context, *Message[string]) error { return nil },
+		&ListenerOptions{FatalTimeout: 1500 * time.Millisecond, Scaling: ScalingOptions{Idle: ExponentialIdle(0, 100*time.Millisecond)}})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(runCtx) }()
+	q, err := account.Queue(prefix + "only")
+	require.NoError(t, err)
+	waitFor(t, "a receive", func() bool { return l.State().Transactions.Receive > 0 })
+	_, err = q.client.Delete(ctx, nil)
+	require.NoError(t, err)
+	waitFor(t, "the queue dropped", func() bool { return len(set.Shards()) == 0 })
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned with the set's last queue deleted: %v", err)
+	case <-time.After(3 * time.Second): // twice FatalTimeout
+	}
+	assert.NoError(t, l.Ready())
+	stop()
+	require.NoError(t, <-done)
 }

@@ -296,7 +296,7 @@ func TestQueueSetStrictOrderRandomized(t *testing.T) {
 			members[i] = azdispatch.SetMember{Queue: queues[i], Cap: []int{0, 0, 2, 5}[rng.IntN(4)]}
 		}
 		emptySkip := []time.Duration{0, time.Hour}[rng.IntN(2)]
-		set, err := azdispatch.NewQueueSet("strict", members, &azdispatch.QueueSetOptions{Order: azdispatch.StrictPriority, Aging: time.Hour,
+		set, err := azdispatch.NewQueueSet("strict", members, &azdispatch.QueueSetOptions{Order: azdispatch.StrictPriority, Aging: time.Hour, RoomWait: -1,
 			ShardedQueueOptions: azdispatch.ShardedQueueOptions{EmptySkip: emptySkip}})
 		require.NoError(t, err)
 		// A listener's subscription: wake-ups mark the queue sent to.
@@ -358,4 +358,104 @@ func levelOf(t *testing.T, queue string) int {
 	_, err := fmt.Sscanf(queue, "level-%d", &n)
 	require.NoError(t, err)
 	return n
+}
+
+// A sharded queue is a queue of a set like any other: its messages are
+// handled, and poisoned into its own shards' poison queues.
+func TestQueueSetOverAShardedQueueAndAQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s0, s1, solo := memqueue.New("jobs-0", nil), memqueue.New("jobs-1", nil), memqueue.New("solo", nil)
+	jobs, err := azdispatch.NewShardedQueue("jobs", []azdispatch.Shard{s0, s1}, nil)
+	require.NoError(t, err)
+	set, err := azdispatch.NewQueueSet("mixed", []azdispatch.SetMember{{Queue: jobs}, {Queue: solo, Cap: 1}}, nil)
+	require.NoError(t, err)
+	for _, text := range []string{`"ok"`, `"bad"`, `"ok"`, `"bad"`} {
+		_, err := jobs.Send(ctx, text, nil)
+		require.NoError(t, err)
+		_, err = solo.Send(ctx, text, nil)
+		require.NoError(t, err)
+	}
+	l, err := azdispatch.NewListener(set, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		if m.Body == "bad" {
+			return azdispatch.Permanent(errors.New("bad"))
+		}
+		return nil
+	}, &azdispatch.ListenerOptions{Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
+	require.NoError(t, err)
+	stop := running(t, l)
+	waitUntil(t, "all settled", func() bool { s := l.State(); return s.Succeeded == 4 && s.Poisoned == 4 })
+	require.NoError(t, stop())
+	poisoned := 0
+	for _, q := range []*memqueue.Queue{s0, s1} {
+		d, err := q.PoisonQueue().Depth(ctx)
+		require.NoError(t, err)
+		poisoned += d
+	}
+	assert.Equal(t, 2, poisoned, "the sharded queue's, in its shards' poison queues")
+	d, err := solo.PoisonQueue().Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, d, "the queue's own")
+	for _, st := range set.State() {
+		assert.Zero(t, st.InHand, st.Queue)
+		assert.EqualValues(t, 4, st.Received, st.Queue)
+	}
+}
+
+// hangingQueue is a queue whose receives wait until their context ends, as
+// an account that does not answer.
+type hangingQueue struct{ *memqueue.Queue }
+
+func (h hangingQueue) Receive(ctx context.Context, _ int, _ time.Duration) ([]*azdispatch.Delivery, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A receive that waits on a queue that hangs holds no room under another
+// queue's cap: a receive made meanwhile reads the capped queue (the higher
+// level, woken by the send) at once.
+func TestQueueSetAHangingQueueHoldsNoOtherQueuesRoom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	good := memqueue.New("good", nil)
+	set, err := azdispatch.NewQueueSet("set", []azdispatch.SetMember{{Queue: good, Cap: 10}, {Queue: hangingQueue{memqueue.New("hang", nil)}}},
+		&azdispatch.QueueSetOptions{Order: azdispatch.StrictPriority, RoomWait: -1, ShardedQueueOptions: azdispatch.ShardedQueueOptions{TryTimeout: 3 * time.Second}})
+	require.NoError(t, err)
+	first := make(chan error, 1)
+	go func() {
+		_, err := set.Receive(ctx, 4, time.Minute) // good is empty: it goes on to the hanging queue
+		first <- err
+	}()
+	waitUntil(t, "the first receive at the hanging queue", func() bool { return !set.State()[0].LastRead.IsZero() })
+	_, err = good.Send(ctx, `"m"`, nil)
+	require.NoError(t, err)
+	start := time.Now()
+	got, err := set.Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the capped queue's message, though a receive waits on the other queue")
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, 1, set.State()[0].InHand)
+	assert.NoError(t, <-first, "the first receive: the capped queue answered, empty")
+}
+
+// Deliveries the set did not give are refused, nil included, by the set
+// and by its poison queue.
+func TestQueueSetRefusesDeliveriesNotItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New("q", nil)
+	set, err := azdispatch.NewQueueSet("set", []azdispatch.SetMember{{Queue: q}}, nil)
+	require.NoError(t, err)
+	_, err = q.Send(ctx, `"m"`, nil)
+	require.NoError(t, err)
+	foreign, err := q.Receive(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, foreign, 1)
+	for _, d := range []*azdispatch.Delivery{nil, foreign[0]} {
+		assert.Error(t, set.Delete(ctx, d))
+		assert.Error(t, set.SetVisibility(ctx, d, 0))
+		assert.Error(t, set.PoisonQueue().Delete(ctx, d))
+		assert.Error(t, set.PoisonQueue().SetVisibility(ctx, d, 0))
+		set.Settled(d) // ignored
+	}
 }

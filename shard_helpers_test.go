@@ -78,7 +78,17 @@ func shardedQueue(t testing.TB, n int, opts *ShardedQueueOptions, accts ...*Acco
 	t.Helper()
 	shards, err := AccountShards(uniqueName(t), n, accts...)
 	require.NoError(t, err)
-	sq, err := NewShardedQueue("tasks", shards, opts)
+	var o ShardedQueueOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.TryTimeout == 0 {
+		// An emulator on a loaded machine may take seconds to create a
+		// queue on its first send: the tests that mean a shard to time
+		// out say so.
+		o.TryTimeout = 30 * time.Second
+	}
+	sq, err := NewShardedQueue("tasks", shards, &o)
 	require.NoError(t, err)
 	return sq
 }

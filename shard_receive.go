@@ -44,14 +44,18 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 	return s.receive(ctx, max, visibility, nil)
 }
 
-// readArranger orders the shards a receive reads, and hears what it read:
-// a [QueueSet], whose shares and caps decide.
+// readArranger orders the shards a receive reads, bounds each read, and
+// hears what it read: a [QueueSet], whose shares and caps decide.
 type readArranger interface {
 	// arrange orders the candidates, leaving out those at their cap
-	// (it reports whether it did) and limiting what the others may bring.
+	// (it reports whether it did).
 	arrange(now time.Time, order []readCandidate) (arranged []readCandidate, capped bool)
-	// read hears what a receive of the arranged candidates brought.
-	read(arranged []readCandidate, r shardsRead, now time.Time)
+	// take reserves the room of c's queue for a read about to be made:
+	// the most it may bring (0: no bound), or false to pass it over.
+	take(c readCandidate) (limit int, ok bool)
+	// got hears what the read of c, bounded by limit, brought, and
+	// whether the queue answered; err is its failure.
+	got(c readCandidate, limit int, batch []*Delivery, err error)
 }
 
 // receive is [ShardedQueue.Receive], with the order of the shards it reads
@@ -82,10 +86,7 @@ func (s *ShardedQueue) receive(ctx context.Context, max int, visibility time.Dur
 			return nil, nil // every queue that could be asked has its fill in hand
 		}
 	}
-	r := s.readShards(ctx, order, max, visibility, look, all)
-	if p != nil {
-		p.read(order, r, now)
-	}
+	r := s.readShards(ctx, order, max, visibility, look, all, p)
 	if r.answered && (len(r.got) > 0 || !s.set.exhaustive || len(r.asked) == len(s.members)) {
 		return r.got, nil
 	}
@@ -110,25 +111,39 @@ type shardsRead struct {
 }
 
 // readShards asks the shards in order for up to max messages, until it has
-// them, a shard fails after bringing some, or the order ends.
-func (s *ShardedQueue) readShards(ctx context.Context, order []readCandidate, max int, visibility time.Duration, look *dueLook, all bool) shardsRead {
+// them, a shard fails after bringing some, or the order ends; p, if not
+// nil, bounds each read and hears what it brought.
+func (s *ShardedQueue) readShards(ctx context.Context, order []readCandidate, max int, visibility time.Duration, look *dueLook, all bool, p readArranger) shardsRead {
 	var r shardsRead
 	for _, c := range order {
 		if r.answered && !c.Warm && !s.set.exhaustive && !all {
 			continue // known empty a moment ago: not worth a request now
+		}
+		limit := 0
+		if p != nil {
+			var ok bool
+			if limit, ok = p.take(c); !ok {
+				continue // at its cap since the order was made
+			}
 		}
 		if !s.set.admit(c.Index, s.set.now()) {
 			// Another request is trying it again after its back-off.
 			if all {
 				look.skipped(s.set.now().Add(s.set.tryTimeout(maxReceiveBytes)))
 			}
+			if p != nil {
+				p.got(c, limit, nil, errNotAsked)
+			}
 			continue
 		}
 		want := max - len(r.got)
-		if c.Limit > 0 {
-			want = min(want, c.Limit)
+		if limit > 0 {
+			want = min(want, limit)
 		}
 		batch, err := s.set.receiveFrom(ctx, c.Index, want, visibility)
+		if p != nil {
+			p.got(c, limit, batch, err)
+		}
 		r.got = append(r.got, batch...) // a shard may fail after bringing some
 		if err != nil {
 			// Its answer may have been lost with messages it hid: the
@@ -247,6 +262,9 @@ type dueLook struct {
 	skippedUntil time.Time
 	// failed is set when a shard's receive failed.
 	failed bool
+	// held is set when the source held messages back: a queue set's
+	// queue at its cap, whose messages a partial batch leaves behind.
+	held bool
 }
 
 type dueLookKey struct{}
@@ -282,6 +300,27 @@ func (look *dueLook) shardFailed() {
 	look.mu.Lock()
 	defer look.mu.Unlock()
 	look.failed = true
+}
+
+// heldBack records, if look is not nil, that the receive held messages
+// back.
+func (look *dueLook) heldBack() {
+	if look == nil {
+		return
+	}
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	look.held = true
+}
+
+// wasHeld reports whether the receive held messages back.
+func (look *dueLook) wasHeld() bool {
+	if look == nil {
+		return false
+	}
+	look.mu.Lock()
+	defer look.mu.Unlock()
+	return look.held
 }
 
 // anyFailed reports whether a shard's receive failed.
@@ -383,6 +422,10 @@ func (set *shardSet) wrap(i int, batch []*Delivery) {
 		d.Receipt = &receipts[k]
 	}
 }
+
+// errNotAsked is what a read arranger hears of a shard passed over because
+// another request is trying it again.
+var errNotAsked = errors.New("not asked: being tried again by another request")
 
 // cappedRecheck is how soon a listener looking for messages due again
 // comes back to a [QueueSet] that passed over a queue at its cap.

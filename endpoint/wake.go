@@ -102,9 +102,9 @@ func namedQueues(r *http.Request) []string {
 }
 
 // validQueueName reports whether name is made as the service's queue names
-// are.
+// are: 3 to 63 lowercase letters, digits and single inner hyphens.
 func validQueueName(name string) bool {
-	if len(name) < 3 || len(name) > 63 {
+	if len(name) < 3 || len(name) > 63 || name[0] == '-' || name[len(name)-1] == '-' || strings.Contains(name, "--") {
 		return false
 	}
 	for _, c := range []byte(name) {

@@ -101,7 +101,8 @@ func TestDepthHandlerAnswersAQueueSetAndEachQueue(t *testing.T) {
 	a, b := testQueue(t), testQueue(t)
 	send(t, a, 2, "work")
 	send(t, b, 3, "work")
-	set, err := azdispatch.NewQueueSet("tenants", []azdispatch.SetMember{{Queue: a}, {Queue: b}}, nil)
+	set, err := azdispatch.NewQueueSet("tenants", []azdispatch.SetMember{{Queue: a}, {Queue: b}},
+		&azdispatch.QueueSetOptions{ShardedQueueOptions: azdispatch.ShardedQueueOptions{TryTimeout: 30 * time.Second}})
 	require.NoError(t, err)
 	h, err := NewDepthHandler(set, &DepthOptions{CacheFor: -1})
 	require.NoError(t, err)

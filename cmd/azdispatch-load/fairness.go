@@ -34,7 +34,7 @@ func (c fairnessConfig) withDefaults() fairnessConfig {
 	setIf(&c.QuietBurst, 40)
 	setIf(&c.QuietEvery, 200*time.Millisecond)
 	setIf(&c.Window, 5*time.Second)
-	setIf(&c.Hold, 10*time.Millisecond)
+	setIf(&c.Hold, 50*time.Millisecond)
 	setIf(&c.Rounds, 3)
 	setIf(&c.IdleQueues, 100)
 	setIf(&c.IdleMax, 200*time.Millisecond)
@@ -43,9 +43,10 @@ func (c fairnessConfig) withDefaults() fairnessConfig {
 	return c
 }
 
-// The listener of both variants: 32 handlers, which receive in fours, so
-// that a dequeuer with 4 free receives again.
-const fairConcurrency, fairDequeuers, fairBatch = 16, 2, 4
+// The listener of both variants: 32 handlers, on two receive loops that
+// receive one message at a time, so that a handler slot freed is taken
+// again at once, by the queue whose turn it is.
+const fairConcurrency, fairDequeuers, fairBatch = 16, 2, 1
 
 // fairnessRecord is one line of the fairness scenario's -json output.
 type fairnessRecord struct {

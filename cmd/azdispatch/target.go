@@ -174,7 +174,9 @@ func (f *targetFlags) openAccounts(c *cli) ([]*azdispatch.Account, []string, err
 // openSet opens the queue set of the queues of a whose names start with
 // prefix: an error if there is none.
 func openSet(ctx context.Context, a *azdispatch.Account, prefix string) (*azdispatch.QueueSet, error) {
-	set, err := azdispatch.DiscoverQueueSet(ctx, prefix, azdispatch.QueueDiscovery{Account: a, Prefix: prefix}, nil)
+	// The command's own deadline bounds the listing, not a shard's.
+	set, err := azdispatch.DiscoverQueueSet(ctx, prefix, azdispatch.QueueDiscovery{Account: a, Prefix: prefix},
+		&azdispatch.QueueSetOptions{ShardedQueueOptions: azdispatch.ShardedQueueOptions{TryTimeout: time.Hour}})
 	if err != nil {
 		return nil, err
 	}

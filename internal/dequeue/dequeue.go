@@ -20,6 +20,9 @@ type After struct {
 	// Limited: the rate limit had turns for fewer messages than the
 	// dequeuer had room for, and asked was cut to them.
 	Limited bool
+	// Held: the source held messages back (a queue set's queue at its
+	// cap), so a partial batch does not mean there were no more.
+	Held bool
 	// NoTurns: the rate limiter gives no turns at all, so nothing was
 	// received.
 	NoTurns bool
@@ -115,6 +118,11 @@ func Next(r After) Step {
 		// many. (A partial batch took all there was: reading the depth then
 		// would be a request spent to learn nothing.)
 		return Step{Kind: ScaleUp}
+	case r.Got > 0 && r.Held:
+		// Fewer because a queue is at its cap, not because there were
+		// no more: ask again (the next receive waits for free slots, and
+		// the set for room under the cap).
+		return Step{Kind: Receive}
 	case r.Got > 0:
 		// The queue had no more just now, so an immediate receive would
 		// most likely come back empty.

@@ -48,7 +48,7 @@ type Candidate struct {
 
 // Count is one queue's figures.
 type Count struct {
-	InHand   int   // received and not yet let go
+	InHand   int   // received and not yet let go (reads under way not counted)
 	Received int64 // messages received, in all
 	LastRead time.Time
 }
@@ -69,6 +69,8 @@ type Policy struct {
 	// looked is when each queue was last read, or first had the chance:
 	// Strict's aging counts from it.
 	looked []time.Time
+	// reserved is each queue's room taken by reads under way (see Take).
+	reserved []int
 	// passedOver is set for a queue a receive left out at its cap, or
 	// read up to it, until it is below its cap again: a listener that
 	// found nothing else is then told to come back for it.
@@ -79,7 +81,7 @@ type Policy struct {
 // Strict's: a queue not read for that long is read first.
 func New(mode Mode, aging time.Duration, members []Member) *Policy {
 	p := &Policy{mode: mode, aging: aging, members: slices.Clone(members),
-		counts: make([]Count, len(members)), served: make([]float64, len(members)), looked: make([]time.Time, len(members)), passedOver: make([]bool, len(members))}
+		counts: make([]Count, len(members)), served: make([]float64, len(members)), looked: make([]time.Time, len(members)), passedOver: make([]bool, len(members)), reserved: make([]int, len(members))}
 	for i := range p.members {
 		p.members[i].Weight = max(p.members[i].Weight, 1)
 	}
@@ -87,25 +89,21 @@ func New(mode Mode, aging time.Duration, members []Member) *Policy {
 }
 
 // Arrange orders the candidates of a receive, those not resting and then
-// those resting, each group in the policy's order; leaves out
-// queues at their cap; and sets the most each of the others may bring. It
-// reports whether it left any out for their caps.
+// those resting, each group in the policy's order, and leaves out queues
+// at their cap. It reports whether it left any out for their caps. A
+// receive then asks the queues in this order, each by Take and Got.
 func (p *Policy) Arrange(now time.Time, in []Candidate) (out []Candidate, capped bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out = make([]Candidate, 0, len(in))
 	for _, c := range in {
-		if m := p.members[c.Index]; m.Cap > 0 {
-			room := m.Cap - p.counts[c.Index].InHand
+		if room, limited := p.room(c.Index); limited {
 			if room <= 0 {
 				capped = true
 				p.passedOver[c.Index] = true
 				continue
 			}
 			c.Limit = room
-			// Taken now, so that a receive made meanwhile sees it gone;
-			// what was not brought is given back by Read.
-			p.counts[c.Index].InHand += room
 		}
 		out = append(out, c)
 	}
@@ -125,6 +123,62 @@ func (p *Policy) Arrange(now time.Time, in []Candidate) (out []Candidate, capped
 		return p.compare(now, a, b)
 	})
 	return out, capped
+}
+
+// room is how many more messages queue i may have in hand, and whether it
+// has a cap at all. Hold p.mu.
+func (p *Policy) room(i int) (int, bool) {
+	cap := p.members[i].Cap
+	return cap - p.counts[i].InHand - p.reserved[i], cap > 0
+}
+
+// Take reserves queue i's room for a read about to be made, so that a read
+// made meanwhile does not count it twice: the most the read may bring (0:
+// the queue has no cap), and false if it has no room now (it is then
+// passed over). Got gives the reservation back, as soon as the read is
+// over.
+func (p *Policy) Take(i int) (limit int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	room, limited := p.room(i)
+	switch {
+	case !limited:
+		return 0, true
+	case room <= 0:
+		p.passedOver[i] = true
+		return 0, false
+	}
+	p.reserved[i] += room
+	return room, true
+}
+
+// Got records what the read of queue i, which Take let bring up to limit
+// (0: no cap), brought: n messages, and whether the queue answered. It
+// gives back the reservation, and reports whether a queue passed over at
+// its cap has room again, so that a listener that found nothing else
+// comes back for it.
+func (p *Policy) Got(i, limit, n int, answered bool, now time.Time) (room bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := &p.counts[i]
+	c.InHand += n
+	c.Received += int64(n)
+	p.served[i] += float64(n)
+	if answered {
+		c.LastRead = now
+		p.looked[i] = now
+	}
+	if limit == 0 {
+		return false
+	}
+	p.reserved[i] -= limit
+	if n >= limit {
+		// Its cap, not the queue, ended the read: it may hold more, which
+		// a listener that took the short receive for "no more" comes back
+		// for once there is room.
+		p.passedOver[i] = true
+	}
+	return p.roomAgain(i)
 }
 
 // compare orders candidates a and b: in Strict mode by level, except that
@@ -183,38 +237,6 @@ func (p *Policy) catchUp(cands []Candidate) {
 	}
 }
 
-// Read records what a receive of the candidates arranged brought: got[i]
-// messages of queue i, for each queue asked (asked[i]). It gives back the
-// room Arrange took for the queues with a cap, and reports whether a
-// receive made meanwhile passed one of them over at its cap and it has
-// room again.
-func (p *Policy) Read(arranged []Candidate, asked map[int]bool, got map[int]int, now time.Time) (room bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i, n := range got {
-		p.counts[i].InHand += n
-		p.counts[i].Received += int64(n)
-		p.served[i] += float64(n)
-	}
-	for i := range asked {
-		p.counts[i].LastRead = now
-		p.looked[i] = now
-	}
-	for _, c := range arranged {
-		if c.Limit > 0 {
-			p.counts[c.Index].InHand -= c.Limit
-			if got[c.Index] >= c.Limit {
-				// Its cap, not the queue, ended the read: it may hold
-				// more, which a listener that took the short receive for
-				// "no more" comes back for once there is room.
-				p.passedOver[c.Index] = true
-			}
-			room = p.roomAgain(c.Index) || room
-		}
-	}
-	return room
-}
-
 // Done records that a message of queue i is no longer in hand, and
 // reports whether a queue passed over at its cap has room again, so that a
 // listener that found nothing else comes back for it.
@@ -231,7 +253,7 @@ func (p *Policy) Done(i int) (belowCap bool) {
 
 // roomAgain reports, once, that queue i, passed over at its cap, has room.
 func (p *Policy) roomAgain(i int) bool {
-	if !p.passedOver[i] || p.counts[i].InHand >= p.members[i].Cap {
+	if room, _ := p.room(i); !p.passedOver[i] || room <= 0 {
 		return false
 	}
 	p.passedOver[i] = false
@@ -240,7 +262,8 @@ func (p *Policy) roomAgain(i int) bool {
 
 // Carry gives queue to of p what queue from of prev counted: in hand,
 // received, served, last read. A set whose queues change carries each
-// that stays over; no receive may be under way in prev.
+// that stays over; no read may be under way in prev (none has a
+// reservation).
 func (p *Policy) Carry(to int, prev *Policy, from int) {
 	prev.mu.Lock()
 	c, served, looked, passed := prev.counts[from], prev.served[from], prev.looked[from], prev.passedOver[from]

@@ -29,11 +29,15 @@ func serve(p *Policy, n, receives, max int, now time.Time) []int64 {
 			continue
 		}
 		c := order[0]
-		k := max
-		if c.Limit > 0 {
-			k = min(k, c.Limit)
+		limit, ok := p.Take(c.Index)
+		if !ok {
+			continue
 		}
-		p.Read(order, map[int]bool{c.Index: true}, map[int]int{c.Index: k}, now)
+		k := max
+		if limit > 0 {
+			k = min(k, limit)
+		}
+		p.Got(c.Index, limit, k, true, now)
 		for range k {
 			p.Done(c.Index)
 		}
@@ -67,7 +71,7 @@ func TestAQueueBackFromEmptyGetsNoSavedCredit(t *testing.T) {
 	for range 1000 {
 		order, _ := p.Arrange(t0, []Candidate{{Index: 0, Warm: true}, {Index: 1, Resting: true}})
 		require.Equal(t, 0, order[0].Index)
-		p.Read(order, map[int]bool{0: true}, map[int]int{0: 1}, t0)
+		p.Got(0, 0, 1, true, t0)
 		p.Done(0)
 	}
 	// Both now full: they alternate from the start.
@@ -81,13 +85,13 @@ func TestStrictReadsByLevelAndAgesTheOthers(t *testing.T) {
 	p := New(Strict, time.Minute, []Member{{}, {}, {}})
 	order, _ := p.Arrange(t0, warm(3))
 	assert.Equal(t, []int{0, 1, 2}, indexes(order))
-	p.Read(order, map[int]bool{0: true}, map[int]int{0: 32}, t0.Add(30*time.Second))
+	p.Got(0, 0, 32, true, t0.Add(30*time.Second))
 	later := t0.Add(time.Minute)
 	order, _ = p.Arrange(later, warm(3))
 	// 1 and 2 have waited a minute since their first chance, as long as
 	// each other: by level among them; then 0, read 30 s ago.
 	assert.Equal(t, []int{1, 2, 0}, indexes(order))
-	p.Read(order, map[int]bool{1: true}, map[int]int{1: 1}, later)
+	p.Got(1, 0, 1, true, later)
 	order, _ = p.Arrange(later, warm(3))
 	assert.Equal(t, []int{2, 0, 1}, indexes(order))
 }
@@ -103,29 +107,51 @@ func TestRestingQueuesGoLast(t *testing.T) {
 	assert.Equal(t, []int{2, 1, 0}, indexes(order))
 }
 
-// A queue's cap bounds its messages in hand across receives made at once,
-// and a queue passed over at its cap is reported once it has room.
-func TestCapsHoldAcrossReceivesMadeAtOnce(t *testing.T) {
+// A queue's cap bounds its messages in hand across reads made at once: a
+// read takes the room just before it is made and gives back what it did
+// not use as soon as it is over; a queue passed over at its cap is
+// reported once it has room.
+func TestCapsHoldAcrossReadsMadeAtOnce(t *testing.T) {
 	p := New(Fair, 0, []Member{{Cap: 3}})
-	a, capped := p.Arrange(t0, warm(1))
+	order, capped := p.Arrange(t0, warm(1))
 	require.False(t, capped)
-	assert.Equal(t, 3, a[0].Limit)
-	b, capped := p.Arrange(t0, warm(1)) // made while a is under way
-	assert.True(t, capped)
-	assert.Empty(t, b)
-	// Read gives back the room a did not use, which b found taken: that
-	// it has room again is reported.
-	assert.True(t, p.Read(a, map[int]bool{0: true}, map[int]int{0: 2}, t0))
+	assert.Equal(t, 3, order[0].Limit, "the room now")
+	limit, ok := p.Take(0)
+	require.True(t, ok)
+	assert.Equal(t, 3, limit)
+	_, ok = p.Take(0) // a read made while the first is under way
+	assert.False(t, ok, "no room left: passed over")
+	assert.Zero(t, p.Counts()[0].InHand, "a reservation is not in hand")
+	// The first read brings 2 of its 3: the one left is room again, and
+	// the read passed over is told.
+	assert.True(t, p.Got(0, limit, 2, true, t0))
 	assert.Equal(t, 2, p.Counts()[0].InHand)
-	c, _ := p.Arrange(t0, warm(1))
-	assert.Equal(t, 1, c[0].Limit)
-	assert.False(t, p.Read(c, map[int]bool{0: true}, map[int]int{0: 1}, t0))
+	limit, ok = p.Take(0)
+	require.True(t, ok)
+	assert.Equal(t, 1, limit)
+	assert.False(t, p.Got(0, limit, 1, true, t0), "at its cap")
 	assert.True(t, p.Done(0), "read up to its cap: room again is reported")
 	assert.False(t, p.Done(0), "once")
+	order, capped = p.Arrange(t0, warm(1))
+	assert.False(t, capped)
+	assert.Equal(t, 2, order[0].Limit)
 }
 
-// Randomized: whatever the order of arranges, reads and lets-go, no queue
-// ever has more in hand than its cap, and in hand never goes negative.
+// A queue at its cap is left out of the order, and reported.
+func TestArrangeLeavesOutAQueueAtItsCap(t *testing.T) {
+	p := New(Fair, 0, []Member{{Cap: 1}, {}})
+	limit, ok := p.Take(0)
+	require.True(t, ok)
+	p.Got(0, limit, 1, true, t0)
+	order, capped := p.Arrange(t0, warm(2))
+	assert.True(t, capped)
+	assert.Equal(t, []int{1}, indexes(order))
+	assert.True(t, p.Done(0))
+}
+
+// Randomized: whatever the order of takes, reads and lets-go, no queue ever
+// has more in hand than its cap, reservations included, and in hand never
+// goes negative.
 func TestCapsNeverExceededRandomized(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -137,13 +163,15 @@ func TestCapsNeverExceededRandomized(t *testing.T) {
 	}
 	p := New(Fair, 0, members)
 	held := make([]int, len(caps))
-	type pending struct{ order []Candidate }
-	var open []pending
+	type read struct{ i, limit int }
+	var open []read
 	for range 20000 {
 		switch rng.IntN(3) {
 		case 0:
-			order, _ := p.Arrange(t0, warm(len(caps)))
-			open = append(open, pending{order})
+			i := rng.IntN(len(caps))
+			if limit, ok := p.Take(i); ok {
+				open = append(open, read{i, limit})
+			}
 		case 1:
 			if len(open) == 0 {
 				continue
@@ -151,17 +179,12 @@ func TestCapsNeverExceededRandomized(t *testing.T) {
 			k := rng.IntN(len(open))
 			r := open[k]
 			open = append(open[:k], open[k+1:]...)
-			got := map[int]int{}
-			asked := map[int]bool{}
-			for _, c := range r.order {
-				n := rng.IntN(4)
-				if c.Limit > 0 {
-					n = min(n, c.Limit)
-				}
-				got[c.Index], asked[c.Index] = n, true
-				held[c.Index] += n
+			n := rng.IntN(4)
+			if r.limit > 0 {
+				n = min(n, r.limit)
 			}
-			p.Read(r.order, asked, got, t0)
+			held[r.i] += n
+			p.Got(r.i, r.limit, n, true, t0)
 		case 2:
 			i := rng.IntN(len(caps))
 			if held[i] > 0 {
@@ -170,9 +193,15 @@ func TestCapsNeverExceededRandomized(t *testing.T) {
 			}
 		}
 		for i, c := range p.Counts() {
-			require.GreaterOrEqual(t, c.InHand, held[i])
+			require.Equal(t, held[i], c.InHand)
 			if caps[i] > 0 {
-				require.LessOrEqual(t, held[i], caps[i], "queue %d", i)
+				reserved := 0
+				for _, r := range open {
+					if r.i == i {
+						reserved += r.limit
+					}
+				}
+				require.LessOrEqual(t, held[i]+reserved, caps[i], "queue %d", i)
 			}
 		}
 	}
