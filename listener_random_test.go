@@ -31,8 +31,9 @@ var (
 	engineReplay   = flag.Int("engine.round", -1, "TestEngineRandomized: run only this round of the seed's (-1: rounds from 0 for the duration)")
 )
 
-// TestEngineRandomized drives real listeners over memqueue, one queue or a
-// sharded set of them, through random rounds: random options (dequeuers,
+// TestEngineRandomized drives real listeners over memqueue, one queue, a
+// sharded set of them or a queue set over them (in a random order, some
+// queues capped), through random rounds: random options (dequeuers,
 // concurrency, batch size, PushOnly, visibility timeouts in fractions of a
 // second, timeouts, retry delays), handlers that succeed, fail, panic, give
 // up, hang to their timeout or run past half their visibility timeout,
@@ -52,7 +53,8 @@ var (
 //
 // At every handler call and after every step it checks that the listener
 // holds no more messages and runs no more handlers than MaxDequeuers ×
-// Concurrency; that no delivery received after the listener began to
+// Concurrency, and that no queue of a queue set has more in hand than its
+// cap; that no delivery received after the listener began to
 // delete a message whose handler succeeded runs the handler again (in
 // rounds whose clock moved, a message the move made visible again while in
 // hand is excused); that no handler runs for a message before it is due,
