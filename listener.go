@@ -61,6 +61,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/health"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
@@ -115,7 +116,7 @@ type Listener[T any] struct {
 	gate   *ratelimit.Gate
 	memo   *memo.Memo // handled, not yet deleted
 	budget *payload.Budget
-	health health
+	health health.Record[Op]
 	stats  stats
 	// mw is the handler middleware, outermost first; storage are those of
 	// them that wrap storage requests too. invoke and doStorage are the
@@ -237,8 +238,8 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 func (l *Listener[T]) State() State {
 	s := l.stats.snapshot()
 	s.Transactions = l.tx.snapshot()
-	s.LastError, s.LastErrorAt = l.health.last()
-	s.Fatal, s.FatalSince = l.health.fatalState(time.Now())
+	s.LastError, s.LastErrorAt = l.health.Last()
+	s.Fatal, s.FatalSince = l.health.Fatal(time.Now())
 	s.PayloadBytes = l.budget.Held()
 	return s
 }
@@ -512,4 +513,37 @@ func alertLogger(o ListenerOptions, source string) func() *slog.Logger {
 		return func() *slog.Logger { return l }
 	}
 	return func() *slog.Logger { return slog.Default().With("source", source) }
+}
+
+// storageFailed records a failed storage request of the listener. The first
+// fatal error of a kind is logged as an error and reported as [EventFatal];
+// the listener goes on trying, and Run returns it after FatalTimeout if set.
+func (l *Listener[T]) storageFailed(err error) {
+	if err == nil || !l.storageFault(err) {
+		return
+	}
+	l.alerts().Error("storage refuses the listener in a way that will not pass without a change (credential, permissions, the queue); it keeps trying", "err", err)
+	l.event(Event{Kind: EventFatal, Err: err})
+}
+
+// storageSucceeded records a successful request of kind o, which ends a
+// fatal state of that kind.
+func (l *Listener[T]) storageSucceeded(o Op) {
+	if err := l.health.Succeed(o); err != nil {
+		l.log.Info("storage accepts the listener again", "op", o, "was", err)
+		l.event(Event{Kind: EventRecovered, Err: err})
+	}
+}
+
+// storageFault records err in the listener's health, keyed by the kind of
+// request that failed; it reports whether a fatal state of that kind began
+// (see [StorageError.Fatal]).
+func (l *Listener[T]) storageFault(err error) (began bool) {
+	var se *StorageError
+	fatal := errors.As(err, &se) && se.Fatal()
+	var op Op
+	if fatal {
+		op = se.Op
+	}
+	return l.health.Fail(op, err, fatal, time.Now())
 }

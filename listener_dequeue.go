@@ -221,12 +221,12 @@ func (dq *dequeuer[T]) record(r receiveResult) {
 	case r.err != nil:
 		dq.failures++
 		l.stats.receiveErrors.Add(1)
-		l.health.receiveFailures.Add(1)
+		l.health.ReceiveFailures.Add(1)
 		l.storageFailed(r.err)
 	default:
 		if dq.failures > 0 {
 			dq.failures = 0
-			l.health.receiveFailures.Store(0)
+			l.health.ReceiveFailures.Store(0)
 		}
 		l.storageSucceeded(OpReceive)
 	}

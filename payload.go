@@ -13,10 +13,72 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/azdispatch/azdispatch/internal/blobs"
+	"github.com/azdispatch/azdispatch/internal/codec"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
+
+// Codec turns values into message text and back. Listeners decode with
+// Decode(text, &body), publishers encode with Encode(body). The codecs of
+// this package are stateless and safe for concurrent use.
+type Codec interface {
+	Encode(v any) (string, error)
+	Decode(text string, v any) error
+}
+
+// JSON returns the default codec: the value as JSON text. HTML characters
+// (<, >, &) are written as they are, not as \u003c escapes, because the
+// service counts message size before XML escaping and the escapes would cost
+// six bytes each. A string that is not valid UTF-8, which encoding/json
+// would silently turn into U+FFFD, is refused with an error matching
+// [ErrInvalidText], as every codec of this package refuses it: for bytes,
+// use a []byte field (base64 in JSON) or [Raw] with [Base64].
+func JSON() Codec { return codec.JSON{} }
+
+// Base64 wraps inner so that the message text is the base64 of inner's text.
+// Use Base64([JSON]()) to exchange messages with the Azure Functions and WebJobs
+// queue trigger, which expects base64 by default, and Base64([Raw]()) for
+// binary []byte payloads. Base64 costs a third more size.
+func Base64(inner Codec) Codec { return codec.Base64{Inner: inner} }
+
+// Raw returns a codec for string and []byte bodies, stored as they are.
+// The text must be valid XML character data (see [ErrInvalidText]); sending
+// anything else fails before any request is made.
+func Raw() Codec { return rawCodec{} }
+
+// rawCodec is [codec.Raw] with its refusals as a [ConfigError]: a body
+// type it cannot take is a mistake in the program, not in a message.
+type rawCodec struct{}
+
+func (rawCodec) Encode(v any) (string, error) {
+	s, err := codec.Raw{}.Encode(v)
+	return s, typeRefused(err)
+}
+
+func (rawCodec) Decode(text string, v any) error { return typeRefused(codec.Raw{}.Decode(text, v)) }
+
+func typeRefused(err error) error {
+	var te *codec.TypeError
+	if errors.As(err, &te) {
+		return &ConfigError{Field: "value", Reason: te.Reason}
+	}
+	return err
+}
+
+// checkCodecType tells, before any message arrives, whether c can decode
+// into *T. Only the raw codec is picky; other codecs report errors per
+// message.
+func checkCodecType[T any](c Codec) error {
+	switch x := c.(type) {
+	case rawCodec:
+		var probe T
+		return x.Decode("", &probe)
+	case codec.Base64:
+		return checkCodecType[T](x.Inner)
+	}
+	return nil
+}
 
 // defaultPayloadContainer is the blob container, one per account, that holds
 // the offloaded payloads of every queue in the account. One container rather

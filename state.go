@@ -1,6 +1,7 @@
 package azdispatch
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -512,4 +513,60 @@ func (s *scaler) mayRetire(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastScaled.IsZero() || now.Sub(s.lastScaled) >= s.interval
+}
+
+// readyReceiveFailures is how many failed receives in a row make a listener
+// not ready: with the receive back-off (250 ms, 500 ms, 1 s, …) that is
+// about two seconds of a storage account that does not answer.
+const readyReceiveFailures = 3
+
+// Ready reports whether the listener is doing its work: nil while [Listener.Run] is
+// running and storage answers; otherwise an error matching [ErrNotReady] that
+// says why: not running, a fatal error standing (a refused credential, a
+// deleted or disabled queue, a poison queue that cannot be written), or
+// receives failing several times in a row. It makes no request: serve it
+// from a readiness probe as often as you like.
+func (l *Listener[T]) Ready() error {
+	if !l.running.Load() {
+		return fmt.Errorf("%w: not running", ErrNotReady)
+	}
+	if err, since := l.health.Fatal(time.Now()); err != nil {
+		return fmt.Errorf("%w: fatal storage error since %s: %w", ErrNotReady, since.UTC().Format(time.RFC3339), err)
+	}
+	if n := l.health.ReceiveFailures.Load(); n >= readyReceiveFailures {
+		err, _ := l.health.Last()
+		return fmt.Errorf("%w: %d receives failed in a row; the last: %w", ErrNotReady, n, err)
+	}
+	return nil
+}
+
+// Degraded says what of the listener's source is out while the listener
+// still does its work: for a [ShardedQueue], the shards that are out, and
+// why (see [ShardedQueue.Degraded]); nil when nothing is, or the source
+// cannot tell. [Listener.Ready] stays nil meanwhile: the other shards are
+// received from. It makes no request: a readiness probe shows it.
+func (l *Listener[T]) Degraded() error {
+	if l.caps.Degraded != nil {
+		return l.caps.Degraded()
+	}
+	return nil
+}
+
+// fatalTooLong returns the error Run ends with when a fatal error has stood
+// for FatalTimeout; nil otherwise, or when FatalTimeout is not set.
+func (l *Listener[T]) fatalTooLong(now time.Time) error {
+	if l.opts.FatalTimeout <= 0 {
+		return nil
+	}
+	err, since := l.health.Fatal(now)
+	if err == nil || now.Sub(since) < l.opts.FatalTimeout {
+		return nil
+	}
+	return wrapf(err, "listener on %q stopped after a fatal storage error stood for %v", l.src.Name(), now.Sub(since).Round(time.Second))
+}
+
+// fatalCheckEvery is how often Run looks for a fatal error that has stood
+// for FatalTimeout: a tenth of it, between 100 ms and 5 s.
+func (l *Listener[T]) fatalCheckEvery() time.Duration {
+	return min(max(l.opts.FatalTimeout/10, 100*time.Millisecond), 5*time.Second)
 }

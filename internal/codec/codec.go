@@ -1,4 +1,8 @@
-package azdispatch
+// Package codec holds the codecs the root package offers: JSON that refuses
+// text JSON would change, base64 around another codec, and raw strings and
+// bytes. Their errors match xmltext.ErrInvalid for text the service cannot
+// carry, and are a *TypeError for a value the raw codec cannot take.
+package codec
 
 import (
 	"bytes"
@@ -7,39 +11,26 @@ import (
 	"fmt"
 	"reflect"
 	"unicode/utf8"
+
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
-// Codec turns values into message text and back. Listeners decode with
-// Decode(text, &body), publishers encode with Encode(body). The codecs of
-// this package are stateless and safe for concurrent use.
+// Codec turns values into message text and back (the root package's Codec).
 type Codec interface {
 	Encode(v any) (string, error)
 	Decode(text string, v any) error
 }
 
-// JSON returns the default codec: the value as JSON text. HTML characters
-// (<, >, &) are written as they are, not as \u003c escapes, because the
-// service counts message size before XML escaping and the escapes would cost
-// six bytes each. A string that is not valid UTF-8, which encoding/json
-// would silently turn into U+FFFD, is refused with an error matching
-// [ErrInvalidText], as every codec of this package refuses it: for bytes,
-// use a []byte field (base64 in JSON) or [Raw] with [Base64].
-func JSON() Codec { return jsonCodec{} }
+// TypeError is the raw codec's refusal of a value of a type it cannot
+// encode or decode into.
+type TypeError struct{ Reason string }
 
-// Base64 wraps inner so that the message text is the base64 of inner's text.
-// Use Base64([JSON]()) to exchange messages with the Azure Functions and WebJobs
-// queue trigger, which expects base64 by default, and Base64([Raw]()) for
-// binary []byte payloads. Base64 costs a third more size.
-func Base64(inner Codec) Codec { return base64Codec{inner: inner} }
+func (e *TypeError) Error() string { return e.Reason }
 
-// Raw returns a codec for string and []byte bodies, stored as they are.
-// The text must be valid XML character data (see [ErrInvalidText]); sending
-// anything else fails before any request is made.
-func Raw() Codec { return rawCodec{} }
+// JSON is the JSON codec; see the root package's JSON for what it does.
+type JSON struct{}
 
-type jsonCodec struct{}
-
-func (jsonCodec) Encode(v any) (string, error) {
+func (JSON) Encode(v any) (string, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -52,7 +43,7 @@ func (jsonCodec) Encode(v any) (string, error) {
 	// is the value looked through.
 	if bytes.Contains(b.Bytes(), []byte(`\ufffd`)) || bytes.Contains(b.Bytes(), []byte("\uFFFD")) {
 		if path, bad := invalidUTF8(reflect.ValueOf(v), "body", 0); bad {
-			return "", fmt.Errorf("%w: %s is not valid UTF-8, which JSON would replace with U+FFFD", ErrInvalidText, path)
+			return "", fmt.Errorf("%w: %s is not valid UTF-8, which JSON would replace with U+FFFD", xmltext.ErrInvalid, path)
 		}
 	}
 	return string(escapeNoncharacters(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))), nil
@@ -112,7 +103,7 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 // escapeNoncharacters writes U+FFFE and U+FFFF, which encoding/json leaves
 // as they are but XML cannot carry, as JSON escapes: JSON text holds them
 // only inside strings, where an escape means the same, so a string holding
-// them is sent rather than refused (see [ErrInvalidText]).
+// them is sent rather than refused (see [xmltext.ErrInvalid]).
 func escapeNoncharacters(b []byte) []byte {
 	fffe, ffff := []byte("\uFFFE"), []byte("\uFFFF")
 	if !bytes.Contains(b, fffe) && !bytes.Contains(b, ffff) {
@@ -122,29 +113,31 @@ func escapeNoncharacters(b []byte) []byte {
 	return bytes.ReplaceAll(b, ffff, []byte(`\uffff`))
 }
 
-func (jsonCodec) Decode(text string, v any) error { return json.Unmarshal([]byte(text), v) }
+func (JSON) Decode(text string, v any) error { return json.Unmarshal([]byte(text), v) }
 
-type base64Codec struct{ inner Codec }
+// Base64 is the base64 of Inner's text.
+type Base64 struct{ Inner Codec }
 
-func (c base64Codec) Encode(v any) (string, error) {
-	s, err := c.inner.Encode(v)
+func (c Base64) Encode(v any) (string, error) {
+	s, err := c.Inner.Encode(v)
 	if err != nil {
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString([]byte(s)), nil
 }
 
-func (c base64Codec) Decode(text string, v any) error {
+func (c Base64) Decode(text string, v any) error {
 	b, err := base64.StdEncoding.DecodeString(text)
 	if err != nil {
 		return fmt.Errorf("base64: %w", err)
 	}
-	return c.inner.Decode(string(b), v)
+	return c.Inner.Decode(string(b), v)
 }
 
-type rawCodec struct{}
+// Raw stores string and []byte bodies as they are.
+type Raw struct{}
 
-func (rawCodec) Encode(v any) (string, error) {
+func (Raw) Encode(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
 		return x, nil
@@ -155,10 +148,10 @@ func (rawCodec) Encode(v any) (string, error) {
 	case *[]byte:
 		return string(*x), nil
 	}
-	return "", &ConfigError{Field: "value", Reason: fmt.Sprintf("the raw codec encodes string or []byte, not %T", v)}
+	return "", &TypeError{Reason: fmt.Sprintf("the raw codec encodes string or []byte, not %T", v)}
 }
 
-func (rawCodec) Decode(text string, v any) error {
+func (Raw) Decode(text string, v any) error {
 	switch x := v.(type) {
 	case *string:
 		*x = text
@@ -167,18 +160,5 @@ func (rawCodec) Decode(text string, v any) error {
 		*x = []byte(text)
 		return nil
 	}
-	return &ConfigError{Field: "value", Reason: fmt.Sprintf("the raw codec decodes into *string or *[]byte, not %T", v)}
-}
-
-// checkCodecType tells, before any message arrives, whether codec can decode
-// into *T. Only the raw codec is picky; other codecs report errors per message.
-func checkCodecType[T any](codec Codec) error {
-	if _, ok := codec.(rawCodec); !ok {
-		if b, ok := codec.(base64Codec); ok {
-			return checkCodecType[T](b.inner)
-		}
-		return nil
-	}
-	var probe T
-	return codec.Decode("", &probe)
+	return &TypeError{Reason: fmt.Sprintf("the raw codec decodes into *string or *[]byte, not %T", v)}
 }
