@@ -259,6 +259,23 @@ func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 // Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
+// SnoozeError is what [Snooze] returns: the message is put back for For,
+// without counting a try.
+type SnoozeError struct{ For time.Duration }
+
+// Snooze is a handler's "not yet": return Snooze(d) to put the message back
+// for d (at most [MaxVisibility], rounded up to a second by the service)
+// without counting a try: one Update Message, which hides it again with a
+// line that says how many deliveries so far were not tries, as a delayed
+// message's hop does. A message snoozed again and again is never poisoned
+// for it; use an error for "failed". A message whose text has no room for
+// the line (within 64 bytes of [MaxMessageSize]) is released for d as a
+// failure would be, and that delivery counts. In a batch item's handler it
+// leaves the item undone: its batch is tried again after the retry delay.
+func Snooze(d time.Duration) error { return &SnoozeError{For: min(max(d, 0), MaxVisibility)} }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.For) }
+
 // PanicError is the failure recorded when a handler panics.
 type PanicError struct {
 	Value any    // what the handler panicked with

@@ -62,6 +62,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
 	"github.com/azdispatch/azdispatch/internal/health"
+	"github.com/azdispatch/azdispatch/internal/keygate"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
@@ -133,6 +134,9 @@ type Listener[T any] struct {
 	// records is where the occurrences of schedules delivered are marked
 	// (see deliverOnce); nil if the source keeps none.
 	records records.Store
+	// keys holds the places of messages of a key under Keys.Limit; nil
+	// without a limit.
+	keys *keygate.Gate
 	// stages are the stages of a try (see tryStages), made once.
 	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
@@ -214,6 +218,9 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		hop:       MaxVisibility,
 		stages:    tryStages[T](),
 		clock:     time.Now,
+	}
+	if o.Keys.Limit > 0 {
+		l.keys = keygate.New(o.Keys.Limit, o.Keys.Line)
 	}
 	for range o.Scaling.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)

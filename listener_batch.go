@@ -347,7 +347,7 @@ func (b *batchTry[T]) tryItem(i int, text string) {
 		return
 	}
 	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.BatchID, m.Item = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, b.p.Blob, i
-	m.TimeInQueue = b.t.waited
+	m.TimeInQueue, m.Key = b.t.waited, b.t.key
 	// Its own context, which its timeout cancels without ending the
 	// batch's try (see handlerCall).
 	var cancel context.CancelCauseFunc

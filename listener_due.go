@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/keygate"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
-// The stages of a try that read a message's due line: a message sent for
-// later (held, or hidden again until it is due), cancelled while it waited,
-// or sent by a Scheduler for an occurrence that is delivered once.
+// The stages of a try that decide when, and whether, a message runs: one
+// sent for later (held, or hidden again until it is due), cancelled while
+// it waited, sent by a Scheduler for an occurrence that is delivered once,
+// or waiting for its key.
 
 // whenDue handles the due line of t's message: a message received more
 // than a visibility timeout (at most 30 s) before it is due is hidden
@@ -205,4 +208,50 @@ func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
 // occurrenceOf is what a handler sees of the occurrence a due line names.
 func occurrenceOf(o *wire.Occurrence) *Occurrence {
 	return &Occurrence{Schedule: o.Schedule, At: time.Unix(o.At, 0).UTC(), Late: o.Late, Missed: o.Missed, Item: o.Item}
+}
+
+// awaitKey takes a place for the message under its key's limit (see
+// [KeyOptions]): at once if there is one; else it waits in hand, in line,
+// for at most Keys.Wait. A message that finds its key's line full, or waits
+// in vain, is snoozed. The place is held until the try's stages are over
+// (see leaveKey), not until its message is settled: the next of the key
+// may run while this one is deleted.
+func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
+	t := &h.t
+	if l.keys == nil || t.key == "" {
+		return action{}, false
+	}
+	if l.keys.TryEnter(t.key) {
+		t.keyIn = true
+		return action{}, false
+	}
+	ctx, done := t.untilRunEnds()
+	ctx, cancel := context.WithTimeout(ctx, l.opts.Keys.Wait)
+	o, waited := l.keys.Enter(ctx, t.key)
+	cancel()
+	done()
+	if waited {
+		l.stats.keyWaits.Add(1)
+	}
+	switch {
+	case o == keygate.In:
+		t.keyIn = true
+		return action{}, false
+	case t.ended():
+		return l.interrupted(t), true
+	case t.s.run.Err() != nil:
+		// Stopping: back at once for another listener, still not a try.
+		return action{kind: actSnooze}, true
+	}
+	snooze := l.opts.Keys.Snooze
+	return action{kind: actSnooze, after: snooze + rand.N(snooze/2+1)}, true
+}
+
+// leaveKey gives back t's place under its key's limit, if it holds one:
+// to the first of the key waiting in line.
+func (l *Listener[T]) leaveKey(t *try) {
+	if t.keyIn {
+		t.keyIn = false
+		l.keys.Leave(t.key)
+	}
 }

@@ -82,6 +82,10 @@ type ListenerOptions struct {
 	// means the defaults of [PayloadOptions].
 	Payloads PayloadOptions
 
+	// Keys limits how many messages of one key (see [SendOptions.Key]) run
+	// at once. Defaults to no limit.
+	Keys KeyOptions
+
 	// OnEvent, if set, is called on every scale-up, scale-down, idle
 	// back-off and wake-up, and when a fatal storage error starts or ends
 	// (see [EventKind]), from the listener's goroutines: it must be quick
@@ -284,6 +288,56 @@ type PayloadOptions struct {
 	CheckpointInterval time.Duration
 }
 
+// KeyOptions limit how many messages of one key a listener runs at once
+// (see [SendOptions.Key]): 1 runs a key's messages one at a time, for the
+// races between messages of one customer, order or account. The limit is
+// this listener's: messages of a key that reach two processes may run in
+// both, unless every message of a key reaches one reader (a [ShardedQueue]
+// keeps a key on one shard, and [ShardedQueue.Subset] gives each shard one
+// reader).
+//
+// A message whose key is at its limit waits in hand, hidden, first come
+// first served, for at most Wait, and costs no request while it waits; at
+// most Line messages of a key wait at once. One that finds the line full,
+// or waits in vain, is snoozed (see [Snooze]): hidden again for Snooze, one
+// Update Message, without counting a try, so that a message is never
+// poisoned for waiting. A message without a key is not limited.
+type KeyOptions struct {
+	// Limit is how many messages of one key run at once; 0 sets no
+	// limit.
+	Limit int
+	// Line is how many messages of one key wait in hand at once: each
+	// holds a place of the listener's Concurrency while it waits.
+	// Defaults to 8.
+	Line int
+	// Wait is how long a message waits in hand for its key before it is
+	// snoozed. Defaults to half the VisibilityTimeout, so that a wait
+	// needs no renewal.
+	Wait time.Duration
+	// Snooze is how long a message that cannot wait is hidden again,
+	// made up to half as long again at random so that a key's messages do
+	// not come back together. Defaults to 1 s.
+	Snooze time.Duration
+}
+
+// withDefaults returns k with defaults filled in and every field checked.
+func (k KeyOptions) withDefaults(vis time.Duration) (KeyOptions, error) {
+	switch {
+	case k.Limit < 0:
+		return k, badListenerOption("Keys.Limit", "%d is negative", k.Limit)
+	case k.Line < 0:
+		return k, badListenerOption("Keys.Line", "%d is negative", k.Line)
+	case k.Wait < 0:
+		return k, badListenerOption("Keys.Wait", "%v is negative", k.Wait)
+	case k.Snooze < 0 || k.Snooze > MaxVisibility:
+		return k, badListenerOption("Keys.Snooze", "%v is not between 0 and 7 days", k.Snooze)
+	}
+	setDefault(&k.Line, 8)
+	setDefault(&k.Wait, vis/2)
+	setDefault(&k.Snooze, time.Second)
+	return k, nil
+}
+
 // defaultPayloadMemory is PayloadOptions.Memory's default: room for a few
 // large payloads in a small container, far from the gigabytes that 512
 // messages of 16 MiB each would take.
@@ -321,6 +375,9 @@ func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerO
 		return cfg, err
 	}
 	if cfg.Payloads, err = cfg.Payloads.withDefaults(caps); err != nil {
+		return cfg, err
+	}
+	if cfg.Keys, err = cfg.Keys.withDefaults(cfg.VisibilityTimeout); err != nil {
 		return cfg, err
 	}
 	return cfg, cfg.check(src, caps)

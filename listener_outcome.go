@@ -41,6 +41,9 @@ const (
 	// actDuplicate: a scheduled message whose occurrence another message
 	// delivered: deleted unhandled.
 	actDuplicate
+	// actSnooze: not yet (the handler's Snooze, or a key at its limit):
+	// hidden again for the action's after, without a try.
+	actSnooze
 )
 
 // action is the outcome of a try: what to do, and why.
@@ -51,7 +54,7 @@ type action struct {
 	why            retryCause    // actRetry: its cause, as State.RetriedFor counts it
 	handledBefore  bool          // actDone: handled on an earlier delivery whose delete failed
 	poisonedBefore bool          // actDone: copied to the poison queue on an earlier delivery whose delete failed
-	after          time.Duration // actReappearWhenDue: how long to hide it
+	after          time.Duration // actReappearWhenDue, actSnooze: how long to hide it
 	text           string        // actReappearWhenDue: its text from now on
 	record         *record       // actCancelled: its cancel record
 }
@@ -63,7 +66,8 @@ func poison(reason string) action { return action{kind: actPoison, reason: reaso
 // place where the outcome rules live, for single messages and batch items
 // alike: nil is done; a call that never started is released at once; a call
 // cut short with its whole try (ownership lost, the drain) is not this
-// call's failure; [Permanent] poisons at once; any other
+// call's failure; [Snooze] puts it back without a try; [Permanent] poisons
+// at once; any other
 // error, panic or the handler's own timeout is a failure, retried until the
 // message's last try, which poisons it.
 func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
@@ -74,6 +78,9 @@ func (l *Listener[T]) judge(t *try, call context.Context, err error) action {
 		return action{kind: actReappearNow}
 	case t.ended() && call.Err() != context.DeadlineExceeded:
 		return l.interrupted(t)
+	}
+	if se := (*SnoozeError)(nil); errors.As(err, &se) {
+		return action{kind: actSnooze, after: se.For}
 	}
 	l.failed(t.d, err)
 	if errors.As(err, new(*PermanentError)) {
@@ -175,6 +182,9 @@ func (l *Listener[T]) settle(t *try, a action) {
 		l.dropCancelled(ctx, t, a.record)
 	case actDuplicate:
 		l.dropDuplicate(ctx, t)
+	case actSnooze:
+		t.save(ctx)
+		l.snooze(ctx, t, a.after)
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(t.d).Info("retrying later", "err", a.err)

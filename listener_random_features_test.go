@@ -26,6 +26,7 @@ import (
 // record of it. Its maps are guarded by the round's mu.
 type features struct {
 	batches, large, hops, cancelRace, unique, schedule bool
+	keyed                                              keyed
 	// ttl is every send's: messages never expire in rounds whose clock
 	// jumps days ahead, or a message waiting for its retry would expire
 	// and be lost for a reason of the test's own.
@@ -98,16 +99,17 @@ func (e *engineRound) chooseFeatures(r *rand.Rand) {
 	if f.hops {
 		f.ttl = -1
 	}
+	e.chooseKeys(r)
 }
 
 func (f *features) describe() string {
-	return fmt.Sprintf("batches %t, claim checks %t, hops %t, cancels %t, unique sends %t, schedule %t",
-		f.batches, f.large, f.hops, f.cancelRace, f.unique, f.schedule)
+	return fmt.Sprintf("batches %t, claim checks %t, hops %t, cancels %t, unique sends %t, schedule %t, %s",
+		f.batches, f.large, f.hops, f.cancelRace, f.unique, f.schedule, f.keyed.describe())
 }
 
 func (f *features) summary() string {
 	return fmt.Sprintf("%d batches (%d items poisoned alone), %d claim-checked, %d past the hop; %d cancels (%d nil, others %v; %d numbers uncertain); %d unique groups (%d won); %d schedule messages; %d blob faults armed; %d sends retried",
-		f.batchesSent, f.itemsPoisoned, f.largeSent, f.hopSent, f.cancels, f.cancelledN, f.cancelOther, len(f.uncertain), f.uniqueGroups, f.uniqueWins, len(f.schedMessages), f.blobFaults, f.sendRetries)
+		f.batchesSent, f.itemsPoisoned, f.largeSent, f.hopSent, f.cancels, f.cancelledN, f.cancelOther, len(f.uncertain), f.uniqueGroups, f.uniqueWins, len(f.schedMessages), f.blobFaults, f.sendRetries) + f.keyed.summary()
 }
 
 // clockStep is how far a step moves the manual clock: seconds, and in
@@ -220,7 +222,12 @@ func (e *engineRound) poisonedAs(env *azdispatch.PoisonEnvelope) error {
 			return nil
 		}
 	}
-	n, err := bodyID(env.Body)
+	// A batch item's body carries its batch's metadata (its key, say).
+	_, body, err := azdispatch.ParseMetadata(env.Body)
+	if err != nil {
+		return fmt.Errorf("a poison envelope of %s with malformed metadata: %w", env.MessageID, err)
+	}
+	n, err := bodyID(body)
 	if err != nil {
 		return fmt.Errorf("a poison envelope of %s (batch %q item %d) the round cannot place: %w", env.MessageID, env.Batch, env.Item, err)
 	}
@@ -246,7 +253,7 @@ func (e *engineRound) sendSome(t *testing.T, n int) {
 			ids[i] = e.newID()
 			items[i] = strconv.Itoa(ids[i])
 		}
-		opts := &azdispatch.SendOptions{TTL: e.ttl, Delay: e.smallDelay()}
+		opts := &azdispatch.SendOptions{TTL: e.ttl, Key: e.keyOf(), Delay: e.smallDelay()}
 		s := e.publish(t, func() (azdispatch.Sent, error) { return e.pub.SendBatch(ctx, items, opts) })
 		e.sentFor(s, true, ids...)
 		e.mu.Lock()
@@ -256,7 +263,7 @@ func (e *engineRound) sendSome(t *testing.T, n int) {
 		id := e.newID()
 		// Past the queue's limit by up to a few KiB: offloaded whole.
 		body := strconv.Itoa(id) + " " + strings.Repeat("x", azdispatch.MaxMessageSize+e.r.IntN(4096))
-		opts := &azdispatch.SendOptions{TTL: e.ttl, Delay: e.smallDelay()}
+		opts := &azdispatch.SendOptions{TTL: e.ttl, Key: e.keyOf(), Delay: e.smallDelay()}
 		s := e.publish(t, func() (azdispatch.Sent, error) { return e.pub.SendWith(ctx, body, opts) })
 		e.sentFor(s, false, id)
 		e.mu.Lock()
@@ -266,7 +273,7 @@ func (e *engineRound) sendSome(t *testing.T, n int) {
 		id := e.newID()
 		// Past the listener's hop of 7 days: received while the clock
 		// moves towards its due time, and hidden again.
-		opts := &azdispatch.SendOptions{TTL: e.ttl, Delay: azdispatch.MaxVisibility + time.Duration(1+e.r.IntN(5*24*3600))*time.Second}
+		opts := &azdispatch.SendOptions{TTL: e.ttl, Key: e.keyOf(), Delay: azdispatch.MaxVisibility + time.Duration(1+e.r.IntN(5*24*3600))*time.Second}
 		s := e.publish(t, func() (azdispatch.Sent, error) { return e.pub.SendWith(ctx, strconv.Itoa(id), opts) })
 		e.sentFor(s, false, id)
 		e.mu.Lock()
@@ -274,9 +281,16 @@ func (e *engineRound) sendSome(t *testing.T, n int) {
 		e.mu.Unlock()
 	case e.cancelRace && k < 8:
 		id := e.newID()
-		opts := &azdispatch.SendOptions{TTL: e.ttl, Delay: e.smallDelay()}
+		opts := &azdispatch.SendOptions{TTL: e.ttl, Key: e.keyOf(), Delay: e.smallDelay()}
 		s := e.publish(t, func() (azdispatch.Sent, error) { return e.pub.SendWith(ctx, strconv.Itoa(id), opts) })
 		e.sentFor(s, false, id)
+	case e.keyed.on && k < 9:
+		for range n {
+			id := e.newID()
+			opts := &azdispatch.SendOptions{TTL: e.ttl, Key: e.keyOf()}
+			s := e.publish(t, func() (azdispatch.Sent, error) { return e.pub.SendWith(ctx, strconv.Itoa(id), opts) })
+			e.sentFor(s, false, id)
+		}
 	default:
 		e.send(t, n)
 	}

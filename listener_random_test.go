@@ -511,8 +511,8 @@ func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[string]) {
 	s := l.State()
 	// Hops, cancelled messages and a schedule's duplicates are received,
 	// and settled as none of the five.
-	require.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released+s.Rehidden+s.Cancelled+s.Duplicates,
-		"received = succeeded + retried + poisoned + lost + released + rehidden + cancelled + duplicates: %+v", s)
+	require.Equal(t, s.Received, s.Succeeded+s.Retried+s.Poisoned+s.Lost+s.Released+s.Rehidden+s.Snoozed+s.Cancelled+s.Duplicates,
+		"received = succeeded + retried + poisoned + lost + released + rehidden + snoozed + cancelled + duplicates: %+v", s)
 	require.Zero(t, s.InFlight)
 	require.Zero(t, s.ActiveDequeuers)
 	if e.set != nil {
@@ -611,12 +611,18 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 		e.violation = fmt.Sprintf("%d messages in hand at a handler call, past MaxDequeuers × Concurrency = %d: %+v", s.InFlight, e.capacity, s)
 	}
 	e.checkSetCaps()
+	e.keyEntered(m)
+	snooze := e.snoozeSome(n, m.DequeueCount)
 	e.mu.Unlock()
 	defer func() { // a panic ends the call too
 		e.mu.Lock()
 		e.running--
+		e.keyLeft(m)
 		e.mu.Unlock()
 	}()
+	if snooze != nil {
+		return snooze
+	}
 	err = e.behave(ctx, n, m.DequeueCount)
 	if err == nil {
 		e.mu.Lock()

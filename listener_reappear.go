@@ -104,6 +104,38 @@ func reappearWhenDue(d *Delivery, due *wire.DueLine, after time.Duration) action
 	return action{kind: actReappearWhenDue, after: after, text: next.Encode() + bodyText(d.Text)}
 }
 
+// snoozeRoom is what a message's text may grow by when it is snoozed: a
+// due line of its own, or "seen" in the one it has. A publisher leaves it
+// free in the text of a message sent with a key, whose wait for its key
+// is a snooze.
+const snoozeRoom = 64
+
+// snooze hides t's message again for after without counting a try: its
+// text gets a due line whose Seen is the service's dequeue count so far,
+// as a hop's does (see whenDue), so that the deliveries up to this one do
+// not count. A text with no room for the line is released for after as a
+// retry is, and this delivery counts.
+func (l *Listener[T]) snooze(ctx context.Context, t *try, after time.Duration) {
+	d := t.d
+	due := wire.DueLine{}
+	if t.due != nil {
+		due = *t.due
+	}
+	due.Seen = t.dequeued
+	text := due.Encode() + bodyText(d.Text)
+	if len(text) > MaxMessageSize {
+		l.msgLog(d).Warn("no room in the text to snooze without a try; released as a retry", "size", len(d.Text))
+		if l.reappearIn(ctx, d, after, t.reappearsNoLater()) {
+			l.stats.retry(causeError)
+		} else {
+			l.stats.lost.Add(1)
+		}
+		return
+	}
+	d.Text = text
+	l.count(l.reappearIn(ctx, d, after, t.reappearsNoLater()), &l.stats.snoozed)
+}
+
 // reappearNow makes received messages that will not be handled (received
 // during shutdown, or beyond what was asked for) visible again at once, in
 // parallel, so that another receiver gets them without waiting out the

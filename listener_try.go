@@ -58,8 +58,17 @@ type try struct {
 	// renewal may replace d.Receipt while batch items are being poisoned,
 	// and the poison move routes by it (see besideSender).
 	origin any
-	// meta is the metadata the message carried, nil if none.
-	meta Metadata
+	// meta is the metadata the message carried, nil if none; key is its
+	// key (see SendOptions.Key), "" if none, and keyIn whether the try
+	// holds a place of the key (see awaitKey).
+	meta  Metadata
+	key   string
+	keyIn bool
+	// due is the message's due line, if it has one; dequeued is the
+	// service's dequeue count as received, before the due line's Seen is
+	// taken off it.
+	due      *wire.DueLine
+	dequeued int64
 	// waited is the message's time in queue (see Message.TimeInQueue).
 	waited time.Duration
 	// took is how long its handler call took, if it made one.
@@ -101,6 +110,7 @@ func tryStages[T any]() []tryStage[T] {
 		(*Listener[T]).checkCancelled, // a delayed message: cancelled meanwhile?
 		(*Listener[T]).countTry,       // its time in queue; too many tries
 		(*Listener[T]).readMetadata,   // what the publisher carried with it
+		(*Listener[T]).awaitKey,       // a place under its key's limit
 		(*Listener[T]).fetchPayload,   // a pointer: a batch's items, or a blob's text
 		(*Listener[T]).decodeBody,     // the codec, into the Message
 		(*Listener[T]).awaitTurn,      // its turn under a rate limit
@@ -133,12 +143,14 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 			// The handler called runtime.Goexit, which ends this
 			// goroutine whatever it does: settle the message on its way
 			// out, as a failed call.
+			l.leaveKey(t)
 			l.settle(t, l.judge(t, t.context(), errHandlerExited))
 			l.givePayload(t)
 		}
 	}()
 	a := l.runStages(h)
 	settled = true
+	l.leaveKey(t)
 	l.settle(t, a)
 	l.givePayload(t)
 	return t.took
@@ -164,6 +176,7 @@ func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 	t := &h.t
 	d := t.d
 	h.msg, h.parseErr = wire.Parse(d.Text, l.limits.PointerLimits())
+	t.due, t.dequeued = h.msg.Due, d.DequeueCount
 	switch l.memo.Settled(d.ID, d.Text) {
 	case memo.Handled:
 		// Handled before: delete it now (and its payload blob, if any,
@@ -233,6 +246,7 @@ func (l *Listener[T]) readMetadata(h *inHand[T]) (action, bool) {
 		return poison(h.parseErr.Error()), true
 	}
 	h.t.meta = senderMetadata(h.msg.Meta.Pairs()) // the IDs Requeue added are the envelope's, not the handler's
+	h.t.key = h.t.meta[MetadataKey]
 	return action{}, false
 }
 
@@ -284,7 +298,7 @@ func (l *Listener[T]) decodeBody(h *inHand[T]) (action, bool) {
 		return poison(decodeFailed(err)), true
 	}
 	d := t.d
-	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.TimeInQueue = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, t.waited
+	m.ID, m.DequeueCount, m.InsertedAt, m.Queue, m.TimeInQueue, m.Key = d.ID, d.DequeueCount, d.InsertedAt, d.Queue, t.waited, t.key
 	if h.msg.Due != nil && h.msg.Due.Occ != nil {
 		m.Occurrence = occurrenceOf(h.msg.Due.Occ)
 	}

@@ -180,7 +180,7 @@ type Outgoing struct {
 	Items int
 	// Key is the send's [SendOptions.Key] ("" for none). A middleware may
 	// set or change it: the send then takes it as if the option had said
-	// so, and fails with a [*ConfigError] if the target is no [KeyedTarget].
+	// so, and fails with a [*ConfigError] if the key cannot be one.
 	Key string
 	// Delay is the send's [SendOptions.Delay], or what remains until its
 	// [SendOptions.At]; 0 for a message sent visible at once.
@@ -350,6 +350,17 @@ func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
 // items'), a poisoned message keeps it in its envelope's body (a batch item
 // poisoned alone gets its batch's), and [Requeue] puts it back.
 type Metadata map[string]string
+
+// MetadataKey is the metadata entry that carries a message's key (see
+// [SendOptions.Key]); a handler reads it as [MessageInfo.Key]. A publisher
+// writes it from the key of the send and drops one found in the metadata it
+// is given, so that a handler that forwards its message's metadata does not
+// pass the key on.
+const MetadataKey = "azdispatch-key"
+
+// MaxKeyLength bounds a message's key, in bytes: it travels in every
+// message of the key.
+const MaxKeyLength = 512
 
 // ErrBadMetadata means a message's metadata line (see [Metadata]) is
 // malformed or too long. A listener poisons such a message with it as the

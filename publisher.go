@@ -10,6 +10,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // PublisherOptions configures a [Publisher]. Nil, or a zero field, means the
@@ -131,13 +132,13 @@ func (p *Publisher[T]) Send(ctx context.Context, body T) (Sent, error) {
 	return p.SendWith(ctx, body, nil)
 }
 
-// SendKeyed is [Publisher.SendWith] with [SendOptions.Key]: every message of
-// the key lands on the same shard and so reaches the same listener instance
-// (see [ShardedQueue.SendKeyed] and [ShardedQueue.Subset]). It is there
-// because a key is most sends' only option on a [ShardedQueue], as a delay
-// is with [Publisher.SendAfter]. The key must not be empty, and the
-// publisher's target must be a [KeyedTarget] (a plain [Queue] is not: it has
-// no choice to make); either mistake fails with a [*ConfigError].
+// SendKeyed is [Publisher.SendWith] with [SendOptions.Key]: the handler
+// reads the key as [MessageInfo.Key], a listener with [KeyOptions.Limit]
+// runs the key's messages that many at a time, and on a [KeyedTarget] every
+// message of the key lands on the same shard and so reaches the same
+// listener instance (see [ShardedQueue.SendKeyed] and
+// [ShardedQueue.Subset]). An empty key, or one longer than [MaxKeyLength],
+// fails with a [*ConfigError].
 func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (Sent, error) {
 	if key == "" {
 		// Without a key it would go round robin: an unset key would
@@ -208,7 +209,7 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, 
 	fail := func(err error) (sentMessage, *wire.Pointer, int, error) { return sentMessage{}, nil, 0, err }
 	msg := wire.Text{Due: p.dueLine(r)}
 	var err error
-	if msg.Meta, err = wire.NewMeta(meta); err != nil {
+	if msg.Meta, err = wire.NewMeta(withKey(meta, r.key)); err != nil {
 		return fail(err)
 	}
 	w := payload.NewWriter(p.limits)
@@ -334,11 +335,17 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 		return m, "", wrapf(err, "encode")
 	}
 	msg := wire.Text{Due: p.dueLine(r), Body: text}
-	if msg.Meta, err = wire.NewMeta(meta); err != nil {
+	if msg.Meta, err = wire.NewMeta(withKey(meta, r.key)); err != nil {
 		return m, "", err
 	}
 	head := len(msg.Head())
-	if !p.hops(r) && head+len(text) > MaxMessageSize && len(msg.Meta.Line())+len(text) <= MaxMessageSize {
+	limit := MaxMessageSize
+	if r.key != "" {
+		// Room for the line a listener adds when it snoozes the message
+		// while its key is at its limit, so that it need not count a try.
+		limit -= snoozeRoom
+	}
+	if !p.hops(r) && head+len(text) > limit && len(msg.Meta.Line())+len(text) <= limit {
 		// A line the service's own delay needs only for the time in
 		// queue is not worth a blob: without it the text fits.
 		msg.Due, head = nil, len(msg.Meta.Line())
@@ -346,7 +353,7 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 	// The target checks the text itself; the publisher's limit is tighter.
 	// A body that looks like a pointer or a line of ours is offloaded
 	// too, so that a listener never mistakes it for one.
-	if size := head + len(text); size > MaxMessageSize || wire.Marked(text) {
+	if size := head + len(text); size > limit || wire.Marked(text) {
 		ptr, err := p.claimCheck(ctx, text, size, r)
 		if err != nil {
 			return m, "", err
@@ -377,7 +384,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		if err := s.takeRoute(); err != nil {
 			return err
 		}
-		if err := p.checkKey("Outgoing.Key", s.route.key); err != nil {
+		if err := checkKey("Outgoing.Key", s.route.key); err != nil {
 			return err
 		}
 		m, ptr, size, err := p.sendBatch(ctx, *items, s.Metadata, s.route)
@@ -394,7 +401,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	if err := s.takeRoute(); err != nil {
 		return err
 	}
-	if err := p.checkKey("Outgoing.Key", s.route.key); err != nil {
+	if err := checkKey("Outgoing.Key", s.route.key); err != nil {
 		return err
 	}
 	m, text, err := p.send(ctx, *body, s.route, s.Metadata)
@@ -413,7 +420,7 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 	switch {
 	case r.key != "" && p.caps.sendKeyed != nil:
 		m, err = p.caps.sendKeyed(ctx, r.key, text, opts)
-	case r.key != "":
+	case r.key != "" && p.caps.SendKeyed != nil:
 		m.ID, err = p.caps.SendKeyed(ctx, r.key, text, opts)
 	default:
 		m, err = p.caps.send(ctx, text, opts)
@@ -427,15 +434,35 @@ func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentM
 	return m, nil
 }
 
-// checkKey refuses a send's key when the target cannot keep a key's messages
-// together: a key it ignored would quietly break what the sender relies on
-// (every message of the key reaching one listener). field names the option
-// that set it.
-func (p *Publisher[T]) checkKey(field, key string) error {
-	if key != "" && p.caps.SendKeyed == nil {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf("%q cannot send with a key (it is not a KeyedTarget)", p.target.Name())}
+// checkKey refuses a key that cannot travel in a message's text: too long,
+// or text XML cannot carry. field names the option that set it.
+func checkKey(field, key string) error {
+	switch {
+	case len(key) > MaxKeyLength:
+		return &ConfigError{Field: field, Reason: fmt.Sprintf("%d bytes, more than MaxKeyLength (%d)", len(key), MaxKeyLength)}
+	case xmltext.Check(key) != nil:
+		return &ConfigError{Field: field, Reason: fmt.Sprintf("%q holds text a queue message cannot carry", key)}
 	}
 	return nil
+}
+
+// withKey is meta with the message's key as [MetadataKey], or without that
+// entry for a message sent with none: the key a message carries is the one
+// it was sent with, never one a handler forwarded in metadata it received.
+func withKey(meta Metadata, key string) Metadata {
+	if old, ok := meta[MetadataKey]; ok == (key != "") && old == key {
+		return meta
+	}
+	out := make(Metadata, len(meta)+1)
+	for k, v := range meta {
+		if k != MetadataKey {
+			out[k] = v
+		}
+	}
+	if key != "" {
+		out[MetadataKey] = key
+	}
+	return out
 }
 
 // noStore is the error of a publisher with no payload store.
@@ -452,8 +479,11 @@ func (p *Publisher[T]) noStore() error {
 func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (*wire.Pointer, error) {
 	if p.store == nil {
 		var why error = &MessageTooLargeError{Size: size, Limit: MaxMessageSize}
-		if size <= MaxMessageSize {
+		switch {
+		case wire.Marked(text):
 			why = fmt.Errorf("azdispatch: message text starts with a reserved prefix (%q or %q)", wire.PointerMagic, wire.MetaMagic)
+		case size <= MaxMessageSize:
+			why = &MessageTooLargeError{Size: size + snoozeRoom, Limit: MaxMessageSize} // a keyed message keeps room to be snoozed
 		}
 		return nil, fmt.Errorf("%w; offloading it needs a payload store: %w", why, p.noStore())
 	}

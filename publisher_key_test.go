@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,10 +81,11 @@ func TestAKeyIsTheSameHoweverASendGivesIt(t *testing.T) {
 	}
 }
 
-// A key given to a target that cannot keep a key's messages together is
-// refused before anything is sent, whichever way it was given: ignored, it
-// would break what the sender relies on.
-func TestAKeyForATargetThatIsNotKeyedIsRefused(t *testing.T) {
+// A key given to a target that cannot keep a key's messages together still
+// travels in the text, whichever way the publisher was given it, so that
+// the handler reads it and a key limit holds; a Target's own Send takes no
+// key, and a key too long to carry is refused before anything is sent.
+func TestAKeyForATargetThatIsNotKeyedTravelsInTheText(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := memqueue.New("plain", nil)
@@ -98,35 +100,37 @@ func TestAKeyForATargetThatIsNotKeyedIsRefused(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	for _, tc := range []struct {
-		name, field string
-		send        func() (azdispatch.Sent, error)
-	}{
-		{"SendKeyed", "SendOptions.Key", func() (azdispatch.Sent, error) { return plain.SendKeyed(ctx, "customer-7", "a") }},
-		{"SendOptions.Key", "SendOptions.Key", func() (azdispatch.Sent, error) {
-			return plain.SendWith(ctx, "b", &azdispatch.SendOptions{Key: "customer-7"})
-		}},
-		{"Outgoing.Key", "Outgoing.Key", func() (azdispatch.Sent, error) { return viaMiddleware.Send(ctx, "c") }},
-		{"Target's own Send", "SendOptions", func() (azdispatch.Sent, error) {
-			_, err := q.Send(ctx, "d", &azdispatch.SendOptions{Key: "customer-7"})
-			return azdispatch.Sent{}, err
-		}},
+	for name, send := range map[string]func() (azdispatch.Sent, error){
+		"SendKeyed":       func() (azdispatch.Sent, error) { return plain.SendKeyed(ctx, "customer-7", "a") },
+		"SendOptions.Key": func() (azdispatch.Sent, error) { return plain.SendWith(ctx, "b", &azdispatch.SendOptions{Key: "customer-7"}) },
+		"Outgoing.Key":    func() (azdispatch.Sent, error) { return viaMiddleware.Send(ctx, "c") },
 	} {
-		sent, err := tc.send()
-		var ce *azdispatch.ConfigError
-		require.True(t, errors.As(err, &ce), "%s: %v", tc.name, err)
-		assert.Equal(t, tc.field, ce.Field, tc.name)
-		assert.Zero(t, sent, tc.name)
+		_, err := send()
+		require.NoError(t, err, name)
 	}
-	d, err := q.Depth(ctx)
+	msgs, err := q.Peek(ctx, 32)
 	require.NoError(t, err)
-	assert.Zero(t, d, "nothing was sent")
+	require.Len(t, msgs, 3)
+	for _, m := range msgs {
+		meta, _, err := azdispatch.ParseMetadata(m.Text)
+		require.NoError(t, err)
+		assert.Equal(t, "customer-7", meta[azdispatch.MetadataKey])
+	}
+
+	_, err = q.Send(ctx, "d", &azdispatch.SendOptions{Key: "customer-7"})
+	var ce *azdispatch.ConfigError
+	require.True(t, errors.As(err, &ce), "a Target's own Send: %v", err)
+	assert.Equal(t, "SendOptions", ce.Field)
+	_, err = plain.SendKeyed(ctx, strings.Repeat("k", azdispatch.MaxKeyLength+1), "e")
+	require.True(t, errors.As(err, &ce), "too long: %v", err)
+	assert.Equal(t, "SendOptions.Key", ce.Field)
+	_, err = plain.SendKeyed(ctx, "a\x00b", "e")
+	require.True(t, errors.As(err, &ce), "text XML cannot carry: %v", err)
 
 	sq, _ := keyRig(t)
 	p, err := azdispatch.NewPublisher[string](sq, nil)
 	require.NoError(t, err)
 	_, err = p.SendKeyed(ctx, "", "e")
-	var ce *azdispatch.ConfigError
 	require.True(t, errors.As(err, &ce), "an empty key is a mistake, not round robin: %v", err)
 	assert.Equal(t, "SendKeyed's key", ce.Field)
 }

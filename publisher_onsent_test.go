@@ -113,7 +113,10 @@ func TestOnSentIsCalledForAKeyedSend(t *testing.T) {
 	assert.Equal(t, []string{id}, heard.take())
 	d = receiveOne(t, sq, id)
 	assert.Equal(t, sq.Shards()[KeyShard("customer-7", 3)].Name(), d.Queue, "on the key's shard")
-	assert.True(t, strings.HasPrefix(d.Text, wire.PointerMagic), "it was offloaded")
+	meta, rest, err := ParseMetadata(d.Text)
+	require.NoError(t, err)
+	assert.Equal(t, "customer-7", meta[MetadataKey], "the key travels in the text")
+	assert.True(t, strings.HasPrefix(rest, wire.PointerMagic), "it was offloaded")
 }
 
 // A keyed message goes through the same pipeline as any other: one too large

@@ -152,7 +152,7 @@ func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 	case o.UniqueKey != "" && p.store == nil:
 		return wrapf(p.noStore(), "a unique send keeps its key in the payload store")
 	}
-	return p.checkKey("SendOptions.Key", o.Key)
+	return checkKey("SendOptions.Key", o.Key)
 }
 
 // routeOf says how a message sent with o (checked) goes: for SendAt's

@@ -380,7 +380,9 @@ func TestSendKeyedKeepsAKeyOnOneShard(t *testing.T) {
 	plain, err := NewPublisher[job](testQueue(t), nil)
 	require.NoError(t, err)
 	_, err = plain.SendKeyed(context.Background(), "k", job{})
-	assert.ErrorIs(t, err, ErrInvalidConfig, "a plain queue is not a keyed target")
+	require.NoError(t, err, "a plain queue carries the key, with no shard to choose")
+	_, err = plain.SendKeyed(context.Background(), strings.Repeat("k", MaxKeyLength+1), job{})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "a key too long to carry")
 }
 
 func TestSubsetsReadDisjointShardsWithoutBouncing(t *testing.T) {

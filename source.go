@@ -115,13 +115,15 @@ type SendOptions struct {
 	// only.
 	UniqueKey string
 	UniqueFor time.Duration
-	// Key, if set, keeps every message sent with it together: a
-	// [KeyedTarget] such as a [ShardedQueue] puts them all on one shard,
-	// so that they reach the same listener instance (see
-	// [Publisher.SendKeyed]). A send with a key to a target that is not a
-	// KeyedTarget fails with a [*ConfigError] rather than ignore it, since
-	// a sender that sets one relies on it. A [SendMiddleware] sees and may
-	// change it as [Outgoing.Key]. A Publisher's only.
+	// Key, if set, is the message's key: the customer, order or account
+	// it belongs to. It travels in the message text (a metadata entry,
+	// [MetadataKey]) and a handler reads it as [MessageInfo.Key]; a
+	// listener with [KeyOptions.Limit] runs at most that many messages of
+	// a key at once. A [KeyedTarget] such as a [ShardedQueue] also puts
+	// every message of a key on one shard, so that they reach the same
+	// listener instance (see [Publisher.SendKeyed]). At most [MaxKeyLength]
+	// bytes of text XML can carry. A [SendMiddleware] sees and may change
+	// it as [Outgoing.Key]. A Publisher's only.
 	Key string
 }
 
@@ -260,6 +262,10 @@ type MessageInfo struct {
 	// by a [Scheduler]: its time, and whether it is late; nil for a message
 	// sent otherwise.
 	Occurrence *Occurrence
+
+	// Key is the key the message was sent with ([SendOptions.Key]); empty
+	// for none.
+	Key string
 
 	// Metadata is what the publisher carried with the message (for a batch
 	// item, with its batch; see [Metadata]): nil when it carried none. The

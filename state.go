@@ -75,8 +75,9 @@ type Event struct {
 
 // State is a point-in-time view of a listener. Every received message,
 // once settled, is counted in exactly one of Succeeded, Retried, Poisoned,
-// Lost and Released; Failed, Panics, Renewed and the error counts describe
-// what happened on the way.
+// Lost, Released, Rehidden, Snoozed, Cancelled and Duplicates; Failed,
+// Panics, Renewed, KeyWaits and the error counts describe what happened on
+// the way.
 type State struct {
 	InFlight           int // messages being handled or settled now
 	ActiveDequeuers    int // receive loops running now
@@ -105,6 +106,11 @@ type State struct {
 	// Cancelled counts delayed messages found cancelled when they were
 	// due (see [Publisher.Cancel]), and deleted unhandled.
 	Cancelled int64
+	// Snoozed counts messages put back without a try: by the handler's
+	// [Snooze], or because their key was at its limit (see
+	// [KeyOptions]). KeyWaits counts the messages that waited in hand for
+	// their key before they ran (or were snoozed after all).
+	Snoozed, KeyWaits int64
 	// Duplicates counts messages of a [Scheduler] deleted unhandled because
 	// another message of the same occurrence was delivered (see
 	// [MessageInfo.Occurrence]).
@@ -222,6 +228,7 @@ type stats struct {
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
 	wakes, handledBefore, rehidden, cancelled, duplicates  atomic.Int64
+	snoozed, keyWaits                                      atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -283,6 +290,8 @@ func (s *stats) snapshot() State {
 		Lost:               s.lost.Load(),
 		Released:           s.released.Load(),
 		Rehidden:           s.rehidden.Load(),
+		Snoozed:            s.snoozed.Load(),
+		KeyWaits:           s.keyWaits.Load(),
 		Cancelled:          s.cancelled.Load(),
 		Duplicates:         s.duplicates.Load(),
 		Renewed:            s.renewed.Load(),

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 )
 
 // Azure is a [Backend] on a container of the Azure blob service. Requests
@@ -176,12 +177,72 @@ func (a *Azure) CreateContainer(ctx context.Context) error {
 	return nil
 }
 
+// AcquireLease implements [Backend]: one Lease Blob (acquire), with id
+// as the proposed lease ID, which the service takes again from the lease's
+// holder.
+func (a *Azure) AcquireLease(ctx context.Context, name, id string, d time.Duration) (Info, error) {
+	c, err := a.leaseClient(name, id)
+	if err != nil {
+		return Info{}, err
+	}
+	resp, err := c.AcquireLease(a.tag(ctx, OpLease), int32(d/time.Second), nil)
+	if err != nil {
+		return Info{}, classifyLease(err)
+	}
+	return Info{Name: name, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// RenewLease implements [Backend]: one Lease Blob (renew).
+func (a *Azure) RenewLease(ctx context.Context, name, id string) (Info, error) {
+	c, err := a.leaseClient(name, id)
+	if err != nil {
+		return Info{}, err
+	}
+	resp, err := c.RenewLease(a.tag(ctx, OpLease), nil)
+	if err != nil {
+		return Info{}, classifyLease(err)
+	}
+	return Info{Name: name, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// ReleaseLease implements [Backend]: one Lease Blob (release).
+func (a *Azure) ReleaseLease(ctx context.Context, name, id string) (Info, error) {
+	c, err := a.leaseClient(name, id)
+	if err != nil {
+		return Info{}, err
+	}
+	resp, err := c.ReleaseLease(a.tag(ctx, OpLease), nil)
+	if bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.LeaseIDMismatchWithLeaseOperation) {
+		return Info{Name: name}, nil // not held under id: released already, or lost
+	}
+	if err != nil {
+		return Info{}, classifyLease(err)
+	}
+	return Info{Name: name, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+func (a *Azure) leaseClient(name, id string) (*lease.BlobClient, error) {
+	return lease.NewBlobClient(a.client.NewBlobClient(name), &lease.BlobClientOptions{LeaseID: to.Ptr(id)})
+}
+
+// classifyLease is classify for a lease request: the service's refusals
+// of a lease another holds match ErrLeased.
+func classifyLease(err error) error {
+	if bloberror.HasCode(err, bloberror.LeaseAlreadyPresent, bloberror.LeaseIDMismatchWithLeaseOperation,
+		bloberror.LeaseNotPresentWithLeaseOperation, bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.LeaseLost) {
+		return fmt.Errorf("%w: %w", ErrLeased, err)
+	}
+	return classify(err, false)
+}
+
 // classify wraps err in the sentinel its answer matches; goneIsConflict
 // takes a missing blob for a changed one.
 func classify(err error, goneIsConflict bool) error {
 	switch {
 	case err == nil:
 		return nil
+	case bloberror.HasCode(err, bloberror.LeaseIDMissing):
+		return fmt.Errorf("%w: %w", ErrLeased, err)
 	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) && goneIsConflict:

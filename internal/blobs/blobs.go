@@ -28,6 +28,11 @@ var ErrNotFound = errors.New("blob not found")
 // was read (If-Match).
 var ErrConflict = errors.New("blob exists or changed")
 
+// ErrLeased is matched by the error of a lease request on a blob whose
+// lease another holder has (an acquire that finds it taken, a renewal or
+// release of a lease that was lost), and of a delete of a leased blob.
+var ErrLeased = errors.New("blob leased by another holder")
+
 // Op is the kind of a request, as the library counts and names requests:
 // the same strings as azdispatch.Op.
 type Op string
@@ -38,6 +43,7 @@ const (
 	OpWrite  Op = "blob write"  // Put Blob, Set Blob Metadata, Create Container
 	OpDelete Op = "blob delete" // Delete Blob
 	OpList   Op = "blob list"   // List Blobs
+	OpLease  Op = "blob lease"  // Lease Blob: acquire, renew, release
 )
 
 // Info is what an answer says of a blob, and of itself.
@@ -91,4 +97,23 @@ type Backend interface {
 	List(ctx context.Context, prefix string, page func(blobs []Info, date time.Time) error) error
 	// CreateContainer creates the container; one that exists is fine.
 	CreateContainer(ctx context.Context) error
+
+	// AcquireLease takes a lease for d (15 to 60 s, as the service
+	// takes them) on a blob, under id, a holder's own lease ID. A lease
+	// already held under id is taken again, for d from now: an acquire
+	// tried again after its answer was lost recognises its own lease. A
+	// blob leased under another ID gives ErrLeased; a missing one
+	// ErrNotFound.
+	AcquireLease(ctx context.Context, name, id string, d time.Duration) (Info, error)
+	// RenewLease renews the lease held under id for its duration from
+	// now. A lease lost meanwhile (expired and taken by another, or
+	// released) gives ErrLeased.
+	RenewLease(ctx context.Context, name, id string) (Info, error)
+	// ReleaseLease gives up the lease held under id, so that another may
+	// take it at once. A blob not leased under id gives nil: its lease was
+	// released already (by a release tried again after its answer was
+	// lost) or lost; either way id holds nothing. (The service answers the
+	// first with 409 LeaseNotPresentWithLeaseOperation, Azurite with 409
+	// LeaseIdMismatchWithLeaseOperation, as for a lease another holds.)
+	ReleaseLease(ctx context.Context, name, id string) (Info, error)
 }

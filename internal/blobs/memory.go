@@ -45,6 +45,11 @@ type memBlob struct {
 	meta              map[string]string
 	etag              string
 	created, modified time.Time
+	// lease is the ID of its lease, if one was taken and not released;
+	// it is active until leaseEnd, and leaseFor is its duration.
+	lease    string
+	leaseEnd time.Time
+	leaseFor time.Duration
 }
 
 var _ Backend = (*Memory)(nil)
@@ -122,6 +127,7 @@ func (m *Memory) write(ctx context.Context, name string, check func(*memBlob) er
 	}
 	if old != nil {
 		b.created = old.created
+		b.lease, b.leaseEnd, b.leaseFor = old.lease, old.leaseEnd, old.leaseFor
 	}
 	m.blobs[name] = b
 	if lose {
@@ -176,6 +182,9 @@ func (m *Memory) Delete(ctx context.Context, name, etag string) (Info, error) {
 		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, m.name, name)
 	case etag != "" && b.etag != etag:
 		return Info{}, fmt.Errorf("%w: %s/%s is not at ETag %s", ErrConflict, m.name, name, etag)
+	case b.lease != "" && m.now().Before(b.leaseEnd):
+		// The service refuses it without the lease's ID (412).
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrLeased, m.name, name)
 	}
 	delete(m.blobs, name)
 	if lose {
@@ -232,6 +241,61 @@ func (m *Memory) CreateContainer(ctx context.Context) error {
 		err = lost(OpWrite, "")
 	}
 	return err
+}
+
+// AcquireLease implements [Backend].
+func (m *Memory) AcquireLease(ctx context.Context, name, id string, d time.Duration) (Info, error) {
+	return m.lease(ctx, name, func(b *memBlob, now time.Time) error {
+		if b.lease != "" && b.lease != id && now.Before(b.leaseEnd) {
+			return fmt.Errorf("%w: %s/%s", ErrLeased, m.name, name)
+		}
+		b.lease, b.leaseEnd, b.leaseFor = id, now.Add(d), d
+		return nil
+	})
+}
+
+// RenewLease implements [Backend]: a lease that expired renews if no one
+// took it since, as the service's does.
+func (m *Memory) RenewLease(ctx context.Context, name, id string) (Info, error) {
+	return m.lease(ctx, name, func(b *memBlob, now time.Time) error {
+		if b.lease != id {
+			return fmt.Errorf("%w: %s/%s", ErrLeased, m.name, name)
+		}
+		b.leaseEnd = now.Add(b.leaseFor)
+		return nil
+	})
+}
+
+// ReleaseLease implements [Backend].
+func (m *Memory) ReleaseLease(ctx context.Context, name, id string) (Info, error) {
+	return m.lease(ctx, name, func(b *memBlob, now time.Time) error {
+		if b.lease == id {
+			b.lease, b.leaseEnd = "", time.Time{}
+		}
+		return nil // not held under id: released already, or lost
+	})
+}
+
+// lease runs one lease request: change, on the blob as stored, at now.
+func (m *Memory) lease(ctx context.Context, name string, change func(b *memBlob, now time.Time) error) (Info, error) {
+	lose, err := m.before(ctx, OpLease, name)
+	if err != nil {
+		return Info{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.blobs[name]
+	if b == nil {
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, m.name, name)
+	}
+	now := m.now()
+	if err := change(b, now); err != nil {
+		return Info{}, err
+	}
+	if lose {
+		return Info{}, lost(OpLease, name)
+	}
+	return m.info(name, b, now), nil
 }
 
 // before counts a request of kind op, then runs the hook: the error the

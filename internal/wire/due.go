@@ -51,8 +51,10 @@ type DueLine struct {
 	// was not due yet.
 	Hops int64 `json:"hops,omitempty"`
 	// Seen is the service's dequeue count of the message when it was last
-	// hidden again: the deliveries up to then were hops, not tries, so a
-	// delivery's real count is the service's count less Seen.
+	// hidden again: the deliveries up to then were hops or snoozes, not
+	// tries, so a delivery's real count is the service's count less Seen.
+	// A snoozed message that was not sent for later has a line with Seen
+	// alone, and is due at once.
 	Seen int64 `json:"seen,omitempty"`
 	// Occ says which occurrence of a schedule the message was sent for,
 	// if a scheduler sent it.
@@ -139,7 +141,7 @@ func InRange(t time.Time) bool {
 // first step of [Parse], and all of it that a reader needs who keeps the
 // rest as it is (a poison envelope's body, a message hidden again). Text
 // without the line gives nil and text unchanged; a line that is too long,
-// does not parse, or makes no sense (no due time, both kinds, negative
+// does not parse, or makes no sense (no due time and no Seen, both kinds, negative
 // counts, a delay beyond a century, a time outside 1970 to 9999) gives an
 // error matching [ErrBadDueLine], and text unchanged. Fields it does not
 // know are kept for [DueLine.Encode], so that a later version may add some.
@@ -170,8 +172,12 @@ func CutDue(text string) (*DueLine, string, error) {
 		}
 	}
 	switch {
-	case l.At.IsZero() == (l.After == 0):
-		return nil, text, fmt.Errorf("%w: it needs one of \"at\" and \"after\"", ErrBadDueLine)
+	case !l.At.IsZero() && l.After != 0:
+		return nil, text, fmt.Errorf("%w: it has both \"at\" and \"after\"", ErrBadDueLine)
+	case l.At.IsZero() && l.After == 0 && l.Seen == 0:
+		// A line with neither is a snoozed message's (see Seen): it is
+		// due at once, and only counts its deliveries.
+		return nil, text, fmt.Errorf("%w: it needs one of \"at\", \"after\" and \"seen\"", ErrBadDueLine)
 	case l.After < 0 || time.Duration(l.After) > MaxAfter/time.Second:
 		return nil, text, fmt.Errorf("%w: \"after\" %d is not between 1 s and a century", ErrBadDueLine, l.After)
 	case !l.At.IsZero() && !InRange(l.At):

@@ -1,0 +1,158 @@
+// Package keygate limits how many messages of one key a process runs at
+// once. A message whose key is at its limit waits in line, first come
+// first served, and is let in by the one that leaves before it; the line
+// of a key is bounded, and one that finds it full is told so at once, so
+// that its caller can put it back rather than hold it.
+package keygate
+
+import (
+	"context"
+	"sync"
+)
+
+// Gate is the limit of every key. The zero value is not usable; make one
+// with [New]. It is safe for concurrent use.
+type Gate struct {
+	limit, line int
+
+	mu   sync.Mutex
+	keys map[string]*key
+}
+
+// key is one key's state: how many of its messages run, and the line of
+// those waiting, oldest first. A key with none of either is forgotten.
+type key struct {
+	running int
+	waiting []*waiter
+}
+
+// waiter is one message in line: in is closed when it is let in.
+type waiter struct{ in chan struct{} }
+
+// New returns a gate that lets limit messages of a key in at once (at
+// least 1) and keeps at most line more of them waiting (0: none wait).
+func New(limit, line int) *Gate {
+	return &Gate{limit: max(limit, 1), line: max(line, 0), keys: make(map[string]*key)}
+}
+
+// Outcome is what Enter did.
+type Outcome int
+
+const (
+	// In: the message may run; Leave must follow.
+	In Outcome = iota
+	// Full: the key is at its limit and its line is full: the message
+	// did not wait.
+	Full
+	// GaveUp: ctx ended while the message waited; it is not in.
+	GaveUp
+)
+
+// Enter lets a message of key k in, at once or after it waited in line
+// until one of its key left, or ctx ended. waited says whether it had to
+// wait.
+func (g *Gate) Enter(ctx context.Context, k string) (o Outcome, waited bool) {
+	g.mu.Lock()
+	s := g.keys[k]
+	if s == nil {
+		s = &key{}
+		g.keys[k] = s
+	}
+	if s.running < g.limit && len(s.waiting) == 0 {
+		s.running++
+		g.mu.Unlock()
+		return In, false
+	}
+	if len(s.waiting) >= g.line {
+		g.mu.Unlock()
+		return Full, false
+	}
+	w := &waiter{in: make(chan struct{})}
+	s.waiting = append(s.waiting, w)
+	g.mu.Unlock()
+
+	select {
+	case <-w.in:
+		return In, true
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-w.in:
+		// Let in as ctx ended: the place is its own; it goes to the next.
+		g.leaveLocked(k)
+	default:
+		s.waiting = removeWaiter(s.waiting, w)
+		g.forgetIfIdle(k, s)
+	}
+	return GaveUp, true
+}
+
+// Leave ends a message of key k that Enter let in: its place goes to the
+// first in line, if any.
+func (g *Gate) Leave(k string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leaveLocked(k)
+}
+
+func (g *Gate) leaveLocked(k string) {
+	s := g.keys[k]
+	if s == nil || s.running == 0 {
+		panic("keygate: Leave of a key not entered")
+	}
+	if len(s.waiting) > 0 {
+		// Handed on, not given back: no later comer can pass the line.
+		w := s.waiting[0]
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+		close(w.in)
+		return
+	}
+	s.running--
+	g.forgetIfIdle(k, s)
+}
+
+func (g *Gate) forgetIfIdle(k string, s *key) {
+	if s.running == 0 && len(s.waiting) == 0 {
+		delete(g.keys, k)
+	}
+}
+
+func removeWaiter(line []*waiter, w *waiter) []*waiter {
+	for i, x := range line {
+		if x == w {
+			return append(line[:i], line[i+1:]...)
+		}
+	}
+	return line
+}
+
+// Counts are how many keys have a message running or waiting, and how
+// many messages wait.
+func (g *Gate) Counts() (keys, waiting int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.keys {
+		waiting += len(s.waiting)
+	}
+	return len(g.keys), waiting
+}
+
+// TryEnter lets a message of key k in if it can go in at once, without
+// waiting; Leave must follow a true.
+func (g *Gate) TryEnter(k string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.keys[k]
+	if s == nil {
+		g.keys[k] = &key{running: 1}
+		return true
+	}
+	if s.running < g.limit && len(s.waiting) == 0 {
+		s.running++
+		return true
+	}
+	return false
+}
