@@ -63,6 +63,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/backoff"
 	"github.com/azdispatch/azdispatch/internal/health"
 	"github.com/azdispatch/azdispatch/internal/keygate"
+	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
@@ -137,6 +138,9 @@ type Listener[T any] struct {
 	// keys holds the places of messages of a key under Keys.Limit; nil
 	// without a limit.
 	keys *keygate.Gate
+	// keyLocks holds a key's places across processes, with
+	// Keys.AcrossInstances; nil without.
+	keyLocks *keylock.Locks
 	// stages are the stages of a try (see tryStages), made once.
 	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
@@ -221,6 +225,9 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 	}
 	if o.Keys.Limit > 0 {
 		l.keys = keygate.New(o.Keys.Limit, o.Keys.Line)
+		if o.Keys.AcrossInstances {
+			l.keyLocks = keylock.New(o.Payloads.Store.blobs, source.Name(), o.Keys.Limit, keyLease, l.keyLeaseLost)
+		}
 	}
 	for range o.Scaling.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)

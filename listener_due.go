@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/keygate"
+	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -212,31 +213,48 @@ func occurrenceOf(o *wire.Occurrence) *Occurrence {
 
 // awaitKey takes a place for the message under its key's limit (see
 // [KeyOptions]): at once if there is one; else it waits in hand, in line,
-// for at most Keys.Wait. A message that finds its key's line full, or waits
-// in vain, is snoozed. The place is held until the try's stages are over
-// (see leaveKey), not until its message is settled: the next of the key
-// may run while this one is deleted.
+// for at most Keys.Wait. With Keys.AcrossInstances a new place needs its
+// lease too; a place handed on by a message of the key that finished comes
+// with the lease it held. A message that finds its key's line full, waits
+// in vain, or cannot take the lease, is snoozed. The place is held until
+// the try's stages are over (see leaveKey), not until its message is
+// settled: the next of the key may run while this one is deleted.
 func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 	t := &h.t
 	if l.keys == nil || t.key == "" {
 		return action{}, false
 	}
-	if l.keys.TryEnter(t.key) {
-		t.keyIn = true
-		return action{}, false
+	o, token := keygate.In, any(nil)
+	if !l.keys.TryEnter(t.key) {
+		ctx, done := t.untilRunEnds()
+		ctx, cancel := context.WithTimeout(ctx, l.opts.Keys.Wait)
+		var waited bool
+		o, waited, token = l.keys.Enter(ctx, t.key)
+		cancel()
+		done()
+		if waited {
+			l.stats.keyWaits.Add(1)
+		}
 	}
-	ctx, done := t.untilRunEnds()
-	ctx, cancel := context.WithTimeout(ctx, l.opts.Keys.Wait)
-	o, waited := l.keys.Enter(ctx, t.key)
-	cancel()
-	done()
-	if waited {
-		l.stats.keyWaits.Add(1)
+	if o == keygate.In {
+		t.keyIn = true
+		t.keyLock, _ = token.(*keylock.Lock)
+		if l.keyLocks == nil || t.keyLock != nil {
+			return action{}, false
+		}
+		lock, err := l.keyLocks.Take(t.context(), t.key)
+		if err == nil {
+			t.keyLock = lock
+			return action{}, false
+		}
+		l.leaveKey(t) // the next in line, if any, takes a lease of its own
+		if errors.Is(err, keylock.ErrHeld) {
+			l.stats.keysElsewhere.Add(1)
+		} else {
+			l.storageFailed(storageError(opBlobLease, l.src.Name(), err))
+		}
 	}
 	switch {
-	case o == keygate.In:
-		t.keyIn = true
-		return action{}, false
 	case t.ended():
 		return l.interrupted(t), true
 	case t.s.run.Err() != nil:
@@ -247,11 +265,38 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 	return action{kind: actSnooze, after: snooze + rand.N(snooze/2+1)}, true
 }
 
-// leaveKey gives back t's place under its key's limit, if it holds one:
-// to the first of the key waiting in line.
+// leaveKey gives back t's place under its key's limit, if it holds one, to
+// the first of the key waiting in line, with its lease; with no one
+// waiting, the lease is released, from a goroutine of the session's.
 func (l *Listener[T]) leaveKey(t *try) {
-	if t.keyIn {
-		t.keyIn = false
-		l.keys.Leave(t.key)
+	if !t.keyIn {
+		return
 	}
+	t.keyIn = false
+	lock := t.keyLock
+	t.keyLock = nil
+	if l.keys.Leave(t.key, lock) || lock == nil {
+		return
+	}
+	t.s.handlers.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), keyReleaseWithin)
+		defer cancel()
+		if err := lock.Release(ctx); err != nil {
+			l.log.Warn("a key's lease could not be released; it expires", "key", lock.Key(), "err", err)
+		}
+	})
+}
+
+// keyLease is the duration of a key's lease (Keys.AcrossInstances): how
+// long the key of a process that died stays held. Renewals come every
+// third of it.
+const keyLease = 30 * time.Second
+
+// keyReleaseWithin bounds the release of a key's lease.
+const keyReleaseWithin = 10 * time.Second
+
+// keyLeaseLost counts a key's lease lost while held, and says so.
+func (l *Listener[T]) keyLeaseLost(key string, err error) {
+	l.stats.keyLeasesLost.Add(1)
+	l.alerts().Warn("a key's lease was lost while its message ran: another listener may run the key's messages meanwhile", "key", key, "err", err)
 }

@@ -301,3 +301,62 @@ func TestRandomizedKeyLimits(t *testing.T) {
 		})
 	}
 }
+
+// Three listeners over one queue, each with a limit of one per key held
+// across instances by blob leases in the queue's payload store: no two
+// messages of a key run at once in any of them, every message runs once,
+// and waiting is never a try.
+func TestAKeyLimitHoldsAcrossListeners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New(queueNameOf(t), nil)
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	const keys, each = 6, 15
+	for i := range keys * each {
+		_, err := pub.SendKeyed(ctx, fmt.Sprint("account-", i%keys), fmt.Sprint(i))
+		require.NoError(t, err)
+	}
+	rec := newKeyRecorder(1, 2*time.Millisecond)
+	var ls []*azdispatch.Listener[string]
+	for range 3 {
+		l, err := azdispatch.NewListener(q, rec.handle, &azdispatch.ListenerOptions{
+			MaxDequeueCount: 1, Keys: azdispatch.KeyOptions{Limit: 1, AcrossInstances: true},
+			Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 2, BatchSize: 8},
+		})
+		require.NoError(t, err)
+		ls = append(ls, l)
+		stop := running(t, l)
+		t.Cleanup(func() { require.NoError(t, stop()) })
+	}
+	waitUntil(t, "every message handled", func() bool { return rec.handled() == keys*each })
+	rec.mu.Lock()
+	assert.Empty(t, rec.over)
+	for id, n := range rec.calls {
+		assert.Equal(t, 1, n, "message %s ran once", id)
+	}
+	for _, c := range rec.counts {
+		require.EqualValues(t, 1, c, "a wait for the key is not a try")
+	}
+	rec.mu.Unlock()
+	var leases, elsewhere, snoozed int64
+	for _, l := range ls {
+		s := l.State()
+		assert.Zero(t, s.Poisoned)
+		leases += s.Transactions.BlobLease
+		elsewhere += s.KeysHeldElsewhere
+		snoozed += s.Snoozed
+	}
+	t.Logf("%d messages: %d Lease Blob requests, %d snoozed (%d for a key held elsewhere)", keys*each, leases, snoozed, elsewhere)
+	assert.LessOrEqual(t, leases, int64(2*keys*each+3*keys*2), "at most two per message, besides the first of each key")
+}
+
+// AcrossInstances needs a payload store for its leases.
+func TestAcrossInstancesNeedsAPayloadStore(t *testing.T) {
+	t.Parallel()
+	// Only a Source's own methods: no payload store to offer.
+	q := struct{ azdispatch.Source }{memqueue.New(queueNameOf(t), nil)}
+	_, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[string]) error { return nil },
+		&azdispatch.ListenerOptions{Keys: azdispatch.KeyOptions{Limit: 1, AcrossInstances: true}})
+	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+}

@@ -290,11 +290,21 @@ type PayloadOptions struct {
 
 // KeyOptions limit how many messages of one key a listener runs at once
 // (see [SendOptions.Key]): 1 runs a key's messages one at a time, for the
-// races between messages of one customer, order or account. The limit is
-// this listener's: messages of a key that reach two processes may run in
-// both, unless every message of a key reaches one reader (a [ShardedQueue]
-// keeps a key on one shard, and [ShardedQueue.Subset] gives each shard one
-// reader).
+// races between messages of one customer, order or account.
+//
+// The limit holds across processes in one of two ways:
+//   - every message of a key reaches one reader: a [ShardedQueue] keeps a
+//     key on one shard, and [ShardedQueue.Subset] gives each shard one
+//     reader. This costs no request at all.
+//   - AcrossInstances: each place of a key is a blob lease in the payload
+//     store, held while this listener runs messages of the key. This
+//     costs two Lease Blob requests per message whose key this listener
+//     did not hold already (a message that waited in hand for a place of
+//     its key takes the lease with the place), and a Put Blob the first
+//     time a key's place is used.
+//
+// Without either, the limit is this listener's alone: messages of a key
+// that reach two processes may run in both.
 //
 // A message whose key is at its limit waits in hand, hidden, first come
 // first served, for at most Wait, and costs no request while it waits; at
@@ -314,6 +324,14 @@ type KeyOptions struct {
 	// snoozed. Defaults to half the VisibilityTimeout, so that a wait
 	// needs no renewal.
 	Wait time.Duration
+	// AcrossInstances holds the limit across every listener of the same
+	// source (by name) that sets it, with a blob lease per place of a key
+	// in ListenerOptions.Payloads.Store's container, under
+	// "keys/<source>/". A process that dies holds its keys until their
+	// leases expire (30 s); their messages are snoozed meanwhile. A key
+	// whose every place is held by another listener is snoozed, as is one
+	// whose lease cannot be taken (storage refuses, or does not answer).
+	AcrossInstances bool
 	// Snooze is how long a message that cannot wait is hidden again,
 	// made up to half as long again at random so that a key's messages do
 	// not come back together. Defaults to 1 s.
@@ -379,6 +397,9 @@ func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerO
 	}
 	if cfg.Keys, err = cfg.Keys.withDefaults(cfg.VisibilityTimeout); err != nil {
 		return cfg, err
+	}
+	if cfg.Keys.AcrossInstances && cfg.Payloads.Store == nil {
+		return cfg, badListenerOption("Keys.AcrossInstances", "needs a payload store for its leases: set Payloads.Store")
 	}
 	return cfg, cfg.check(src, caps)
 }

@@ -345,10 +345,13 @@ func (e *engineRound) cancellable(s azdispatch.Sent, ids []int) {
 // blobFault arms a failed or lost request on a payload store, in rounds
 // that use one.
 func (e *engineRound) blobFault() {
-	if !e.batches && !e.large && !e.hops && !e.cancelRace && !e.unique && !e.schedule {
+	if !e.batches && !e.large && !e.hops && !e.cancelRace && !e.unique && !e.schedule && !e.keyed.across() {
 		return
 	}
 	ops := []azdispatch.Op{memqueue.OpBlobRead, memqueue.OpBlobWrite, memqueue.OpBlobDelete}
+	if e.keyed.across() {
+		ops = append(ops, memqueue.OpBlobLease)
+	}
 	op := ops[e.r.IntN(len(ops))]
 	n := 1 + e.r.IntN(2)
 	lose := e.r.IntN(3) == 0
@@ -360,7 +363,7 @@ func (e *engineRound) blobFault() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.blobFaults++
-	if !lose && op != memqueue.OpBlobRead {
+	if !lose && op != memqueue.OpBlobRead && op != memqueue.OpBlobLease {
 		e.leavers += n
 	}
 }

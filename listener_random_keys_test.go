@@ -27,6 +27,8 @@ type keyed struct {
 	snoozes  map[int]int
 	snoozed  int
 	mostKeys int // the most messages of one key in a handler at once
+	// acrossInstances is KeyOptions.AcrossInstances.
+	acrossInstances bool
 }
 
 // chooseKeys draws whether the round uses keys, and its key options.
@@ -42,7 +44,11 @@ func (e *engineRound) chooseKeys(r *rand.Rand) {
 		Line:   []int{0, 1, 2}[r.IntN(3)],
 		Wait:   time.Duration(20+r.IntN(500)) * time.Millisecond,
 		Snooze: time.Duration(r.IntN(2)) * time.Second,
+		// Leases in the payload store, whose faults then fail and lose
+		// lease requests too.
+		AcrossInstances: r.IntN(2) == 0,
 	}
+	k.acrossInstances = e.opts.Keys.AcrossInstances
 }
 
 // keyOf is a key for a publisher's send: one of the round's few, or none.
@@ -101,7 +107,7 @@ func (k *keyed) describe() string {
 	if !k.on {
 		return "no keys"
 	}
-	return fmt.Sprintf("%d keys, limit %d", k.keys, k.limit)
+	return fmt.Sprintf("%d keys, limit %d, across instances %t", k.keys, k.limit, k.across())
 }
 
 func (k *keyed) summary() string {
@@ -110,3 +116,7 @@ func (k *keyed) summary() string {
 	}
 	return fmt.Sprintf("; keys: at most %d of one in a handler at once, %d snoozes returned", k.mostKeys, k.snoozed)
 }
+
+// across reports whether the round's key limit holds across instances, by
+// leases on the payload store.
+func (k *keyed) across() bool { return k.on && k.acrossInstances }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -59,11 +60,13 @@ type try struct {
 	// and the poison move routes by it (see besideSender).
 	origin any
 	// meta is the metadata the message carried, nil if none; key is its
-	// key (see SendOptions.Key), "" if none, and keyIn whether the try
-	// holds a place of the key (see awaitKey).
-	meta  Metadata
-	key   string
-	keyIn bool
+	// key (see SendOptions.Key), "" if none; keyIn says whether the try
+	// holds a place of the key (see awaitKey), and keyLock is the place's
+	// lease across processes, if it has one.
+	meta    Metadata
+	key     string
+	keyIn   bool
+	keyLock *keylock.Lock
 	// due is the message's due line, if it has one; dequeued is the
 	// service's dequeue count as received, before the due line's Seen is
 	// taken off it.

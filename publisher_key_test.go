@@ -101,9 +101,11 @@ func TestAKeyForATargetThatIsNotKeyedTravelsInTheText(t *testing.T) {
 	require.NoError(t, err)
 
 	for name, send := range map[string]func() (azdispatch.Sent, error){
-		"SendKeyed":       func() (azdispatch.Sent, error) { return plain.SendKeyed(ctx, "customer-7", "a") },
-		"SendOptions.Key": func() (azdispatch.Sent, error) { return plain.SendWith(ctx, "b", &azdispatch.SendOptions{Key: "customer-7"}) },
-		"Outgoing.Key":    func() (azdispatch.Sent, error) { return viaMiddleware.Send(ctx, "c") },
+		"SendKeyed": func() (azdispatch.Sent, error) { return plain.SendKeyed(ctx, "customer-7", "a") },
+		"SendOptions.Key": func() (azdispatch.Sent, error) {
+			return plain.SendWith(ctx, "b", &azdispatch.SendOptions{Key: "customer-7"})
+		},
+		"Outgoing.Key": func() (azdispatch.Sent, error) { return viaMiddleware.Send(ctx, "c") },
 	} {
 		_, err := send()
 		require.NoError(t, err, name)

@@ -18,7 +18,7 @@ type faults struct {
 
 // FailNext makes the next n calls of op fail before they act: calls on the
 // queue, or, for the blob ops (OpBlobRead, OpBlobWrite, OpBlobDelete,
-// OpBlobList), requests on its payload store. They return
+// OpBlobList, OpBlobLease), requests on its payload store. They return
 // err, or, if err is nil, the service's answer to a request over its
 // scalability target: a 503 ServerBusy *[azdispatch.StorageError].
 func (q *Queue) FailNext(op azdispatch.Op, n int, err error) {
@@ -84,10 +84,11 @@ const (
 	OpBlobWrite  azdispatch.Op = "blob write"  // a write of a blob or its metadata
 	OpBlobDelete azdispatch.Op = "blob delete" // a delete of a blob
 	OpBlobList   azdispatch.Op = "blob list"   // a page of a listing
+	OpBlobLease  azdispatch.Op = "blob lease"  // an acquire, renewal or release of a blob's lease
 )
 
 // numBlobOps is the number of kinds of request on a payload store.
-const numBlobOps = 4
+const numBlobOps = 5
 
 func blobIndex(op azdispatch.Op) int {
 	switch op {
@@ -97,6 +98,8 @@ func blobIndex(op azdispatch.Op) int {
 		return 1
 	case OpBlobDelete:
 		return 2
+	case OpBlobLease:
+		return 4
 	}
 	return 3
 }

@@ -456,13 +456,15 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 // its context carries ([azdispatch.CountTransactions]), so a Listener's
 // State().Transactions counts its requests on a memqueue as on a Queue.
 // The requests on its payload store (see [Queue.PayloadStore]) count as
-// BlobRead, BlobWrite, BlobDelete and BlobList, as an account's would.
+// BlobRead, BlobWrite, BlobDelete, BlobList and BlobLease, as an account's
+// would.
 func (q *Queue) Transactions() azdispatch.Transactions {
 	return azdispatch.Transactions{
 		BlobRead:     q.blobCalls[blobIndex(OpBlobRead)].Load(),
 		BlobWrite:    q.blobCalls[blobIndex(OpBlobWrite)].Load(),
 		BlobDelete:   q.blobCalls[blobIndex(OpBlobDelete)].Load(),
 		BlobList:     q.blobCalls[blobIndex(OpBlobList)].Load(),
+		BlobLease:    q.blobCalls[blobIndex(OpBlobLease)].Load(),
 		Send:         q.calls[opIndex(azdispatch.OpSend)].Load(),
 		Receive:      q.calls[opIndex(azdispatch.OpReceive)].Load(),
 		EmptyReceive: q.emptyReceives.Load(),
@@ -489,7 +491,8 @@ func (q *Queue) delivery(m *message, r *receipt, received time.Time) azdispatch.
 // back and marks the scheduled messages it delivered. Its requests pass
 // through the queue's fault hooks ([Queue.FailNext], [Queue.LoseNext],
 // [Options.Intercept]) as the blob [azdispatch.Op]s OpBlobRead,
-// OpBlobWrite, OpBlobDelete and OpBlobList.
+// OpBlobWrite, OpBlobDelete, OpBlobList and OpBlobLease (a key's lease,
+// [azdispatch.KeyOptions.AcrossInstances]).
 func (q *Queue) PayloadStore() *azdispatch.PayloadStore { return q.store }
 
 // ServiceTime is the time on the queue's clock, which stands for the

@@ -3,6 +3,10 @@
 // first served, and is let in by the one that leaves before it; the line
 // of a key is bounded, and one that finds it full is told so at once, so
 // that its caller can put it back rather than hold it.
+//
+// A place may carry a token that goes with it from the one that leaves to
+// the one it lets in: a lease that holds the key across processes, say,
+// kept rather than given up and taken again.
 package keygate
 
 import (
@@ -26,8 +30,12 @@ type key struct {
 	waiting []*waiter
 }
 
-// waiter is one message in line: in is closed when it is let in.
-type waiter struct{ in chan struct{} }
+// waiter is one message in line: in is closed when it is let in, with the
+// token of the place it takes.
+type waiter struct {
+	in    chan struct{}
+	token any
+}
 
 // New returns a gate that lets limit messages of a key in at once (at
 // least 1) and keeps at most line more of them waiting (0: none wait).
@@ -50,8 +58,9 @@ const (
 
 // Enter lets a message of key k in, at once or after it waited in line
 // until one of its key left, or ctx ended. waited says whether it had to
-// wait.
-func (g *Gate) Enter(ctx context.Context, k string) (o Outcome, waited bool) {
+// wait; token is what the place it took carries: nil for a new place, or
+// what the one that let it in left. One let in as ctx ended is in.
+func (g *Gate) Enter(ctx context.Context, k string) (o Outcome, waited bool, token any) {
 	g.mu.Lock()
 	s := g.keys[k]
 	if s == nil {
@@ -61,11 +70,11 @@ func (g *Gate) Enter(ctx context.Context, k string) (o Outcome, waited bool) {
 	if s.running < g.limit && len(s.waiting) == 0 {
 		s.running++
 		g.mu.Unlock()
-		return In, false
+		return In, false, nil
 	}
 	if len(s.waiting) >= g.line {
 		g.mu.Unlock()
-		return Full, false
+		return Full, false, nil
 	}
 	w := &waiter{in: make(chan struct{})}
 	s.waiting = append(s.waiting, w)
@@ -73,31 +82,27 @@ func (g *Gate) Enter(ctx context.Context, k string) (o Outcome, waited bool) {
 
 	select {
 	case <-w.in:
-		return In, true
+		return In, true, w.token
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	select {
 	case <-w.in:
-		// Let in as ctx ended: the place is its own; it goes to the next.
-		g.leaveLocked(k)
+		return In, true, w.token // let in as ctx ended
 	default:
 		s.waiting = removeWaiter(s.waiting, w)
 		g.forgetIfIdle(k, s)
 	}
-	return GaveUp, true
+	return GaveUp, true, nil
 }
 
-// Leave ends a message of key k that Enter let in: its place goes to the
-// first in line, if any.
-func (g *Gate) Leave(k string) {
+// Leave ends a message of key k that Enter let in: its place, with token,
+// goes to the first in line, if any. It reports whether it did; if not,
+// the token is the caller's to dispose of.
+func (g *Gate) Leave(k string, token any) (handedOn bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.leaveLocked(k)
-}
-
-func (g *Gate) leaveLocked(k string) {
 	s := g.keys[k]
 	if s == nil || s.running == 0 {
 		panic("keygate: Leave of a key not entered")
@@ -107,11 +112,13 @@ func (g *Gate) leaveLocked(k string) {
 		w := s.waiting[0]
 		s.waiting[0] = nil
 		s.waiting = s.waiting[1:]
+		w.token = token
 		close(w.in)
-		return
+		return true
 	}
 	s.running--
 	g.forgetIfIdle(k, s)
+	return false
 }
 
 func (g *Gate) forgetIfIdle(k string, s *key) {

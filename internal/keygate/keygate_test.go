@@ -17,9 +17,10 @@ func TestALineIsServedInOrderAndAFullOneRefuses(t *testing.T) {
 	t.Parallel()
 	g := New(1, 2)
 	ctx := context.Background()
-	o, waited := g.Enter(ctx, "k")
+	o, waited, token := g.Enter(ctx, "k")
 	require.Equal(t, In, o)
 	assert.False(t, waited)
+	assert.Nil(t, token, "a new place")
 
 	var order []int
 	var mu sync.Mutex
@@ -28,24 +29,25 @@ func TestALineIsServedInOrderAndAFullOneRefuses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, waited := g.Enter(ctx, "k")
+			o, waited, token := g.Enter(ctx, "k")
 			assert.Equal(t, In, o)
 			assert.True(t, waited)
+			assert.Equal(t, "lease", token, "the place came with what the one before left")
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			g.Leave("k")
+			g.Leave("k", token)
 		}()
 		// The second joins the line after the first.
 		require.Eventually(t, func() bool { _, w := g.Counts(); return w == i+1 }, 5*time.Second, time.Millisecond)
 	}
-	o, _ = g.Enter(ctx, "k")
+	o, _, _ = g.Enter(ctx, "k")
 	assert.Equal(t, Full, o, "two wait already")
-	o, _ = g.Enter(ctx, "other")
+	o, _, _ = g.Enter(ctx, "other")
 	assert.Equal(t, In, o, "another key is not held up")
-	g.Leave("other")
+	assert.False(t, g.Leave("other", nil))
 
-	g.Leave("k")
+	assert.True(t, g.Leave("k", "lease"), "handed on")
 	wg.Wait()
 	assert.Equal(t, []int{0, 1}, order)
 	keys, waiting := g.Counts()
@@ -56,22 +58,22 @@ func TestALineIsServedInOrderAndAFullOneRefuses(t *testing.T) {
 func TestAWaiterWhoseContextEndsLeavesTheLine(t *testing.T) {
 	t.Parallel()
 	g := New(1, 4)
-	o, _ := g.Enter(context.Background(), "k")
+	o, _, _ := g.Enter(context.Background(), "k")
 	require.Equal(t, In, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan Outcome)
-	go func() { o, _ := g.Enter(ctx, "k"); done <- o }()
+	go func() { o, _, _ := g.Enter(ctx, "k"); done <- o }()
 	require.Eventually(t, func() bool { _, w := g.Counts(); return w == 1 }, 5*time.Second, time.Millisecond)
 	cancel()
 	assert.Equal(t, GaveUp, <-done)
-	g.Leave("k")
+	assert.False(t, g.Leave("k", "lease"), "no one waits: the lease is the caller's")
 	keys, waiting := g.Counts()
 	assert.Zero(t, keys+waiting)
 }
 
 func TestLeaveOfAKeyNotEnteredPanics(t *testing.T) {
 	t.Parallel()
-	assert.Panics(t, func() { New(1, 1).Leave("k") })
+	assert.Panics(t, func() { New(1, 1).Leave("k", nil) })
 }
 
 // Many goroutines over few keys, some giving up while they wait: never more
@@ -98,7 +100,14 @@ func TestRandomizedNeverMoreThanTheLimitOfAKey(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), patience)
 				defer cancel()
 				name := fmt.Sprint("key", k)
-				switch o, _ := g.Enter(ctx, name); o {
+				var o Outcome
+				var token any
+				if g.TryEnter(name) {
+					o, token = In, fmt.Sprint("lease of ", name)
+				} else {
+					o, _, token = g.Enter(ctx, name)
+				}
+				switch o {
 				case Full:
 					refused.Add(1)
 					return
@@ -109,10 +118,16 @@ func TestRandomizedNeverMoreThanTheLimitOfAKey(t *testing.T) {
 				if n := inside[k].Add(1); n > int32(limit) {
 					t.Errorf("round %d: %d of %s inside, limit %d", round, n, name, limit)
 				}
+				if token == nil {
+					token = fmt.Sprint("lease of ", name)
+				}
+				if token != fmt.Sprint("lease of ", name) {
+					t.Errorf("round %d: %s came with %v", round, name, token)
+				}
 				time.Sleep(hold)
 				inside[k].Add(-1)
 				ran.Add(1)
-				g.Leave(name)
+				g.Leave(name, token)
 			}()
 		}
 		wg.Wait()

@@ -152,6 +152,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.renewal.Wait()
 	_, err := l.locks.b.ReleaseLease(ctx, l.name, l.id)
+	if err != nil && ctx.Err() == nil {
+		// Once more: a place left held keeps the key from every other
+		// process until its lease expires.
+		_, err = l.locks.b.ReleaseLease(ctx, l.name, l.id)
+	}
 	return err
 }
 
