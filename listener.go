@@ -135,12 +135,15 @@ type Listener[T any] struct {
 	// records is where the occurrences of schedules delivered are marked
 	// (see deliverOnce); nil if the source keeps none.
 	records records.Store
-	// keys holds the places of messages of a key under Keys.Limit; nil
+	// keys holds the places of messages of a key under Limits.PerKey; nil
 	// without a limit.
 	keys *keygate.Gate
 	// keyLocks holds a key's places across processes, with
-	// Keys.AcrossInstances; nil without.
+	// Limits.AcrossInstances; nil without.
 	keyLocks *keylock.Locks
+	// fleet holds this listener's places under Limits.Fleet; nil
+	// without.
+	fleet *keylock.Pool
 	// stages are the stages of a try (see tryStages), made once.
 	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
@@ -223,11 +226,15 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		stages:    tryStages[T](),
 		clock:     time.Now,
 	}
-	if o.Keys.Limit > 0 {
-		l.keys = keygate.New(o.Keys.Limit, o.Keys.Line)
-		if o.Keys.AcrossInstances {
-			l.keyLocks = keylock.New(o.Payloads.Store.blobs, source.Name(), o.Keys.Limit, keyLease, l.keyLeaseLost)
+	if o.Limits.PerKey > 0 {
+		l.keys = keygate.New(o.Limits.PerKey, o.Limits.Line)
+		if o.Limits.AcrossInstances {
+			l.keyLocks = keylock.New(o.Payloads.Store.blobs, "keys/"+source.Name(), o.Limits.PerKey, keyLease, l.leaseLost)
 		}
+	}
+	if o.Limits.Fleet > 0 {
+		locks := keylock.New(o.Payloads.Store.blobs, "fleet/"+source.Name(), o.Limits.Fleet, keyLease, l.leaseLost)
+		l.fleet = keylock.NewPool(locks, "handlers", fleetIdle, fleetHold)
 	}
 	for range o.Scaling.MaxDequeuers {
 		l.seats <- syncx.NewSlots(o.Concurrency)
@@ -297,6 +304,9 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer l.running.Store(false)
+	if l.fleet != nil {
+		defer l.fleet.Release() // last: every handler is done
+	}
 
 	// Run's own cancellation, for a FatalTimeout to end what ctx would.
 	ctx, stopRun := context.WithCancel(ctx)

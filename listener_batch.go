@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
@@ -138,12 +139,13 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 		turn := b.turn
 		b.turn = time.Time{}
 		var hold itemHold
+		var place *keylock.Place
 		err = l.waitTurn(t, turn)
 		if err == nil {
 			hold, err = b.itemMemory(int64(len(text)))
 		}
 		if err == nil {
-			if err = l.takeHandler(t); err != nil {
+			if place, err = l.takeHandler(t); err != nil {
 				b.giveItemMemory(hold)
 			}
 		}
@@ -158,7 +160,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 		// handler holds the text until then.
 		t.s.handlers.Go(func() {
 			defer b.giveItemMemory(hold)
-			defer l.giveHandler()
+			defer l.giveHandler(place)
 			defer b.exited(i)
 			b.tryItem(i, text)
 		})

@@ -212,8 +212,8 @@ func occurrenceOf(o *wire.Occurrence) *Occurrence {
 }
 
 // awaitKey takes a place for the message under its key's limit (see
-// [KeyOptions]): at once if there is one; else it waits in hand, in line,
-// for at most Keys.Wait. With Keys.AcrossInstances a new place needs its
+// [LimitOptions]): at once if there is one; else it waits in hand, in line,
+// for at most Limits.Wait. With Limits.AcrossInstances a new place needs its
 // lease too; a place handed on by a message of the key that finished comes
 // with the lease it held. A message that finds its key's line full, waits
 // in vain, or cannot take the lease, is snoozed. The place is held until
@@ -227,7 +227,7 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 	o, token := keygate.In, any(nil)
 	if !l.keys.TryEnter(t.key) {
 		ctx, done := t.untilRunEnds()
-		ctx, cancel := context.WithTimeout(ctx, l.opts.Keys.Wait)
+		ctx, cancel := context.WithTimeout(ctx, l.opts.Limits.Wait)
 		var waited bool
 		o, waited, token = l.keys.Enter(ctx, t.key)
 		cancel()
@@ -261,7 +261,7 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 		// Stopping: back at once for another listener, still not a try.
 		return action{kind: actSnooze}, true
 	}
-	snooze := l.opts.Keys.Snooze
+	snooze := l.opts.Limits.Snooze
 	return action{kind: actSnooze, after: snooze + rand.N(snooze/2+1)}, true
 }
 
@@ -287,7 +287,7 @@ func (l *Listener[T]) leaveKey(t *try) {
 	})
 }
 
-// keyLease is the duration of a key's lease (Keys.AcrossInstances): how
+// keyLease is the duration of a key's lease (Limits.AcrossInstances): how
 // long the key of a process that died stays held. Renewals come every
 // third of it.
 const keyLease = 30 * time.Second
@@ -295,8 +295,16 @@ const keyLease = 30 * time.Second
 // keyReleaseWithin bounds the release of a key's lease.
 const keyReleaseWithin = 10 * time.Second
 
-// keyLeaseLost counts a key's lease lost while held, and says so.
-func (l *Listener[T]) keyLeaseLost(key string, err error) {
-	l.stats.keyLeasesLost.Add(1)
-	l.alerts().Warn("a key's lease was lost while its message ran: another listener may run the key's messages meanwhile", "key", key, "err", err)
+// fleetIdle and fleetHold are how long a place of Limits.Fleet is kept
+// idle, and held at most, before it is given up.
+const (
+	fleetIdle = time.Second
+	fleetHold = 30 * time.Second
+)
+
+// leaseLost counts a lease lost while held (a key's, or a place of the
+// fleet's), and says so.
+func (l *Listener[T]) leaseLost(key string, err error) {
+	l.stats.leasesLost.Add(1)
+	l.alerts().Warn("a lease of Limits was lost while held: another listener may run past the limit meanwhile", "key", key, "err", err)
 }

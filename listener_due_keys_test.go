@@ -2,6 +2,7 @@ package azdispatch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -90,7 +91,7 @@ func TestAKeysMessagesRunOneAtATime(t *testing.T) {
 	}
 	rec := newKeyRecorder(1, time.Millisecond)
 	l, err := azdispatch.NewListener(b.queue, rec.handle, &azdispatch.ListenerOptions{
-		MaxDequeueCount: 1, Keys: azdispatch.KeyOptions{Limit: 1},
+		MaxDequeueCount: 1, Limits: azdispatch.LimitOptions{PerKey: 1},
 		Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MinDequeuers: 2, MaxDequeuers: 4},
 	})
 	require.NoError(t, err)
@@ -134,7 +135,7 @@ func TestAKeyLimitOfTwoRunsTwoAtOnce(t *testing.T) {
 		return rec.handle(ctx, m)
 	}
 	l, err := azdispatch.NewListener(b.queue, handler, &azdispatch.ListenerOptions{
-		Keys: azdispatch.KeyOptions{Limit: 2}, Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 4},
+		Limits: azdispatch.LimitOptions{PerKey: 2}, Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 4},
 	})
 	require.NoError(t, err)
 	stop := running(t, l)
@@ -155,7 +156,7 @@ func TestTheHandlerReadsTheKey(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.pub.Send(b.ctx, "b")
 	require.NoError(t, err)
-	_, stop := b.listen(nil, &azdispatch.ListenerOptions{Keys: azdispatch.KeyOptions{Limit: 1}})
+	_, stop := b.listen(nil, &azdispatch.ListenerOptions{Limits: azdispatch.LimitOptions{PerKey: 1}})
 	waitUntil(t, "both handled", func() bool { return len(b.handled.get()) == 2 })
 	require.NoError(t, stop())
 	keys := map[string]string{}
@@ -284,7 +285,7 @@ func TestRandomizedKeyLimits(t *testing.T) {
 			}
 			rec := newKeyRecorder(limit, time.Duration(rng.IntN(3000))*time.Microsecond)
 			l, err := azdispatch.NewListener(b.queue, rec.handle, &azdispatch.ListenerOptions{
-				MaxDequeueCount: 1, Concurrency: 1 + rng.IntN(8), Keys: azdispatch.KeyOptions{Limit: limit},
+				MaxDequeueCount: 1, Concurrency: 1 + rng.IntN(8), Limits: azdispatch.LimitOptions{PerKey: limit},
 				Scaling: azdispatch.ScalingOptions{Idle: quickIdle, BatchSize: 1 + rng.IntN(32), MaxDequeuers: 1 + rng.IntN(4)},
 			})
 			require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestAKeyLimitHoldsAcrossListeners(t *testing.T) {
 	var ls []*azdispatch.Listener[string]
 	for range 3 {
 		l, err := azdispatch.NewListener(q, rec.handle, &azdispatch.ListenerOptions{
-			MaxDequeueCount: 1, Keys: azdispatch.KeyOptions{Limit: 1, AcrossInstances: true},
+			MaxDequeueCount: 1, Limits: azdispatch.LimitOptions{PerKey: 1, AcrossInstances: true},
 			Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 2, BatchSize: 8},
 		})
 		require.NoError(t, err)
@@ -357,6 +358,85 @@ func TestAcrossInstancesNeedsAPayloadStore(t *testing.T) {
 	// Only a Source's own methods: no payload store to offer.
 	q := struct{ azdispatch.Source }{memqueue.New(queueNameOf(t), nil)}
 	_, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[string]) error { return nil },
-		&azdispatch.ListenerOptions{Keys: azdispatch.KeyOptions{Limit: 1, AcrossInstances: true}})
+		&azdispatch.ListenerOptions{Limits: azdispatch.LimitOptions{PerKey: 1, AcrossInstances: true}})
 	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
+}
+
+// Three listeners of one queue with a fleet limit of three: never more than
+// three handler calls at once among them, though each may run eight, and
+// every message runs.
+func TestAFleetLimitHoldsAcrossListeners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New(queueNameOf(t), nil)
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	const n, fleet = 150, 3
+	for i := range n {
+		_, err := pub.Send(ctx, fmt.Sprint(i))
+		require.NoError(t, err)
+	}
+	var inside, most, done atomic.Int32
+	handler := func(context.Context, *azdispatch.Message[string]) error {
+		k := inside.Add(1)
+		for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		inside.Add(-1)
+		done.Add(1)
+		return nil
+	}
+	var ls []*azdispatch.Listener[string]
+	for range 3 {
+		l, err := azdispatch.NewListener(q, handler, &azdispatch.ListenerOptions{
+			Concurrency: 8, Limits: azdispatch.LimitOptions{Fleet: fleet},
+			Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1, BatchSize: 8},
+		})
+		require.NoError(t, err)
+		ls = append(ls, l)
+		stop := running(t, l)
+		t.Cleanup(func() { require.NoError(t, stop()) })
+	}
+	waitUntil(t, "every message handled", func() bool { return done.Load() == n })
+	assert.LessOrEqual(t, most.Load(), int32(fleet))
+	var leases int64
+	for _, l := range ls {
+		s := l.State()
+		assert.Zero(t, s.Poisoned)
+		leases += s.Transactions.BlobLease
+	}
+	t.Logf("%d messages, at most %d at once: %d Lease Blob requests", n, most.Load(), leases)
+}
+
+// A snooze does not count, and does not forget the tries before it: a
+// message that failed once, then snoozed, is on its second try when it
+// comes back, and is poisoned at its last.
+func TestASnoozeKeepsTheTriesBeforeIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.pub.Send(b.ctx, "x")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var counts []int64
+	handler := func(_ context.Context, m *azdispatch.Message[string]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		counts = append(counts, m.DequeueCount)
+		if len(counts)%2 == 0 {
+			return azdispatch.Snooze(time.Second)
+		}
+		return errors.New("failed")
+	}
+	l, err := azdispatch.NewListener(b.queue, handler, &azdispatch.ListenerOptions{
+		MaxDequeueCount: 3, Retry: func(int64) time.Duration { return time.Second },
+		Scaling: azdispatch.ScalingOptions{Idle: quickIdle},
+	})
+	require.NoError(t, err)
+	advancing(t, b.clock, time.Second)
+	stop := running(t, l)
+	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int64{1, 2, 2, 3, 3}, counts, "fail, snooze, fail, snooze, fail: the third failure is the last try")
 }

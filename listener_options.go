@@ -82,9 +82,10 @@ type ListenerOptions struct {
 	// means the defaults of [PayloadOptions].
 	Payloads PayloadOptions
 
-	// Keys limits how many messages of one key (see [SendOptions.Key]) run
-	// at once. Defaults to no limit.
-	Keys KeyOptions
+	// Limits bounds the handler calls that run at once: of one key (see
+	// [SendOptions.Key]), and across every listener of the source.
+	// Defaults to no limit.
+	Limits LimitOptions
 
 	// OnEvent, if set, is called on every scale-up, scale-down, idle
 	// back-off and wake-up, and when a fatal storage error starts or ends
@@ -288,11 +289,12 @@ type PayloadOptions struct {
 	CheckpointInterval time.Duration
 }
 
-// KeyOptions limit how many messages of one key a listener runs at once
-// (see [SendOptions.Key]): 1 runs a key's messages one at a time, for the
-// races between messages of one customer, order or account.
+// LimitOptions limit how many handler calls run at once: of one key
+// ([SendOptions.Key]), and across every listener of the source.
 //
-// The limit holds across processes in one of two ways:
+// PerKey runs a key's messages that many at a time (1: one at a time), for
+// the races between messages of one customer, order or account. It holds
+// across processes in one of two ways:
 //   - every message of a key reaches one reader: a [ShardedQueue] keeps a
 //     key on one shard, and [ShardedQueue.Subset] gives each shard one
 //     reader. This costs no request at all.
@@ -311,11 +313,26 @@ type PayloadOptions struct {
 // most Line messages of a key wait at once. One that finds the line full,
 // or waits in vain, is snoozed (see [Snooze]): hidden again for Snooze, one
 // Update Message, without counting a try, so that a message is never
-// poisoned for waiting. A message without a key is not limited.
-type KeyOptions struct {
-	// Limit is how many messages of one key run at once; 0 sets no
+// poisoned for waiting. A message without a key is not limited by PerKey.
+//
+// Fleet bounds the handler calls of every listener of the source (by name)
+// that sets it, for a downstream that takes no more: each call holds one
+// of Fleet places, a blob lease in the payload store. A listener keeps a
+// place it took while its calls keep using it, renewing its lease, and
+// gives it up once it has been idle for a second, or held for 30 s (so
+// that a busy listener does not keep places from the others for good):
+// under a steady load a call costs no request. A call that finds every
+// place held waits in hand, and the listener looks for a free place, a
+// few of them at a time, about every 200 ms.
+//
+// Leases hold a place while their holder renews them: a process that
+// dies holds its places until their leases expire (30 s), and one paused
+// longer than that (a stopped VM, a debugger) may find its place taken
+// when it resumes, and run one call past the limit until its call ends.
+type LimitOptions struct {
+	// PerKey is how many messages of one key run at once; 0 sets no
 	// limit.
-	Limit int
+	PerKey int
 	// Line is how many messages of one key wait in hand at once: each
 	// holds a place of the listener's Concurrency while it waits.
 	// Defaults to 8.
@@ -324,7 +341,7 @@ type KeyOptions struct {
 	// snoozed. Defaults to half the VisibilityTimeout, so that a wait
 	// needs no renewal.
 	Wait time.Duration
-	// AcrossInstances holds the limit across every listener of the same
+	// AcrossInstances holds PerKey across every listener of the same
 	// source (by name) that sets it, with a blob lease per place of a key
 	// in ListenerOptions.Payloads.Store's container, under
 	// "keys/<source>/". A process that dies holds its keys until their
@@ -336,19 +353,27 @@ type KeyOptions struct {
 	// made up to half as long again at random so that a key's messages do
 	// not come back together. Defaults to 1 s.
 	Snooze time.Duration
+	// Fleet is how many handler calls run at once across every listener
+	// of the source that sets it, by blob leases in
+	// ListenerOptions.Payloads.Store's container, under
+	// "fleet/<source>/"; 0 sets no such limit. Every listener must set
+	// the same Fleet.
+	Fleet int
 }
 
 // withDefaults returns k with defaults filled in and every field checked.
-func (k KeyOptions) withDefaults(vis time.Duration) (KeyOptions, error) {
+func (k LimitOptions) withDefaults(vis time.Duration) (LimitOptions, error) {
 	switch {
-	case k.Limit < 0:
-		return k, badListenerOption("Keys.Limit", "%d is negative", k.Limit)
+	case k.PerKey < 0:
+		return k, badListenerOption("Limits.PerKey", "%d is negative", k.PerKey)
+	case k.Fleet < 0:
+		return k, badListenerOption("Limits.Fleet", "%d is negative", k.Fleet)
 	case k.Line < 0:
-		return k, badListenerOption("Keys.Line", "%d is negative", k.Line)
+		return k, badListenerOption("Limits.Line", "%d is negative", k.Line)
 	case k.Wait < 0:
-		return k, badListenerOption("Keys.Wait", "%v is negative", k.Wait)
+		return k, badListenerOption("Limits.Wait", "%v is negative", k.Wait)
 	case k.Snooze < 0 || k.Snooze > MaxVisibility:
-		return k, badListenerOption("Keys.Snooze", "%v is not between 0 and 7 days", k.Snooze)
+		return k, badListenerOption("Limits.Snooze", "%v is not between 0 and 7 days", k.Snooze)
 	}
 	setDefault(&k.Line, 8)
 	setDefault(&k.Wait, vis/2)
@@ -395,11 +420,14 @@ func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerO
 	if cfg.Payloads, err = cfg.Payloads.withDefaults(caps); err != nil {
 		return cfg, err
 	}
-	if cfg.Keys, err = cfg.Keys.withDefaults(cfg.VisibilityTimeout); err != nil {
+	if cfg.Limits, err = cfg.Limits.withDefaults(cfg.VisibilityTimeout); err != nil {
 		return cfg, err
 	}
-	if cfg.Keys.AcrossInstances && cfg.Payloads.Store == nil {
-		return cfg, badListenerOption("Keys.AcrossInstances", "needs a payload store for its leases: set Payloads.Store")
+	switch {
+	case cfg.Limits.AcrossInstances && cfg.Payloads.Store == nil:
+		return cfg, badListenerOption("Limits.AcrossInstances", "needs a payload store for its leases: set Payloads.Store")
+	case cfg.Limits.Fleet > 0 && cfg.Payloads.Store == nil:
+		return cfg, badListenerOption("Limits.Fleet", "needs a payload store for its leases: set Payloads.Store")
 	}
 	return cfg, cfg.check(src, caps)
 }

@@ -345,11 +345,11 @@ func (e *engineRound) cancellable(s azdispatch.Sent, ids []int) {
 // blobFault arms a failed or lost request on a payload store, in rounds
 // that use one.
 func (e *engineRound) blobFault() {
-	if !e.batches && !e.large && !e.hops && !e.cancelRace && !e.unique && !e.schedule && !e.keyed.across() {
+	if !e.batches && !e.large && !e.hops && !e.cancelRace && !e.unique && !e.schedule && !e.keyed.leases() {
 		return
 	}
 	ops := []azdispatch.Op{memqueue.OpBlobRead, memqueue.OpBlobWrite, memqueue.OpBlobDelete}
-	if e.keyed.across() {
+	if e.keyed.leases() {
 		ops = append(ops, memqueue.OpBlobLease)
 	}
 	op := ops[e.r.IntN(len(ops))]

@@ -27,20 +27,28 @@ type keyed struct {
 	snoozes  map[int]int
 	snoozed  int
 	mostKeys int // the most messages of one key in a handler at once
-	// acrossInstances is KeyOptions.AcrossInstances.
+	// acrossInstances is LimitOptions.AcrossInstances, and fleet
+	// LimitOptions.Fleet.
 	acrossInstances bool
+	fleet           int
 }
 
 // chooseKeys draws whether the round uses keys, and its key options.
 func (e *engineRound) chooseKeys(r *rand.Rand) {
 	k := &e.keyed
+	if r.IntN(4) == 0 {
+		// A fleet of this one listener: handler calls past it wait.
+		k.fleet = 1 + r.IntN(3)
+		e.opts.Limits.Fleet = k.fleet
+	}
 	if k.on = r.IntN(2) == 0; !k.on {
 		return
 	}
 	k.limit, k.keys = 1+r.IntN(2), 1+r.IntN(6)
 	k.inside, k.snoozes = map[string]map[string]int{}, map[int]int{}
-	e.opts.Keys = azdispatch.KeyOptions{
-		Limit:  k.limit,
+	e.opts.Limits = azdispatch.LimitOptions{
+		Fleet:  k.fleet,
+		PerKey: k.limit,
 		Line:   []int{0, 1, 2}[r.IntN(3)],
 		Wait:   time.Duration(20+r.IntN(500)) * time.Millisecond,
 		Snooze: time.Duration(r.IntN(2)) * time.Second,
@@ -48,7 +56,7 @@ func (e *engineRound) chooseKeys(r *rand.Rand) {
 		// lease requests too.
 		AcrossInstances: r.IntN(2) == 0,
 	}
-	k.acrossInstances = e.opts.Keys.AcrossInstances
+	k.acrossInstances = e.opts.Limits.AcrossInstances
 }
 
 // keyOf is a key for a publisher's send: one of the round's few, or none.
@@ -104,10 +112,14 @@ func (e *engineRound) snoozeSome(n int, dequeueCount int64) error {
 }
 
 func (k *keyed) describe() string {
-	if !k.on {
-		return "no keys"
+	fleet := ""
+	if k.fleet > 0 {
+		fleet = fmt.Sprintf(", fleet limit %d", k.fleet)
 	}
-	return fmt.Sprintf("%d keys, limit %d, across instances %t", k.keys, k.limit, k.across())
+	if !k.on {
+		return "no keys" + fleet
+	}
+	return fmt.Sprintf("%d keys, limit %d, across instances %t", k.keys, k.limit, k.acrossInstances) + fleet
 }
 
 func (k *keyed) summary() string {
@@ -117,6 +129,14 @@ func (k *keyed) summary() string {
 	return fmt.Sprintf("; keys: at most %d of one in a handler at once, %d snoozes returned", k.mostKeys, k.snoozed)
 }
 
-// across reports whether the round's key limit holds across instances, by
-// leases on the payload store.
-func (k *keyed) across() bool { return k.on && k.acrossInstances }
+// leases reports whether the round's limits take leases on the payload
+// store: a key limit across instances, or a fleet limit.
+func (k *keyed) leases() bool { return k.on && k.acrossInstances || k.fleet > 0 }
+
+// checkFleet notes a violation if more handler calls run than the fleet
+// limit lets. The caller holds mu.
+func (e *engineRound) checkFleet() {
+	if f := e.keyed.fleet; f > 0 && e.running > f {
+		e.violationf("%d handler calls at once, past the fleet limit of %d", e.running, f)
+	}
+}

@@ -612,6 +612,7 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	}
 	e.checkSetCaps()
 	e.keyEntered(m)
+	e.checkFleet()
 	snooze := e.snoozeSome(n, m.DequeueCount)
 	e.mu.Unlock()
 	defer func() { // a panic ends the call too

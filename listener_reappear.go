@@ -111,17 +111,18 @@ func reappearWhenDue(d *Delivery, due *wire.DueLine, after time.Duration) action
 const snoozeRoom = 64
 
 // snooze hides t's message again for after without counting a try: its
-// text gets a due line whose Seen is the service's dequeue count so far,
-// as a hop's does (see whenDue), so that the deliveries up to this one do
-// not count. A text with no room for the line is released for after as a
-// retry is, and this delivery counts.
+// text gets a due line (its own, or a new one) whose Seen counts this
+// delivery too (see whenDue), so that the next delivery's DequeueCount is
+// this one's again; the tries before it still count. A text with no room
+// for the line is released for after as a retry is, and this delivery
+// counts.
 func (l *Listener[T]) snooze(ctx context.Context, t *try, after time.Duration) {
 	d := t.d
 	due := wire.DueLine{}
 	if t.due != nil {
 		due = *t.due
 	}
-	due.Seen = t.dequeued
+	due.Seen++
 	text := due.Encode() + bodyText(d.Text)
 	if len(text) > MaxMessageSize {
 		l.msgLog(d).Warn("no room in the text to snooze without a try; released as a retry", "size", len(d.Text))

@@ -67,11 +67,8 @@ type try struct {
 	key     string
 	keyIn   bool
 	keyLock *keylock.Lock
-	// due is the message's due line, if it has one; dequeued is the
-	// service's dequeue count as received, before the due line's Seen is
-	// taken off it.
-	due      *wire.DueLine
-	dequeued int64
+	// due is the message's due line, if it has one.
+	due *wire.DueLine
 	// waited is the message's time in queue (see Message.TimeInQueue).
 	waited time.Duration
 	// took is how long its handler call took, if it made one.
@@ -179,7 +176,7 @@ func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 	t := &h.t
 	d := t.d
 	h.msg, h.parseErr = wire.Parse(d.Text, l.limits.PointerLimits())
-	t.due, t.dequeued = h.msg.Due, d.DequeueCount
+	t.due = h.msg.Due
 	switch l.memo.Settled(d.ID, d.Text) {
 	case memo.Handled:
 		// Handled before: delete it now (and its payload blob, if any,
@@ -323,10 +320,11 @@ func (l *Listener[T]) awaitTurn(h *inHand[T]) (action, bool) {
 // free, and judges its result.
 func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
 	t := &h.t
-	if err := l.takeHandler(t); err != nil {
+	place, err := l.takeHandler(t)
+	if err != nil {
 		return l.judge(t, t.context(), err), true
 	}
-	defer l.giveHandler()
+	defer l.giveHandler(place)
 	return l.judge(t, &h.call, l.callWatched(t, &h.call, &h.m, len(h.text))), true
 }
 
@@ -369,10 +367,37 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 }
 
 // takeHandler waits for one unit of the listener's handler semaphore,
-// which single messages and the items of batches share. It fails with
-// errNotStarted when Run's context ends first, or with the try's cause; a
-// unit it got then is given back.
-func (l *Listener[T]) takeHandler(t *try) error {
+// which single messages and the items of batches share, and with
+// Limits.Fleet for a place of the fleet's. It fails with errNotStarted
+// when Run's context ends first, or with the try's cause; what it got
+// then is given back. giveHandler gives back what it returns.
+func (l *Listener[T]) takeHandler(t *try) (*keylock.Place, error) {
+	if err := l.takeLocalHandler(t); err != nil {
+		return nil, err
+	}
+	if l.fleet == nil {
+		return nil, nil
+	}
+	ctx, done := t.untilRunEnds()
+	place, err := l.fleet.Get(ctx)
+	done()
+	switch {
+	case err == nil && t.s.run.Err() == nil && !t.ended():
+		return place, nil
+	case err == nil:
+		l.giveHandler(place)
+	default:
+		l.handlers.Release(1)
+	}
+	if t.ended() {
+		return nil, t.cause()
+	}
+	return nil, errNotStarted
+}
+
+// takeLocalHandler is takeHandler's wait for the listener's own handler
+// semaphore.
+func (l *Listener[T]) takeLocalHandler(t *try) error {
 	if !l.handlers.TryAcquire(1) {
 		// Only a wait makes a context of its own: it ends with the try's
 		// or with Run's.
@@ -388,10 +413,10 @@ func (l *Listener[T]) takeHandler(t *try) error {
 	}
 	switch {
 	case t.s.run.Err() != nil:
-		l.giveHandler()
+		l.handlers.Release(1)
 		return errNotStarted
 	case t.ended():
-		l.giveHandler()
+		l.handlers.Release(1)
 		return t.cause()
 	}
 	return nil
@@ -459,7 +484,12 @@ func (l *Listener[T]) shrinkPayload(t *try, keep int64) {
 func (l *Listener[T]) givePayload(t *try) { l.shrinkPayload(t, 0) }
 
 // giveHandler gives back what takeHandler took.
-func (l *Listener[T]) giveHandler() { l.handlers.Release(1) }
+func (l *Listener[T]) giveHandler(place *keylock.Place) {
+	if place != nil {
+		l.fleet.Put(place)
+	}
+	l.handlers.Release(1)
+}
 
 // untilRunEnds returns a context that ends with the try's or with Run's,
 // for a wait that either ends; done releases it.

@@ -133,7 +133,7 @@ func (p *Publisher[T]) Send(ctx context.Context, body T) (Sent, error) {
 }
 
 // SendKeyed is [Publisher.SendWith] with [SendOptions.Key]: the handler
-// reads the key as [MessageInfo.Key], a listener with [KeyOptions.Limit]
+// reads the key as [MessageInfo.Key], a listener with [LimitOptions.PerKey]
 // runs the key's messages that many at a time, and on a [KeyedTarget] every
 // message of the key lands on the same shard and so reaches the same
 // listener instance (see [ShardedQueue.SendKeyed] and

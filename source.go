@@ -118,7 +118,7 @@ type SendOptions struct {
 	// Key, if set, is the message's key: the customer, order or account
 	// it belongs to. It travels in the message text (a metadata entry,
 	// [MetadataKey]) and a handler reads it as [MessageInfo.Key]; a
-	// listener with [KeyOptions.Limit] runs at most that many messages of
+	// listener with [LimitOptions.PerKey] runs at most that many messages of
 	// a key at once. A [KeyedTarget] such as a [ShardedQueue] also puts
 	// every message of a key on one shard, so that they reach the same
 	// listener instance (see [Publisher.SendKeyed]). At most [MaxKeyLength]

@@ -108,12 +108,13 @@ type State struct {
 	Cancelled int64
 	// Snoozed counts messages put back without a try: by the handler's
 	// [Snooze], or because their key was at its limit (see
-	// [KeyOptions]). KeyWaits counts the messages that waited in hand for
+	// [LimitOptions]). KeyWaits counts the messages that waited in hand for
 	// their key before they ran (or were snoozed after all); KeysHeldElsewhere
 	// those snoozed because every place of their key was held by another
-	// listener ([KeyOptions.AcrossInstances]), and KeyLeasesLost the leases
-	// of keys lost while held: renewals failed until they expired.
-	Snoozed, KeyWaits, KeysHeldElsewhere, KeyLeasesLost int64
+	// listener ([LimitOptions.AcrossInstances]), and LeasesLost the leases
+	// of [LimitOptions] (a key's, a place of the fleet's) lost while held:
+	// renewals failed until they expired.
+	Snoozed, KeyWaits, KeysHeldElsewhere, LeasesLost int64
 	// Duplicates counts messages of a [Scheduler] deleted unhandled because
 	// another message of the same occurrence was delivered (see
 	// [MessageInfo.Occurrence]).
@@ -231,7 +232,7 @@ type stats struct {
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
 	wakes, handledBefore, rehidden, cancelled, duplicates  atomic.Int64
-	snoozed, keyWaits, keysElsewhere, keyLeasesLost        atomic.Int64
+	snoozed, keyWaits, keysElsewhere, leasesLost        atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -296,7 +297,7 @@ func (s *stats) snapshot() State {
 		Snoozed:            s.snoozed.Load(),
 		KeyWaits:           s.keyWaits.Load(),
 		KeysHeldElsewhere:  s.keysElsewhere.Load(),
-		KeyLeasesLost:      s.keyLeasesLost.Load(),
+		LeasesLost:      s.leasesLost.Load(),
 		Cancelled:          s.cancelled.Load(),
 		Duplicates:         s.duplicates.Load(),
 		Renewed:            s.renewed.Load(),

@@ -492,7 +492,7 @@ func (q *Queue) delivery(m *message, r *receipt, received time.Time) azdispatch.
 // through the queue's fault hooks ([Queue.FailNext], [Queue.LoseNext],
 // [Options.Intercept]) as the blob [azdispatch.Op]s OpBlobRead,
 // OpBlobWrite, OpBlobDelete, OpBlobList and OpBlobLease (a key's lease,
-// [azdispatch.KeyOptions.AcrossInstances]).
+// [azdispatch.LimitOptions.AcrossInstances]).
 func (q *Queue) PayloadStore() *azdispatch.PayloadStore { return q.store }
 
 // ServiceTime is the time on the queue's clock, which stands for the

@@ -44,6 +44,7 @@ type options struct {
 	wait     *latencyConfig  // nil: the latency scenario's defaults
 	priority priorityConfig  // zero: the priority scenario's defaults
 	fairness fairnessConfig  // zero: the fairness scenario's defaults
+	keys     keysConfig      // zero: the keys scenario's defaults
 }
 
 // record is one line of -json output.
@@ -100,6 +101,7 @@ var scenarios = map[string]scenario{
 	"latency":      runLatency,
 	"priority":     runPriority,
 	"fairness":     runFairness,
+	"keys":         runKeys,
 }
 
 // soaks judge rather than measure, and run only when named.
@@ -119,6 +121,8 @@ func main() {
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
 	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m); latency: each variant's measured window (default 1m)")
 	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule; latency: of the arrivals (default random, printed)")
+	flag.IntVar(&o.keys.Keys, "keys", 0, "keys: how many keys (default 1,000)")
+	flag.IntVar(&o.keys.Each, "each", 0, "keys: messages of each key (default 50)")
 	o.wait = latencyFlags(flag.CommandLine)
 	flag.Parse()
 

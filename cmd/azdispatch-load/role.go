@@ -39,6 +39,9 @@ func runRole() (code int, ok bool) {
 	if raw := os.Getenv(scheduleRole.config); raw != "" {
 		return roleMain(scheduleRole, raw, runScheduleWorker), true
 	}
+	if raw := os.Getenv(keysRole.config); raw != "" {
+		return roleMain(keysRole, raw, runKeysWorker), true
+	}
 	return 0, false
 }
 

@@ -39,10 +39,11 @@ type Locks struct {
 	lost func(key string, err error)
 }
 
-// New returns the places of queue's keys in b, places of each, leased for
-// lease (15 to 60 s) at a time.
-func New(b blobs.Backend, queue string, places int, lease time.Duration, lost func(key string, err error)) *Locks {
-	return &Locks{b: b, prefix: "keys/" + queue + "/", places: max(places, 1), lease: lease, lost: lost}
+// New returns the places of the keys of scope (a prefix of blob names,
+// such as "keys/<queue>") in b, places of each, leased for lease (15 to
+// 60 s) at a time.
+func New(b blobs.Backend, scope string, places int, lease time.Duration, lost func(key string, err error)) *Locks {
+	return &Locks{b: b, prefix: scope + "/", places: max(places, 1), lease: lease, lost: lost}
 }
 
 // Lock is a place held: renewed until Release.
@@ -66,8 +67,13 @@ type Lock struct {
 // released (and the client's own retries of it, under the same lease ID,
 // take the lease as the holder's).
 func (ls *Locks) Take(ctx context.Context, key string) (*Lock, error) {
+	return ls.take(ctx, key, ls.places)
+}
+
+// take is Take trying at most tries places.
+func (ls *Locks) take(ctx context.Context, key string, tries int) (*Lock, error) {
 	first := mrand.IntN(ls.places)
-	for i := range ls.places {
+	for i := range min(tries, ls.places) {
 		name := ls.blobName(key, (first+i)%ls.places)
 		l := &Lock{locks: ls, key: key, name: name, id: newLeaseID()}
 		err := l.acquire(ctx)
@@ -84,7 +90,7 @@ func (ls *Locks) Take(ctx context.Context, key string) (*Lock, error) {
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("%w: %d place(s) of the key", ErrHeld, ls.places)
+	return nil, fmt.Errorf("%w: %d of %d place(s) of the key tried", ErrHeld, min(tries, ls.places), ls.places)
 }
 
 // acquire takes l's lease, making its blob first if it is missing.

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+)
+
+// keysConfig sizes the keys scenario; the zero value is its defaults, and
+// a test shrinks it.
+type keysConfig struct {
+	Keys, Each  int           // keys, and messages of each
+	Procs       int           // listener processes
+	Concurrency int           // each process's handlers per dequeuer
+	Dequeuers   int           // each process's dequeuers
+	Hold        time.Duration // a handler call's time
+	KillAt      float64       // share of the messages handled when a process is killed
+	Faults      faultRates    // each process's storage faults on queue requests
+}
+
+func (c keysConfig) withDefaults() keysConfig {
+	setIf(&c.Keys, 1000)
+	setIf(&c.Each, 50)
+	setIf(&c.Procs, 3)
+	setIf(&c.Concurrency, 8)
+	setIf(&c.Dequeuers, 2)
+	setIf(&c.Hold, 100*time.Millisecond)
+	setIf(&c.KillAt, 0.4)
+	if c.Faults == (faultRates{}) {
+		c.Faults = faultRates{ServerBusy: 0.005, Timeout: 0.002, LostReceive: 0.002, LostDelete: 0.002, LostUpdate: 0.002}
+	}
+	return c
+}
+
+// handlers is the fleet's handler count: every process's.
+func (c keysConfig) handlers() int { return c.Procs * c.Concurrency * c.Dequeuers }
+
+// keysRecord is one line of the keys scenario's -json output.
+type keysRecord struct {
+	Scenario string `json:"scenario"`
+	Variant  string `json:"variant"`
+	OK       bool   `json:"ok"`
+
+	Messages  int     `json:"messages"`
+	Keys      int     `json:"keys"`
+	Handlers  int     `json:"handlers"`   // the fleet's
+	HandlerMS float64 `json:"handler_ms"` // a call's time
+	MsgsPerS  float64 `json:"msgs_per_s"` // between the tenth and the ninetieth in ten handled
+	Ratio     float64 `json:"ratio_vs_unlimited,omitempty"`
+
+	Lost       int `json:"lost"`            // sent, never handled
+	Repeated   int `json:"repeated"`        // handler calls past a message's first (at least once: the kill, lost answers)
+	Poisoned   int `json:"poisoned"`        // on the poison queue at the end
+	Overlaps   int `json:"overlaps"`        // calls of one key that overlapped another of the key (per-key)
+	MostAtOnce int `json:"most_at_once"`    // handler calls at once, all processes
+	Limit      int `json:"limit,omitempty"` // fleet: the limit
+
+	LeasesPerMsg float64 `json:"lease_requests_per_msg"` // Lease Blob requests, processes that ended well
+	TxPerMsg     float64 `json:"tx_per_msg"`             // every request of theirs
+	Snoozed      int64   `json:"snoozed"`
+	Killed       int     `json:"killed"`
+}
+
+// runKeys compares three listener processes over one queue of Keys × Each
+// keyed messages with no limit, with one at a time per key across the
+// processes (leases), and with a fleet limit equal to their handler count,
+// each with storage faults and a process killed mid-run.
+func runKeys(ctx context.Context, o options, progress io.Writer) ([]record, []string, error) {
+	c := o.keys.withDefaults()
+	acct, err := openAccount(ctx, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer acct.close()
+	dir, err := os.MkdirTemp("", "azdispatch-keys-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	variants := []struct {
+		name   string
+		limits azdispatch.LimitOptions
+	}{
+		{"unlimited", azdispatch.LimitOptions{}},
+		{"per-key", azdispatch.LimitOptions{PerKey: 1, AcrossInstances: true}},
+		{"fleet", azdispatch.LimitOptions{Fleet: c.handlers()}},
+	}
+	var recs []record
+	var lines []string
+	var base float64
+	for i, v := range variants {
+		fmt.Fprintf(progress, "keys: %s, %d keys × %d messages over %d processes\n", v.name, c.Keys, c.Each, c.Procs)
+		r, err := keysRun(ctx, c, acct.connectionString, dir, v.name, v.limits, int64(o.seed)+int64(i))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		if i == 0 {
+			base = r.MsgsPerS
+		} else {
+			r.Ratio = r.MsgsPerS / base
+		}
+		r.OK = r.Lost == 0 && r.Poisoned == 0 && r.Overlaps == 0 && (i == 0 || r.Ratio >= 0.9) && (r.Limit == 0 || r.MostAtOnce <= r.Limit)
+		recs = append(recs, record{Own: r})
+		lines = append(lines, fmt.Sprintf("%s: %.0f msgs/s (%.2f× unlimited), %d overlaps of a key, at most %d calls at once (limit %d), %.2f lease requests per message, %d lost, %d poisoned (ok %v)",
+			r.Variant, r.MsgsPerS, r.Ratio, r.Overlaps, r.MostAtOnce, r.Limit, r.LeasesPerMsg, r.Lost, r.Poisoned, r.OK))
+	}
+	return recs, lines, nil
+}
+
+// keysCall is one handler call: its process, key, message and times.
+type keysCall struct {
+	proc       int
+	key        string
+	n          int
+	start, end int64
+}
+
+// keysRun is one variant's run.
+func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits azdispatch.LimitOptions, seed int64) (keysRecord, error) {
+	r := keysRecord{Scenario: "keys", Variant: variant, Messages: c.Keys * c.Each, Keys: c.Keys, Handlers: c.handlers(), HandlerMS: ms(c.Hold), Limit: limits.Fleet}
+	queue := queueName("keys")
+	if err := fillKeyed(ctx, cs, queue, c.Keys, c.Each, seed); err != nil {
+		return r, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return r, err
+	}
+	var (
+		mu      sync.Mutex
+		open    = map[[2]int]keysCall{} // by process and message: calls started
+		calls   []keysCall
+		handled = map[int]int{}
+		states  []keysCounts
+		wg      sync.WaitGroup
+	)
+	start := func(proc int) (*child, error) {
+		env, err := keysRole.env(keysWorkerConfig{Queue: queue, Seed: seed, Stream: uint64(proc + 1), Limits: limits,
+			Concurrency: c.Concurrency, Dequeuers: c.Dequeuers, Hold: c.Hold, Faults: c.Faults}, cs)
+		if err != nil {
+			return nil, err
+		}
+		return startChild(exe, env, filepath.Join(dir, fmt.Sprintf("%s-%d.stderr", variant, proc)), &wg, func(line []byte) {
+			var rep keysReport
+			if json.Unmarshal(line, &rep) != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case rep.Final != nil:
+				states = append(states, *rep.Final)
+			case rep.S != 0:
+				open[[2]int{proc, rep.N}] = keysCall{proc: proc, key: rep.Key, n: rep.N, start: rep.S}
+			case rep.E != 0:
+				call := open[[2]int{proc, rep.N}]
+				delete(open, [2]int{proc, rep.N})
+				call.end = rep.E
+				calls = append(calls, call)
+				handled[rep.N]++
+			}
+		})
+	}
+	var procs []*child
+	for p := range c.Procs {
+		ch, err := start(p)
+		if err != nil {
+			return r, err
+		}
+		procs = append(procs, ch)
+	}
+	defer func() {
+		for _, p := range procs {
+			if !p.exited() {
+				p.kill()
+			}
+		}
+		wg.Wait()
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	deadline := time.Now().Add(time.Duration(r.Messages)*c.Hold/time.Duration(max(1, c.handlers()/4)) + 3*time.Minute)
+	for count() < int(c.KillAt*float64(r.Messages)) && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return r, err
+		}
+	}
+	// Kill the first process; its calls under way end now, as far as
+	// overlaps go. A new one takes its place.
+	procs[0].kill()
+	killedAt := time.Now().UnixNano()
+	r.Killed = 1
+	mu.Lock()
+	for k, call := range open {
+		if k[0] == 0 {
+			call.end = killedAt
+			calls = append(calls, call)
+			delete(open, k)
+		}
+	}
+	mu.Unlock()
+	ch, err := start(c.Procs)
+	if err != nil {
+		return r, err
+	}
+	procs = append(procs, ch)
+	for count() < r.Messages && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return r, err
+		}
+	}
+	for _, p := range procs[1:] {
+		p.command("stop")
+		p.closeStdin()
+	}
+	for _, p := range procs[1:] {
+		select {
+		case <-p.done:
+		case <-time.After(time.Minute):
+			p.kill()
+		}
+	}
+	wg.Wait()
+	poisoned, err := queueDepth(ctx, cs, queue+"-poison")
+	if err != nil {
+		return r, err
+	}
+	r.Poisoned += poisoned
+	mu.Lock()
+	defer mu.Unlock()
+	judgeKeys(&r, calls, handled, states, limits.PerKey > 0)
+	return r, nil
+}
+
+// judgeKeys fills in r's figures from the calls made, the messages handled
+// and the final states of the processes that ended well.
+func judgeKeys(r *keysRecord, calls []keysCall, handled map[int]int, states []keysCounts, perKey bool) {
+	r.Lost = r.Messages - len(handled)
+	for _, n := range handled {
+		r.Repeated += n - 1
+	}
+	if len(calls) == 0 {
+		return
+	}
+	slices.SortFunc(calls, func(a, b keysCall) int { return int(a.start - b.start) })
+	byKey := map[string]int64{}  // a key's latest end so far
+	var ends []int64             // ends of the calls under way, for the most at once
+	firstDone := map[int]int64{} // a message's first call's end
+	for _, call := range calls {
+		if e, ok := firstDone[call.n]; !ok || call.end < e {
+			firstDone[call.n] = call.end
+		}
+		if perKey {
+			if e, ok := byKey[call.key]; ok && call.start < e {
+				r.Overlaps++
+			}
+			byKey[call.key] = max(byKey[call.key], call.end)
+		}
+		ends = slices.DeleteFunc(ends, func(e int64) bool { return e <= call.start })
+		ends = append(ends, call.end)
+		r.MostAtOnce = max(r.MostAtOnce, len(ends))
+	}
+	r.MsgsPerS = middleRate(firstDone)
+	var leases, total, handledByThem int64
+	for _, s := range states {
+		leases += s.Transactions.BlobLease
+		r.Poisoned += int(s.Poisoned)
+		total += s.Transactions.Total()
+		handledByThem += s.Succeeded
+		r.Snoozed += s.Snoozed
+	}
+	if handledByThem > 0 {
+		r.LeasesPerMsg = float64(leases) / float64(handledByThem)
+		r.TxPerMsg = float64(total) / float64(handledByThem)
+	}
+}
+
+// middleRate is the messages handled per second between the tenth and
+// the ninetieth in ten to be handled: the kill falls within it, the
+// start-up and the wait for the messages the killed process held at the
+// end do not.
+func middleRate(done map[int]int64) float64 {
+	ends := slices.Sorted(maps.Values(done))
+	if len(ends) < 10 {
+		return 0
+	}
+	lo, hi := len(ends)/10, len(ends)*9/10
+	return float64(hi-lo) / time.Duration(ends[hi]-ends[lo]).Seconds()
+}
+
+// fillKeyed sends keys × each messages, body the message's number, key
+// "key-<number mod keys>", in a random order of keys.
+func fillKeyed(ctx context.Context, cs, queue string, keys, each int, seed int64) error {
+	acct, err := azdispatch.NewAccountFromConnectionString(cs, nil)
+	if err != nil {
+		return err
+	}
+	q, err := acct.Queue(queue)
+	if err != nil {
+		return err
+	}
+	if err := q.Create(ctx); err != nil {
+		return err
+	}
+	p, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	if err != nil {
+		return err
+	}
+	order := rand.New(rand.NewPCG(uint64(seed), 7)).Perm(keys * each)
+	const senders = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for s := range senders {
+		wg.Go(func() {
+			for i := s; i < len(order); i += senders {
+				n := order[i] + 1
+				if _, err := p.SendKeyed(ctx, "key-"+strconv.Itoa(n%keys), strconv.Itoa(n)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// queueDepth is a queue's approximate depth.
+func queueDepth(ctx context.Context, cs, queue string) (int, error) {
+	acct, err := azdispatch.NewAccountFromConnectionString(cs, nil)
+	if err != nil {
+		return 0, err
+	}
+	q, err := acct.Queue(queue)
+	if err != nil {
+		return 0, err
+	}
+	return q.Depth(ctx)
+}

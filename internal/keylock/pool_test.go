@@ -1,0 +1,105 @@
+package keylock
+
+import (
+	"context"
+
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/blobs"
+)
+
+// Three processes' pools over four places: never more than four calls at
+// once among them, every call gets a place in the end, and once every
+// pool has released, every place is free.
+func TestPoolsNeverHoldMoreThanThePlaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := blobs.NewMemory("c", nil, nil)
+	const places = 4
+	var pools []*Pool
+	for range 3 {
+		pools = append(pools, NewPool(New(b, "q", places, 15*time.Second, nil), "fleet", 50*time.Millisecond, time.Second))
+	}
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 30 {
+		p := pools[i%3]
+		wg.Go(func() {
+			for range 5 {
+				pl, err := p.Get(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				p.Put(pl)
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, most.Load(), int32(places))
+	assert.Equal(t, int32(places), most.Load(), "the places were used")
+	for _, p := range pools {
+		p.Release()
+	}
+	other := New(b, "q", places, 15*time.Second, nil)
+	for i := range places {
+		l := &Lock{locks: other, key: "fleet", name: other.blobName("fleet", i), id: newLeaseID()}
+		require.NoError(t, l.acquire(ctx), "place %d free after Release", i)
+	}
+}
+
+// A place kept idle costs no request for the next call; one idle for long
+// is given up by itself.
+func TestAnIdlePlaceIsKeptThenGivenUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := blobs.NewMemory("c", nil, nil)
+	p := NewPool(New(b, "q", 2, 15*time.Second, nil), "fleet", 100*time.Millisecond, time.Minute)
+	pl, err := p.Get(ctx)
+	require.NoError(t, err)
+	p.Put(pl)
+	before := b.Requests(blobs.OpLease)
+	pl2, err := p.Get(ctx)
+	require.NoError(t, err)
+	assert.Same(t, pl, pl2)
+	assert.Equal(t, before, b.Requests(blobs.OpLease), "kept: no request")
+	p.Put(pl2)
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.idle) == 0
+	}, 5*time.Second, 10*time.Millisecond, "given up once idle")
+	p.Release()
+	assert.Greater(t, b.Requests(blobs.OpLease), before, "released")
+}
+
+// A call that finds every place held waits until ctx ends, or until one
+// is given back.
+func TestAGetWaitsForAPlace(t *testing.T) {
+	t.Parallel()
+	b := blobs.NewMemory("c", nil, nil)
+	mine := NewPool(New(b, "q", 1, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
+	theirs := NewPool(New(b, "q", 1, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
+	held, err := theirs.Get(context.Background())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = mine.Get(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	theirs.Put(held)
+	theirs.Release()
+	pl, err := mine.Get(context.Background())
+	require.NoError(t, err, "free once they released it")
+	mine.Put(pl)
+	mine.Release()
+}
