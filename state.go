@@ -232,7 +232,7 @@ type stats struct {
 	lost, released, renewed, receiveErrors, poisonErrors   atomic.Int64
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
 	wakes, handledBefore, rehidden, cancelled, duplicates  atomic.Int64
-	snoozed, keyWaits, keysElsewhere, leasesLost        atomic.Int64
+	snoozed, keyWaits, keysElsewhere, leasesLost           atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -297,7 +297,7 @@ func (s *stats) snapshot() State {
 		Snoozed:            s.snoozed.Load(),
 		KeyWaits:           s.keyWaits.Load(),
 		KeysHeldElsewhere:  s.keysElsewhere.Load(),
-		LeasesLost:      s.leasesLost.Load(),
+		LeasesLost:         s.leasesLost.Load(),
 		Cancelled:          s.cancelled.Load(),
 		Duplicates:         s.duplicates.Load(),
 		Renewed:            s.renewed.Load(),
