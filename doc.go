@@ -223,6 +223,18 @@
 // counts each queue's messages in hand from what the listener tells it
 // (the Settled capability, see [Capabilities]).
 //
+// # One at a time per key
+//
+// A message sent with a key ([SendOptions.Key]) carries it in its text, and
+// the handler reads it as [MessageInfo.Key]. [LimitOptions].PerKey runs a
+// key's messages that many at a time: across processes at no cost where
+// keys are routed to one reader ([ShardedQueue.Subset] over keyed shards),
+// or by a blob lease per key ([LimitOptions].AcrossInstances).
+// [LimitOptions].Fleet bounds the handler calls of every listener of a
+// source. A message that waits for its key waits in hand, or is hidden
+// again without counting a try, as a handler's [Snooze] hides it: waiting
+// never poisons a message.
+//
 // [Lease] runs a function in one process of several at a time, over a blob
 // lease: a single distributor that feeds many queues, with standbys that
 // take over within a lease period and one try when it dies. A holder paused

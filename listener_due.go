@@ -242,7 +242,11 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 		if l.keyLocks == nil || t.keyLock != nil {
 			return action{}, false
 		}
-		lock, err := l.keyLocks.Take(t.context(), t.key)
+		// Bounded: a blob service that does not answer snoozes the
+		// message rather than hold it.
+		ctx, cancel := context.WithTimeout(t.context(), keyTakeWithin)
+		lock, err := l.keyLocks.Take(ctx, t.key)
+		cancel()
 		if err == nil {
 			t.keyLock = lock
 			return action{}, false
@@ -292,6 +296,10 @@ func (l *Listener[T]) leaveKey(t *try) {
 // third of it.
 const keyLease = 30 * time.Second
 
+// keyTakeWithin bounds the taking of a key's lease (a Put Blob and two
+// Lease Blob requests at most, on a key's first use).
+const keyTakeWithin = 10 * time.Second
+
 // keyReleaseWithin bounds the release of a key's lease.
 const keyReleaseWithin = 10 * time.Second
 
@@ -307,4 +315,68 @@ const (
 func (l *Listener[T]) leaseLost(key string, err error) {
 	l.stats.leasesLost.Add(1)
 	l.alerts().Warn("a lease of Limits was lost while held: another listener may run past the limit meanwhile", "key", key, "err", err)
+}
+
+// takeHandler waits for one unit of the listener's handler semaphore,
+// which single messages and the items of batches share, and with
+// Limits.Fleet for a place of the fleet's. It fails with errNotStarted
+// when Run's context ends first, or with the try's cause; what it got
+// then is given back. giveHandler gives back what it returns.
+func (l *Listener[T]) takeHandler(t *try) (*keylock.Place, error) {
+	if err := l.takeLocalHandler(t); err != nil {
+		return nil, err
+	}
+	if l.fleet == nil {
+		return nil, nil
+	}
+	ctx, done := t.untilRunEnds()
+	place, err := l.fleet.Get(ctx)
+	done()
+	switch {
+	case err == nil && t.s.run.Err() == nil && !t.ended():
+		return place, nil
+	case err == nil:
+		l.giveHandler(place)
+	default:
+		l.handlers.Release(1)
+	}
+	if t.ended() {
+		return nil, t.cause()
+	}
+	return nil, errNotStarted
+}
+
+// takeLocalHandler is takeHandler's wait for the listener's own handler
+// semaphore.
+func (l *Listener[T]) takeLocalHandler(t *try) error {
+	if !l.handlers.TryAcquire(1) {
+		// Only a wait makes a context of its own: it ends with the try's
+		// or with Run's.
+		ctx, done := t.untilRunEnds()
+		err := l.handlers.Acquire(ctx, 1)
+		done()
+		if err != nil {
+			if t.ended() {
+				return t.cause()
+			}
+			return errNotStarted
+		}
+	}
+	switch {
+	case t.s.run.Err() != nil:
+		l.handlers.Release(1)
+		return errNotStarted
+	case t.ended():
+		l.handlers.Release(1)
+		return t.cause()
+	}
+	return nil
+}
+
+// giveHandler gives back what takeHandler took.
+func (l *Listener[T]) giveHandler(place *keylock.Place) {
+	if place != nil {
+		l.fleet.Put(place)
+	}
+	l.handlers.Release(1)
 }

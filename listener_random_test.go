@@ -49,7 +49,11 @@ var (
 // manual clock, messages due past the listener's 7-day hop, hidden again
 // as the clock moves days ahead, and a Scheduler's schedule; Cancel from
 // goroutines of their own at random moments, racing delivery; and unique
-// sends of one key from several goroutines at once.
+// sends of one key from several goroutines at once. Half the rounds send
+// most messages with one of a few keys to a listener with a per-key limit
+// (in the process, or across instances by leases on the payload store,
+// whose faults then fail and lose lease requests too), with handlers that
+// sometimes Snooze; a quarter have a fleet limit (listener_random_keys_test.go).
 //
 // At every handler call and after every step it checks that the listener
 // holds no more messages and runs no more handlers than MaxDequeuers ×
@@ -57,7 +61,9 @@ var (
 // cap; that no delivery received after the listener began to
 // delete a message whose handler succeeded runs the handler again (in
 // rounds whose clock moved, a message the move made visible again while in
-// hand is excused); that no handler runs for a message before it is due,
+// hand is excused); that no more messages of a key are in a handler than
+// the per-key limit, nor more handler calls than the fleet limit; that no
+// handler runs for a message before it is due,
 // nor after Cancel returned nil for it (nor had run when Cancel returned
 // nil); that the handler runs for one message at most of each occurrence
 // of the schedule (that message's own retries aside); and that of the sends of one unique key at once one at

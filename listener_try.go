@@ -366,62 +366,6 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 	return l.opts.Codec.Decode(text, body)
 }
 
-// takeHandler waits for one unit of the listener's handler semaphore,
-// which single messages and the items of batches share, and with
-// Limits.Fleet for a place of the fleet's. It fails with errNotStarted
-// when Run's context ends first, or with the try's cause; what it got
-// then is given back. giveHandler gives back what it returns.
-func (l *Listener[T]) takeHandler(t *try) (*keylock.Place, error) {
-	if err := l.takeLocalHandler(t); err != nil {
-		return nil, err
-	}
-	if l.fleet == nil {
-		return nil, nil
-	}
-	ctx, done := t.untilRunEnds()
-	place, err := l.fleet.Get(ctx)
-	done()
-	switch {
-	case err == nil && t.s.run.Err() == nil && !t.ended():
-		return place, nil
-	case err == nil:
-		l.giveHandler(place)
-	default:
-		l.handlers.Release(1)
-	}
-	if t.ended() {
-		return nil, t.cause()
-	}
-	return nil, errNotStarted
-}
-
-// takeLocalHandler is takeHandler's wait for the listener's own handler
-// semaphore.
-func (l *Listener[T]) takeLocalHandler(t *try) error {
-	if !l.handlers.TryAcquire(1) {
-		// Only a wait makes a context of its own: it ends with the try's
-		// or with Run's.
-		ctx, done := t.untilRunEnds()
-		err := l.handlers.Acquire(ctx, 1)
-		done()
-		if err != nil {
-			if t.ended() {
-				return t.cause()
-			}
-			return errNotStarted
-		}
-	}
-	switch {
-	case t.s.run.Err() != nil:
-		l.handlers.Release(1)
-		return errNotStarted
-	case t.ended():
-		l.handlers.Release(1)
-		return t.cause()
-	}
-	return nil
-}
-
 // waitTurn waits for a handler call's turn under the rate limit, if there
 // is one: turn, booked at the message's receive for its first call, or,
 // if turn is zero, a turn of its own (a batch's further items). It fails
@@ -482,14 +426,6 @@ func (l *Listener[T]) shrinkPayload(t *try, keep int64) {
 
 // givePayload gives back everything t holds of the budget.
 func (l *Listener[T]) givePayload(t *try) { l.shrinkPayload(t, 0) }
-
-// giveHandler gives back what takeHandler took.
-func (l *Listener[T]) giveHandler(place *keylock.Place) {
-	if place != nil {
-		l.fleet.Put(place)
-	}
-	l.handlers.Release(1)
-}
 
 // untilRunEnds returns a context that ends with the try's or with Run's,
 // for a wait that either ends; done releases it.

@@ -27,6 +27,8 @@ const (
 // the library's JSON leaves out.
 type EnvelopeView struct {
 	*azdispatch.PoisonEnvelope
+	// Body is the poisoned message's text: for plain text without its due
+	// and metadata lines, which BodyMetadata and the envelope's times say.
 	Body string `json:"body"`
 	// BodyKind says whether the body is the text itself or a pointer to a
 	// payload blob (a body too large for a poison message, or a claim check).
@@ -63,8 +65,11 @@ func newEnvelopeView(e *azdispatch.PoisonEnvelope) *EnvelopeView {
 	v := &EnvelopeView{PoisonEnvelope: e, Body: e.Body}
 	info := azdispatch.DescribeText(e.Body)
 	v.BodyKind, v.BodyPointer, v.BodyMetadata = string(info.Kind), info.Pointer, info.Metadata
-	if info.Kind == azdispatch.TextPoison {
+	switch info.Kind {
+	case azdispatch.TextPoison:
 		v.BodyKind = kindPlain // an envelope's body is never read as another envelope
+	case azdispatch.TextPlain:
+		v.Body = info.Body // the message's own text: its metadata (a key, a trace context) is BodyMetadata
 	}
 	return v
 }

@@ -110,7 +110,11 @@ func (p *Pool) find(ctx context.Context, freed chan struct{}) (*Place, error) {
 			return nil, ctx.Err()
 		}
 	}
-	lock, err := p.locks.take(ctx, p.name, searchTries)
+	// Bounded: a blob service that does not answer is looked at again
+	// later, as one that refuses is.
+	tctx, cancel := context.WithTimeout(ctx, giveUpWithin)
+	lock, err := p.locks.take(tctx, p.name, searchTries)
+	cancel()
 	switch {
 	case err == nil:
 		now := time.Now()

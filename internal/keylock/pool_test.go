@@ -103,3 +103,26 @@ func TestAGetWaitsForAPlace(t *testing.T) {
 	mine.Put(pl)
 	mine.Release()
 }
+
+// A blob service that hangs holds up no search for long: the search gives
+// up, and the next one finds a place once the service answers again.
+func TestASearchOfAHungServiceIsBounded(t *testing.T) {
+	t.Parallel()
+	var hang atomic.Bool
+	hang.Store(true)
+	b := blobs.NewMemory("c", nil, func(ctx context.Context, op blobs.Op, _ string) (error, bool) {
+		if hang.Load() {
+			<-ctx.Done()
+			return ctx.Err(), false
+		}
+		return nil, false
+	})
+	p := NewPool(New(b, "q", 1, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
+	go func() { time.Sleep(giveUpWithin + time.Second); hang.Store(false) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*giveUpWithin)
+	defer cancel()
+	pl, err := p.Get(ctx)
+	require.NoError(t, err, "found once the service answered")
+	p.Put(pl)
+	p.Release()
+}
