@@ -148,7 +148,9 @@ func TestListenerCreatesItsQueueOnlyWhenTold(t *testing.T) {
 	l, err = NewListener(told, c.handler(nil), cfg)
 	require.NoError(t, err)
 	stop = started(t, l)
-	waitFor(t, "the queue created", func() bool { return l.State().Transactions.Create >= 1 })
+	// A receive starts only once the Create has returned: a send made
+	// before might find no queue yet and create it itself.
+	waitFor(t, "the queue created, and read", func() bool { return l.State().Transactions.Receive >= 1 })
 	sendJobs(t, told, 1)
 	waitFor(t, "handled", func() bool { return c.succeeded() == 1 })
 	require.NoError(t, stop())
