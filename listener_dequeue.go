@@ -77,38 +77,44 @@ type receiveResult struct {
 // runDequeuer runs one dequeuer until it stops.
 func (l *Listener[T]) runDequeuer(s *session) {
 	dq := &dequeuer[T]{l: l, s: s, ctx: s.run}
-	dq.carryOn(dq.takeSeat)
+	runRoles(func() role { return dq.carryOn(dq.takeSeat) })
 }
 
 // carryOn runs the dequeuer's loop once first has returned true (a seat
 // taken, or, on a successor's goroutine, the step after the receive whose
 // messages the previous goroutine still tries), then gives back what the
-// dequeuer holds; unless its goroutine hands the loop to a successor
-// meanwhile, which does that in its stead.
-func (dq *dequeuer[T]) carryOn(first func() bool) {
-	if first() && !dq.loop() {
-		return
+// dequeuer holds and returns nil; unless its goroutine hands the loop to a
+// successor meanwhile, which does that in its stead: then it returns the
+// goroutine's role from there on (a try goroutine's).
+func (dq *dequeuer[T]) carryOn(first func() bool) role {
+	if first() {
+		if then := dq.loop(); then != nil {
+			return then
+		}
 	}
 	dq.leave()
 	dq.s.dequeuers.Done()
+	return nil
 }
 
 // loop receives, tries what came and does what dequeue.Next decides, until the
-// dequeuer stops (true) or its goroutine is left trying a message while a
-// successor goes on receiving (false).
-func (dq *dequeuer[T]) loop() bool {
+// dequeuer stops (nil) or its goroutine is left trying a message while a
+// successor goes on receiving: it returns the goroutine's role from then on.
+func (dq *dequeuer[T]) loop() role {
 	for {
 		r, batch, ok := dq.receive()
 		if !ok {
-			return true
+			return nil
 		}
 		dq.record(r)
 		next := dequeue.Next(dq.inputs(r))
-		if len(batch) > 0 && !dq.tryHere(batch, next, r) {
-			return false
+		if len(batch) > 0 {
+			if then := dq.tryHere(batch, next, r); then != nil {
+				return then
+			}
 		}
 		if !dq.follow(next, r) {
-			return true
+			return nil
 		}
 	}
 }

@@ -21,11 +21,28 @@ import (
 // the next message before it stops (between one and two of these).
 const tryIdle = 5 * time.Second
 
+// A role is what a goroutine of the session does next: its function
+// returns the role after it, or nil when the goroutine ends (see runRoles).
+// A dequeuer's goroutine that spills goes on as a try goroutine, and an
+// idle try goroutine takes up the loop of a dequeuer that spilled, each
+// from the top of its stack: neither nests in the other, so a long busy
+// run does not pile up goroutines or frames.
+type role func() role
+
+// runRoles runs r, then the roles it hands on, until one returns nil.
+func runRoles(r role) {
+	for r != nil {
+		r = r()
+	}
+}
+
 // arrival is one received message for a try goroutine, with the slot it
 // gives back to its dequeuer once it is settled. An arrival with no message
-// tells the goroutine that takes it to stop.
+// tells the goroutine that takes it to stop, or, with carry set, to go on
+// as a dequeuer's successor (see handOn).
 type arrival struct {
 	d     *Delivery
+	carry role
 	slots *syncx.Slots
 	// received is when the receive that brought d was asked for, and took
 	// how long it took to return: the service hid d at some moment between.
@@ -56,16 +73,22 @@ func (l *Listener[T]) startTry(s *session, r arrival) {
 	select {
 	case s.tries.ch <- r:
 	default:
-		s.handlers.Go(func() { l.tryLoop(s, r) })
+		s.handlers.Add(1)
+		go runRoles(func() role {
+			defer s.handlers.Done()
+			return l.tryLoop(s, r)
+		})
 	}
 }
 
 // tryLoop takes r through its try, then whatever else is given to it, until
-// it is told to stop or the channel is closed at the end of the session.
-func (l *Listener[T]) tryLoop(s *session, r arrival) {
+// it is told to stop, or the channel is closed at the end of the session,
+// or it is given a dequeuer's loop to carry on: the role it returns.
+func (l *Listener[T]) tryLoop(s *session, r arrival) role {
 	for ; r.d != nil; r = s.tries.await() {
 		l.tryDelivery(s, r) // gives back r's slot, whatever becomes of its goroutine
 	}
+	return r.carry
 }
 
 // await waits for the next message for a try goroutine: one with no
@@ -163,12 +186,12 @@ func (run *inlineRun) take() (arrival, bool) {
 }
 
 // tryHere tries the messages of a receive on the dequeuer's goroutine, one
-// after another. After a handler call of slowCall or more, the rest go to
-// try goroutines and tryHere returns. If none starts for spillAfter, spill
-// gives the rest to try goroutines and starts a successor that goes on
-// with next; this goroutine finishes the try it is in, then waits among
-// the try goroutines for more, and tryHere reports false.
-func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResult) bool {
+// after another, and returns nil. After a handler call of slowCall or more,
+// the rest go to try goroutines and tryHere returns. If none starts for
+// spillAfter, spill gives the rest to try goroutines and a successor goes
+// on with next; this goroutine finishes the try it is in, and tryHere
+// returns its role from then on: a try goroutine's.
+func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResult) role {
 	run := dq.run
 	if run == nil {
 		run = &inlineRun{spilled: make(chan struct{}, 1)}
@@ -208,15 +231,16 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 			<-run.spilled // a spill that came too late: let it end before the run is reused
 		}
 		run.arrivals = nil
-		return true
+		return nil
 	}
 	<-run.spilled
 	// Waiting among the try goroutines, this one must not keep the
 	// receive's messages alive.
 	run.arrivals = nil
-	defer s.handlers.Done()
-	l.tryLoop(s, s.tries.await())
-	return false
+	return func() role {
+		defer s.handlers.Done() // counted by spill
+		return l.tryLoop(s, s.tries.await())
+	}
 }
 
 // afterGoexit runs as the dequeuer's goroutine ends because a handler it
@@ -261,14 +285,25 @@ func (dq *dequeuer[T]) spill(run *inlineRun) {
 }
 
 // handOn gives the messages of run nobody has taken to try goroutines, and
-// the dequeuer's loop to a new goroutine, which goes on from the step after
-// the run's receive with a new run and buffer of its own (the goroutine
-// that was trying keeps the old ones).
+// the dequeuer's loop to an idle try goroutine, or a new one, which goes on
+// from the step after the run's receive with a new run and buffer of its
+// own (the goroutine that was trying keeps the old ones). An idle one is
+// taken first: on a busy machine a dequeuer that is merely waiting for a
+// core looks like one whose handler hangs, and spills, and a new goroutine
+// for each such spill would pile up idle ones faster than retireIdle stops
+// them, each a stack for the garbage collector to scan.
 func (dq *dequeuer[T]) handOn(run *inlineRun) {
 	l, s := dq.l, dq.s
 	for a, ok := run.take(); ok; a, ok = run.take() {
 		l.startTry(s, a)
 	}
 	dq.run, dq.arrivals = nil, nil
-	go dq.carryOn(func() bool { return dq.follow(run.next, run.result) })
+	successor := arrival{carry: func() role {
+		return dq.carryOn(func() bool { return dq.follow(run.next, run.result) })
+	}}
+	select {
+	case s.tries.ch <- successor: // the dequeuers' count, held by the loop, keeps ch open
+	default:
+		go runRoles(successor.carry)
+	}
 }
