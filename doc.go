@@ -230,6 +230,8 @@
 // key's messages that many at a time: across processes at no cost where
 // keys are routed to one reader ([ShardedQueue.Subset] over keyed shards),
 // or by a blob lease per key ([LimitOptions].AcrossInstances).
+// [LimitOptions].InOrder runs each key's messages in the order one
+// [Publisher] sent them, whatever order the queue gives them in.
 // [LimitOptions].Fleet bounds the handler calls of every listener of a
 // source. A message that waits for its key waits in hand, or is hidden
 // again without counting a try, as a handler's [Snooze] hides it: waiting

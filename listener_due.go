@@ -251,7 +251,7 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 			t.keyLock = lock
 			return action{}, false
 		}
-		l.leaveKey(t) // the next in line, if any, takes a lease of its own
+		l.leaveKey(t, false) // the next in line, if any, takes a lease of its own
 		if errors.Is(err, keylock.ErrHeld) {
 			l.stats.keysElsewhere.Add(1)
 		} else {
@@ -271,10 +271,15 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 
 // leaveKey gives back t's place under its key's limit, if it holds one, to
 // the first of the key waiting in line, with its lease; with no one
-// waiting, the lease is released, from a goroutine of the session's.
-func (l *Listener[T]) leaveKey(t *try) {
+// waiting, the lease is released, from a goroutine of the session's. done
+// says the message was handled or poisoned: with Limits.InOrder, the key's
+// order records it first (see orderDone).
+func (l *Listener[T]) leaveKey(t *try, done bool) {
 	if !t.keyIn {
 		return
+	}
+	if done {
+		l.orderDone(t)
 	}
 	t.keyIn = false
 	lock := t.keyLock
@@ -283,7 +288,9 @@ func (l *Listener[T]) leaveKey(t *try) {
 		return
 	}
 	t.s.handlers.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), keyReleaseWithin)
+		// The session's values (the transaction counts among them), not
+		// its end: a release is owed even at shutdown.
+		ctx, cancel := context.WithTimeout(t.s.detached, keyReleaseWithin)
 		defer cancel()
 		if err := lock.Release(ctx); err != nil {
 			l.log.Warn("a key's lease could not be released; it expires", "key", lock.Key(), "err", err)

@@ -35,8 +35,9 @@ func idleTryGoroutines() int {
 // listener on a loaded machine (where merely waiting for a core looks like
 // a slow call) piled up thousands of them between two retirements, and the
 // garbage collector scanned every one of their stacks in each cycle.
+//
+// Not parallel: it counts every try goroutine of the process.
 func TestSpillsReuseIdleTryGoroutines(t *testing.T) {
-	t.Parallel()
 	b := setup(t)
 	const n, concurrency = 12000, 48
 	for i := range n {

@@ -325,6 +325,24 @@ type PayloadOptions struct {
 // place held waits in hand, and the listener looks for a free place, a
 // few of them at a time, about every 200 ms.
 //
+// InOrder runs a key's messages one at a time and in the order one
+// [Publisher] sent them, whatever order the queue gives them in (the
+// service, and Azurite, are only typically first in, first out). A
+// publisher stamps each keyed message with the key's last message whose
+// send had succeeded when it began ([MetadataOrder]); a message runs once
+// that one is done: handled, or given up as poison. It implies PerKey 1 and
+// AcrossInstances, and the key's order lives in its lease blob's metadata:
+// beyond AcrossInstances' requests, a message costs one Set Blob Metadata,
+// and a Get Blob Properties when another process wrote the key last. A
+// message that arrives before the one it follows is snoozed, without a
+// try, and the first of a key to find it stuck writes when (one more Set
+// Blob Metadata). Messages of one key from different publishers are in no
+// order between them: send a key's messages through one Publisher when
+// their order matters. A predecessor that never comes (it expired, was
+// cancelled or purged, or was poisoned before it could take its key) is
+// given up once the key has been stuck for OrderWait, counted in
+// [State.OrderGapsSkipped], and the messages after it go on.
+//
 // Leases hold a place while their holder renews them: a process that
 // dies holds its places until their leases expire (30 s), and one paused
 // longer than that (a stopped VM, a debugger) may find its place taken
@@ -353,6 +371,13 @@ type LimitOptions struct {
 	// made up to half as long again at random so that a key's messages do
 	// not come back together. Defaults to 1 s.
 	Snooze time.Duration
+	// InOrder runs each key's messages in the order one publisher sent
+	// them (see above). It needs a payload store.
+	InOrder bool
+	// OrderWait is how long a key stays stuck for a message that has not
+	// come before the messages after it go on without it, by the
+	// service's clock. Defaults to 10 minutes.
+	OrderWait time.Duration
 	// Fleet is how many handler calls run at once across every listener
 	// of the source that sets it, by blob leases in
 	// ListenerOptions.Payloads.Store's container, under
@@ -360,6 +385,10 @@ type LimitOptions struct {
 	// the same Fleet.
 	Fleet int
 }
+
+// defaultOrderWait is LimitOptions.OrderWait's default: long past any
+// reshuffle of a queue's order, well short of a message's life.
+const defaultOrderWait = 10 * time.Minute
 
 // withDefaults returns k with defaults filled in and every field checked.
 func (k LimitOptions) withDefaults(vis time.Duration) (LimitOptions, error) {
@@ -374,7 +403,15 @@ func (k LimitOptions) withDefaults(vis time.Duration) (LimitOptions, error) {
 		return k, badListenerOption("Limits.Wait", "%v is negative", k.Wait)
 	case k.Snooze < 0 || k.Snooze > MaxVisibility:
 		return k, badListenerOption("Limits.Snooze", "%v is not between 0 and 7 days", k.Snooze)
+	case k.OrderWait < 0:
+		return k, badListenerOption("Limits.OrderWait", "%v is negative", k.OrderWait)
+	case k.InOrder && k.PerKey > 1:
+		return k, badListenerOption("Limits.PerKey", "%d: InOrder runs a key's messages one at a time", k.PerKey)
 	}
+	if k.InOrder {
+		k.PerKey, k.AcrossInstances = 1, true
+	}
+	setDefault(&k.OrderWait, defaultOrderWait)
 	setDefault(&k.Line, 8)
 	setDefault(&k.Wait, vis/2)
 	setDefault(&k.Snooze, time.Second)
@@ -424,6 +461,8 @@ func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerO
 		return cfg, err
 	}
 	switch {
+	case cfg.Limits.InOrder && cfg.Payloads.Store == nil:
+		return cfg, badListenerOption("Limits.InOrder", "needs a payload store for its keys' leases and order: set Payloads.Store")
 	case cfg.Limits.AcrossInstances && cfg.Payloads.Store == nil:
 		return cfg, badListenerOption("Limits.AcrossInstances", "needs a payload store for its leases: set Payloads.Store")
 	case cfg.Limits.Fleet > 0 && cfg.Payloads.Store == nil:

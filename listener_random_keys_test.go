@@ -1,8 +1,12 @@
 package azdispatch_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
@@ -31,6 +35,18 @@ type keyed struct {
 	// LimitOptions.Fleet.
 	acrossInstances bool
 	fleet           int
+	// inOrder is LimitOptions.InOrder. done holds, by their number in
+	// the publisher's order (MetadataOrder), the keyed messages whose try
+	// ended as the listener counts done: handled, given up (Permanent), or
+	// failed on the last try (poisoned). early holds, by number, the
+	// messages whose calls started before the message they follow was
+	// done: none may, until the listener has given up a gap
+	// (State.OrderGapsSkipped), which lets the messages after the gap go
+	// on (a message cancelled, or poisoned before it took its key: the
+	// handler sees neither).
+	inOrder bool
+	done    map[uint64]bool
+	early   map[uint64]string
 }
 
 // chooseKeys draws whether the round uses keys, and its key options.
@@ -46,6 +62,9 @@ func (e *engineRound) chooseKeys(r *rand.Rand) {
 	}
 	k.limit, k.keys = 1+r.IntN(2), 1+r.IntN(6)
 	k.inside, k.snoozes = map[string]map[string]int{}, map[int]int{}
+	if k.inOrder = r.IntN(3) == 0; k.inOrder {
+		k.limit, k.done, k.early = 1, map[uint64]bool{}, map[uint64]string{}
+	}
 	e.opts.Limits = azdispatch.LimitOptions{
 		Fleet:  k.fleet,
 		PerKey: k.limit,
@@ -55,8 +74,59 @@ func (e *engineRound) chooseKeys(r *rand.Rand) {
 		// Leases in the payload store, whose faults then fail and lose
 		// lease requests too.
 		AcrossInstances: r.IntN(2) == 0,
+		InOrder:         k.inOrder,
+		// By the queue's clock: a message cancelled, or poisoned before it
+		// took its key, leaves a gap its key waits out, each in turn; one
+		// delayed or retried for longer is given up too.
+		OrderWait: time.Duration(1+r.IntN(3)) * time.Second,
 	}
-	k.acrossInstances = e.opts.Limits.AcrossInstances
+	k.acrossInstances = e.opts.Limits.AcrossInstances || k.inOrder
+}
+
+// orderStarted notes a call of m that starts before the message it follows
+// in its key's order is done, and a violation if the listener had given
+// up no gap by then (s: its state at the call). The caller holds mu.
+func (e *engineRound) orderStarted(m *azdispatch.Message[string], s azdispatch.State) {
+	k := &e.keyed
+	if !k.inOrder {
+		return
+	}
+	if st, ok := parseStamp(m.Metadata[azdispatch.MetadataOrder]); ok && st.prev != 0 && !k.done[st.prev] {
+		k.early[st.n] = fmt.Sprintf("%s (key %s, number %d) before %d", m.ID, m.Key, st.n, st.prev)
+		if s.OrderGapsSkipped == 0 {
+			e.violationf("message %s (key %s, number %d) started before %d, which it follows, was done, with no gap given up", m.ID, m.Key, st.n, st.prev)
+		}
+	}
+}
+
+// orderEnded notes a call of m that ends its try as done (err: the
+// handler's result). The caller holds mu.
+func (e *engineRound) orderEnded(m *azdispatch.Message[string], err error) {
+	k := &e.keyed
+	if !k.inOrder {
+		return
+	}
+	var snooze *azdispatch.SnoozeError
+	var permanent *azdispatch.PermanentError
+	done := err == nil || errors.As(err, &permanent) ||
+		m.DequeueCount >= e.opts.MaxDequeueCount && !errors.As(err, &snooze) && !errors.Is(err, context.Canceled)
+	if st, ok := parseStamp(m.Metadata[azdispatch.MetadataOrder]); ok && done {
+		k.done[st.n] = true
+	}
+}
+
+// stamp is a message's place in its key's order, as MetadataOrder carries
+// it: "publisher.number.follows".
+type stamp struct{ n, prev uint64 }
+
+func parseStamp(v string) (stamp, bool) {
+	f := strings.Split(v, ".")
+	if len(f) != 3 {
+		return stamp{}, false
+	}
+	n, err1 := strconv.ParseUint(f[1], 10, 64)
+	prev, err2 := strconv.ParseUint(f[2], 10, 64)
+	return stamp{n, prev}, err1 == nil && err2 == nil
 }
 
 // keyOf is a key for a publisher's send: one of the round's few, or none.
@@ -119,14 +189,14 @@ func (k *keyed) describe() string {
 	if !k.on {
 		return "no keys" + fleet
 	}
-	return fmt.Sprintf("%d keys, limit %d, across instances %t", k.keys, k.limit, k.acrossInstances) + fleet
+	return fmt.Sprintf("%d keys, limit %d, across instances %t, in order %t", k.keys, k.limit, k.acrossInstances, k.inOrder) + fleet
 }
 
 func (k *keyed) summary() string {
 	if !k.on {
 		return ""
 	}
-	return fmt.Sprintf("; keys: at most %d of one in a handler at once, %d snoozes returned", k.mostKeys, k.snoozed)
+	return fmt.Sprintf("; keys: at most %d of one in a handler at once, %d snoozes returned, %d messages before the one they follow", k.mostKeys, k.snoozed, len(k.early))
 }
 
 // leases reports whether the round's limits take leases on the payload

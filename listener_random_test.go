@@ -618,28 +618,36 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	}
 	e.checkSetCaps()
 	e.keyEntered(m)
+	e.orderStarted(m, s)
 	e.checkFleet()
 	snooze := e.snoozeSome(n, m.DequeueCount)
 	e.mu.Unlock()
+	returned := false
 	defer func() { // a panic ends the call too
 		e.mu.Lock()
 		e.running--
 		e.keyLeft(m)
+		if !returned {
+			e.orderEnded(m, errPanicked)
+		}
 		e.mu.Unlock()
 	}()
 	if snooze != nil {
 		return snooze
 	}
 	err = e.behave(ctx, n, m.DequeueCount)
-	if err == nil {
-		e.mu.Lock()
-		if _, ok := e.succeeded[n]; !ok {
-			e.succeeded[n] = got
-		}
-		e.mu.Unlock()
+	returned = true
+	e.mu.Lock()
+	e.orderEnded(m, err)
+	if _, ok := e.succeeded[n]; !ok && err == nil {
+		e.succeeded[n] = got
 	}
+	e.mu.Unlock()
 	return err
 }
+
+// errPanicked stands for a handler call that panicked.
+var errPanicked = errors.New("the handler panicked")
 
 func deliveryKey(id string, dequeueCount int64) string {
 	return id + "/" + strconv.FormatInt(dequeueCount, 10)

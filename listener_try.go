@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/keylock"
+	"github.com/azdispatch/azdispatch/internal/keyorder"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -67,6 +68,9 @@ type try struct {
 	key     string
 	keyIn   bool
 	keyLock *keylock.Lock
+	// order is the message's place in its key's order once it may run
+	// (Limits.InOrder); zero otherwise.
+	order keyorder.Stamp
 	// due is the message's due line, if it has one.
 	due *wire.DueLine
 	// waited is the message's time in queue (see Message.TimeInQueue).
@@ -111,6 +115,7 @@ func tryStages[T any]() []tryStage[T] {
 		(*Listener[T]).countTry,       // its time in queue; too many tries
 		(*Listener[T]).readMetadata,   // what the publisher carried with it
 		(*Listener[T]).awaitKey,       // a place under its key's limit
+		(*Listener[T]).awaitOrder,     // the message its key's order puts before it done
 		(*Listener[T]).fetchPayload,   // a pointer: a batch's items, or a blob's text
 		(*Listener[T]).decodeBody,     // the codec, into the Message
 		(*Listener[T]).awaitTurn,      // its turn under a rate limit
@@ -143,14 +148,15 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 			// The handler called runtime.Goexit, which ends this
 			// goroutine whatever it does: settle the message on its way
 			// out, as a failed call.
-			l.leaveKey(t)
-			l.settle(t, l.judge(t, t.context(), errHandlerExited))
+			a := l.judge(t, t.context(), errHandlerExited)
+			l.leaveKey(t, a.kind == actPoison)
+			l.settle(t, a)
 			l.givePayload(t)
 		}
 	}()
 	a := l.runStages(h)
 	settled = true
-	l.leaveKey(t)
+	l.leaveKey(t, a.kind == actDone || a.kind == actPoison)
 	l.settle(t, a)
 	l.givePayload(t)
 	return t.took

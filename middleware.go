@@ -358,6 +358,13 @@ type Metadata map[string]string
 // pass the key on.
 const MetadataKey = "azdispatch-key"
 
+// MetadataOrder is the metadata entry that carries a keyed message's place
+// in its key's order: the publisher's ID, the message's number, and the
+// number of the key's message it follows (see [LimitOptions.InOrder]). A
+// publisher writes it with [MetadataKey], and drops one found in the
+// metadata it is given.
+const MetadataOrder = "azdispatch-order"
+
 // MaxKeyLength bounds a message's key, in bytes: it travels in every
 // message of the key.
 const MaxKeyLength = 512

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/keyorder"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -81,6 +82,8 @@ type Publisher[T any] struct {
 	// hop is the longest the service hides a message: MaxVisibility, or
 	// less in this package's tests, which cannot wait a week.
 	hop time.Duration
+	// order stamps keyed messages with their place in their key's order.
+	order *keyorder.Sequencer
 }
 
 // NewPublisher returns a publisher of T values to target.
@@ -111,7 +114,7 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 			return nil, &ConfigError{Field: "PublisherOptions.Middleware", Reason: fmt.Sprintf("[%d] is nil", i)}
 		}
 	}
-	p := &Publisher[T]{target: target, caps: caps, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
+	p := &Publisher[T]{target: target, order: keyorder.NewSequencer(), caps: caps, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
 		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility, plain: o.PlainDelays}
 	if len(o.Middleware) > 0 {
 		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
@@ -208,8 +211,9 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route) (sentMessage, *wire.Pointer, int, error) {
 	fail := func(err error) (sentMessage, *wire.Pointer, int, error) { return sentMessage{}, nil, 0, err }
 	msg := wire.Text{Due: p.dueLine(r)}
+	meta, stamp := p.withKey(meta, r.key)
 	var err error
-	if msg.Meta, err = wire.NewMeta(withKey(meta, r.key)); err != nil {
+	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return fail(err)
 	}
 	w := payload.NewWriter(p.limits)
@@ -229,6 +233,7 @@ func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, 
 	msg.Pointer = ptr
 	text := msg.Render()
 	m, err := p.deliver(ctx, text, r)
+	p.keySent(r.key, stamp, err)
 	if err != nil {
 		return fail(err)
 	}
@@ -335,7 +340,8 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 		return m, "", wrapf(err, "encode")
 	}
 	msg := wire.Text{Due: p.dueLine(r), Body: text}
-	if msg.Meta, err = wire.NewMeta(withKey(meta, r.key)); err != nil {
+	meta, stamp := p.withKey(meta, r.key)
+	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return m, "", err
 	}
 	head := len(msg.Head())
@@ -362,6 +368,7 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 	}
 	sent = msg.Render()
 	m, err = p.deliver(ctx, sent, r)
+	p.keySent(r.key, stamp, err)
 	if msg.Pointer != nil {
 		m.Blob = msg.Pointer.Blob
 	}
@@ -446,23 +453,38 @@ func checkKey(field, key string) error {
 	return nil
 }
 
-// withKey is meta with the message's key as [MetadataKey], or without that
-// entry for a message sent with none: the key a message carries is the one
-// it was sent with, never one a handler forwarded in metadata it received.
-func withKey(meta Metadata, key string) Metadata {
-	if old, ok := meta[MetadataKey]; ok == (key != "") && old == key {
-		return meta
+// withKey is meta with the message's key as [MetadataKey] and its place in
+// the key's order as [MetadataOrder], or without those entries for a
+// message sent with no key: the key a message carries is the one it was
+// sent with, never one a handler forwarded in metadata it received. Once
+// the send is over, keySent records how it went.
+func (p *Publisher[T]) withKey(meta Metadata, key string) (Metadata, keyorder.Stamp) {
+	_, hasKey := meta[MetadataKey]
+	_, hasOrder := meta[MetadataOrder]
+	if key == "" && !hasKey && !hasOrder {
+		return meta, keyorder.Stamp{}
 	}
-	out := make(Metadata, len(meta)+1)
+	out := make(Metadata, len(meta)+2)
 	for k, v := range meta {
-		if k != MetadataKey {
+		if k != MetadataKey && k != MetadataOrder {
 			out[k] = v
 		}
 	}
-	if key != "" {
-		out[MetadataKey] = key
+	if key == "" {
+		return out, keyorder.Stamp{}
 	}
-	return out
+	stamp := p.order.Next(key)
+	out[MetadataKey], out[MetadataOrder] = key, stamp.String()
+	return out, stamp
+}
+
+// keySent records a keyed send that succeeded: the key's later messages
+// follow it. One that failed is followed by none, as it may not have been
+// sent.
+func (p *Publisher[T]) keySent(key string, stamp keyorder.Stamp, err error) {
+	if key != "" && err == nil {
+		p.order.Sent(key, stamp)
+	}
 }
 
 // noStore is the error of a publisher with no payload store.

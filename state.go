@@ -115,6 +115,11 @@ type State struct {
 	// of [LimitOptions] (a key's, a place of the fleet's) lost while held:
 	// renewals failed until they expired.
 	Snoozed, KeyWaits, KeysHeldElsewhere, LeasesLost int64
+	// OrderWaits counts the messages snoozed because the message of their
+	// key they follow was not done yet ([LimitOptions.InOrder]), and
+	// OrderGapsSkipped the times a key stuck for OrderWait went on without
+	// the message it was waiting for.
+	OrderWaits, OrderGapsSkipped int64
 	// Duplicates counts messages of a [Scheduler] deleted unhandled because
 	// another message of the same occurrence was delivered (see
 	// [MessageInfo.Occurrence]).
@@ -233,6 +238,7 @@ type stats struct {
 	maxActive, idle, emptyReceives, scaleUps, scaleDowns   atomic.Int64
 	wakes, handledBefore, rehidden, cancelled, duplicates  atomic.Int64
 	snoozed, keyWaits, keysElsewhere, leasesLost           atomic.Int64
+	orderWaits, orderSkips                                 atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
 
@@ -297,6 +303,8 @@ func (s *stats) snapshot() State {
 		Snoozed:            s.snoozed.Load(),
 		KeyWaits:           s.keyWaits.Load(),
 		KeysHeldElsewhere:  s.keysElsewhere.Load(),
+		OrderWaits:         s.orderWaits.Load(),
+		OrderGapsSkipped:   s.orderSkips.Load(),
 		LeasesLost:         s.leasesLost.Load(),
 		Cancelled:          s.cancelled.Load(),
 		Duplicates:         s.duplicates.Load(),

@@ -23,6 +23,10 @@
 //     seconds, rounded up; reported times are UTC to the whole second.
 //   - Text is limited to 64 KiB of UTF-8 and must be text XML can carry.
 //   - Depth counts every message, invisible ones included.
+//   - A receive takes visible messages oldest first, as the service
+//     typically does; [Options.Shuffle] takes them in a random order
+//     instead, for a test of code that must not rely on the order (the
+//     service promises none).
 //
 // These rules are checked against Azurite by the conformance suite that
 // runs against both (package sourcetest); where Azurite and the real service differ, this

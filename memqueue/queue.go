@@ -43,6 +43,12 @@ type Options struct {
 	// through the fault hooks of the queue that made it, not this one's.
 	// Defaults to a store of the queue's own, in memory, on its clock.
 	Payloads *azdispatch.PayloadStore
+	// Shuffle, if set, makes a receive take the visible messages in a
+	// random order drawn from it, rather than oldest first: the service
+	// is only typically first in, first out, and a test of code that must
+	// not rely on the order (see [azdispatch.LimitOptions.InOrder]) sees
+	// the worst of it. It is used under the queue's lock only.
+	Shuffle *rand.Rand
 }
 
 // Queue is an in-memory queue with the semantics of an Azure storage queue
@@ -60,6 +66,7 @@ type Queue struct {
 	order    uint64 // breaks ties between messages visible at the same time, oldest first
 	faults   faults
 	poison   *Queue
+	shuffle  *rand.Rand // Options.Shuffle
 
 	store     *azdispatch.PayloadStore
 	blobCalls [numBlobOps]atomic.Int64 // requests on the store this queue made, by blobIndex
@@ -86,7 +93,7 @@ func New(name string, opts *Options) *Queue {
 		o.Clock = realClock{}
 	}
 	q := &Queue{
-		name: name, clock: o.Clock, intercept: o.Intercept,
+		name: name, clock: o.Clock, intercept: o.Intercept, shuffle: o.Shuffle,
 		idPrefix: fmt.Sprintf("%08x", rand.Uint32()), byID: map[string]*message{},
 	}
 	var moved func(func()) func()
@@ -288,10 +295,24 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	var out []*azdispatch.Delivery
 	var deliveries []azdispatch.Delivery
 	var receipts []receipt
-	for len(q.messages) > 0 && len(out) < max {
-		m := q.messages[0]
-		if m.visibleAt.After(now) {
-			break
+	var visible []*message // with Shuffle: the visible messages not taken yet
+	if q.shuffle != nil {
+		visible = q.visibleAt(now)
+	}
+	for len(out) < max {
+		var m *message
+		if q.shuffle != nil {
+			if len(visible) == 0 {
+				break
+			}
+			i := q.shuffle.IntN(len(visible))
+			m, visible[i] = visible[i], visible[len(visible)-1]
+			visible = visible[:len(visible)-1]
+		} else {
+			if len(q.messages) == 0 || q.messages[0].visibleAt.After(now) {
+				break
+			}
+			m = q.messages[0]
 		}
 		if q.expired(m, now) {
 			q.remove(m)
@@ -545,6 +566,18 @@ func (q *Queue) requeue(m *message) {
 	q.order++
 	m.order = q.order
 	heap.Fix(&q.messages, m.index)
+}
+
+// visibleAt returns the messages visible at now, in no order. The caller
+// holds q.mu.
+func (q *Queue) visibleAt(now time.Time) []*message {
+	var out []*message
+	for _, m := range q.messages {
+		if !m.visibleAt.After(now) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // remove takes m out of the queue. The caller holds q.mu.

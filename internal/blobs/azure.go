@@ -93,6 +93,18 @@ func (a *Azure) SetMetadata(ctx context.Context, name string, meta map[string]st
 	return Info{Name: name, Metadata: meta, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
 }
 
+// SetLeasedMetadata implements [Backend]: one Set Blob Metadata, under
+// the lease.
+func (a *Azure) SetLeasedMetadata(ctx context.Context, name string, meta map[string]string, lease string) (Info, error) {
+	ctx = a.tag(ctx, OpWrite)
+	opts := &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: to.Ptr(lease)}}}
+	resp, err := a.client.NewBlobClient(name).SetMetadata(ctx, toPtrs(meta), opts)
+	if err != nil {
+		return Info{}, classifyLease(err)
+	}
+	return Info{Name: name, Metadata: meta, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
 // Read implements [Backend]: one Get Blob, whose body streams.
 func (a *Azure) Read(ctx context.Context, name string) (io.ReadCloser, Info, error) {
 	ctx = a.tag(ctx, OpRead)
@@ -229,7 +241,8 @@ func (a *Azure) leaseClient(name, id string) (*lease.BlobClient, error) {
 // of a lease another holds match ErrLeased.
 func classifyLease(err error) error {
 	if bloberror.HasCode(err, bloberror.LeaseAlreadyPresent, bloberror.LeaseIDMismatchWithLeaseOperation,
-		bloberror.LeaseNotPresentWithLeaseOperation, bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.LeaseLost) {
+		bloberror.LeaseNotPresentWithLeaseOperation, bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.LeaseLost,
+		bloberror.LeaseIDMismatchWithBlobOperation, bloberror.LeaseNotPresentWithBlobOperation) {
 		return fmt.Errorf("%w: %w", ErrLeased, err)
 	}
 	return classify(err, false)

@@ -82,6 +82,11 @@ type Backend interface {
 	// still has etag (any, if etag is empty). A missing blob gives
 	// ErrNotFound; a changed one ErrConflict.
 	SetMetadata(ctx context.Context, name string, meta map[string]string, etag string) (Info, error)
+	// SetLeasedMetadata replaces the metadata of a blob leased under
+	// lease, keeping its content and its lease. A blob not leased under
+	// it (leased by another, or by no one any more) gives ErrLeased; a
+	// missing one ErrNotFound.
+	SetLeasedMetadata(ctx context.Context, name string, meta map[string]string, lease string) (Info, error)
 	// Read opens a blob's content; the caller closes it. Info.Size is its
 	// length.
 	Read(ctx context.Context, name string) (io.ReadCloser, Info, error)

@@ -98,6 +98,22 @@ func (m *Memory) SetMetadata(ctx context.Context, name string, meta map[string]s
 			return fmt.Errorf("%w: %s/%s", ErrNotFound, m.name, name)
 		case etag != "" && old.etag != etag:
 			return fmt.Errorf("%w: %s/%s is not at ETag %s", ErrConflict, m.name, name, etag)
+		case old.lease != "" && m.now().Before(old.leaseEnd):
+			// The service refuses it without the lease's ID (412).
+			return fmt.Errorf("%w: %s/%s", ErrLeased, m.name, name)
+		}
+		return nil
+	}, nil, meta, false)
+}
+
+// SetLeasedMetadata implements [Backend].
+func (m *Memory) SetLeasedMetadata(ctx context.Context, name string, meta map[string]string, lease string) (Info, error) {
+	return m.write(ctx, name, func(old *memBlob) error {
+		switch {
+		case old == nil:
+			return fmt.Errorf("%w: %s/%s", ErrNotFound, m.name, name)
+		case old.lease != lease || !m.now().Before(old.leaseEnd):
+			return fmt.Errorf("%w: %s/%s is not leased under %s", ErrLeased, m.name, name, lease)
 		}
 		return nil
 	}, nil, meta, false)

@@ -37,7 +37,22 @@ type Locks struct {
 	// lost, if set, is told of a lease whose renewals failed until it
 	// expired, or that the service says another holds now.
 	lost func(key string, err error)
+
+	// written is the metadata this process last wrote to a place's
+	// blob, by blob name, with the ETag the write gave it: a place taken
+	// again whose blob still has that ETag needs no read (see Lock.Meta).
+	mu      sync.Mutex
+	written map[string]writtenMeta
 }
+
+// writtenMeta is metadata as written, and the ETag the blob had then.
+type writtenMeta struct {
+	etag string
+	meta map[string]string
+}
+
+// rememberWritten bounds Locks.written: past it, it starts afresh.
+const rememberWritten = 4096
 
 // New returns the places of the keys of scope (a prefix of blob names,
 // such as "keys/<queue>") in b, places of each, leased for lease (15 to
@@ -52,6 +67,15 @@ type Lock struct {
 	key   string
 	name  string
 	id    string
+
+	// base carries the values of the context the place was taken with
+	// (the caller's transaction counts, say), not its end: the renewals
+	// and a release made on the place's own account use it.
+	base context.Context
+	// meta is the blob's metadata, once read or written; etag is the
+	// blob's ETag as the acquire found it.
+	meta map[string]string
+	etag string
 
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -75,7 +99,7 @@ func (ls *Locks) take(ctx context.Context, key string, tries int) (*Lock, error)
 	first := mrand.IntN(ls.places)
 	for i := range min(tries, ls.places) {
 		name := ls.blobName(key, (first+i)%ls.places)
-		l := &Lock{locks: ls, key: key, name: name, id: newLeaseID()}
+		l := &Lock{locks: ls, key: key, name: name, id: newLeaseID(), base: context.WithoutCancel(ctx)}
 		err := l.acquire(ctx)
 		switch {
 		case err == nil:
@@ -96,19 +120,67 @@ func (ls *Locks) take(ctx context.Context, key string, tries int) (*Lock, error)
 // acquire takes l's lease, making its blob first if it is missing.
 func (l *Lock) acquire(ctx context.Context) error {
 	start := time.Now()
-	_, err := l.locks.b.AcquireLease(ctx, l.name, l.id, l.locks.lease)
+	info, err := l.locks.b.AcquireLease(ctx, l.name, l.id, l.locks.lease)
 	if errors.Is(err, blobs.ErrNotFound) {
 		_, err = l.locks.b.Create(ctx, l.name, blobs.Write{Metadata: map[string]string{"azdispatchkey": "1"}})
 		if err != nil && !errors.Is(err, blobs.ErrConflict) { // made by another meanwhile: fine
 			return err
 		}
 		start = time.Now()
-		_, err = l.locks.b.AcquireLease(ctx, l.name, l.id, l.locks.lease)
+		info, err = l.locks.b.AcquireLease(ctx, l.name, l.id, l.locks.lease)
 	}
 	if err == nil {
 		l.expires = start.Add(l.locks.lease)
+		l.etag = info.ETag
 	}
 	return err
+}
+
+// Meta returns the metadata of the place's blob: the state its holders
+// keep there. It is read once per take, with one Get Blob Properties,
+// unless this process wrote it last and nobody has since.
+func (l *Lock) Meta(ctx context.Context) (map[string]string, error) {
+	if l.meta != nil {
+		return l.meta, nil
+	}
+	ls := l.locks
+	ls.mu.Lock()
+	w, ok := ls.written[l.name]
+	ls.mu.Unlock()
+	if ok && w.etag != "" && w.etag == l.etag {
+		l.meta = w.meta
+		return l.meta, nil
+	}
+	info, err := ls.b.Properties(ctx, l.name)
+	if err != nil {
+		return nil, err
+	}
+	l.meta = info.Metadata
+	if l.meta == nil {
+		l.meta = map[string]string{}
+	}
+	return l.meta, nil
+}
+
+// SetMeta replaces the metadata of the place's blob, under its lease: one
+// Set Blob Metadata. A lease lost meanwhile gives an error matching
+// blobs.ErrLeased, and nothing is written. Not safe for use by more than
+// one goroutine at once, as the place is not.
+func (l *Lock) SetMeta(ctx context.Context, meta map[string]string) error {
+	info, err := l.locks.b.SetLeasedMetadata(ctx, l.name, meta, l.id)
+	if err != nil {
+		l.meta = nil // unknown now: read it again if asked
+		return err
+	}
+	l.meta, l.etag = meta, info.ETag
+	ls := l.locks
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.written == nil || len(ls.written) >= rememberWritten {
+		ls.written = map[string]writtenMeta{}
+	}
+	ls.written[l.name] = writtenMeta{etag: info.ETag, meta: meta}
+	return nil
 }
 
 // renew renews the lease, and again a third of its duration later, until
@@ -126,7 +198,7 @@ func (l *Lock) renew() {
 	defer l.renewal.Done()
 
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(expires), time.Second))
+	ctx, cancel := context.WithTimeout(l.base, max(time.Until(expires), time.Second))
 	_, err := l.locks.b.RenewLease(ctx, l.name, l.id)
 	cancel()
 	next := l.locks.lease / 3
@@ -172,7 +244,7 @@ const giveUpWithin = 5 * time.Second
 // giveUp releases a lease l may hold after its acquire failed, and says
 // nothing of how it went: the lease expires anyway.
 func (l *Lock) giveUp() {
-	ctx, cancel := context.WithTimeout(context.Background(), giveUpWithin)
+	ctx, cancel := context.WithTimeout(l.base, giveUpWithin)
 	defer cancel()
 	_, _ = l.locks.b.ReleaseLease(ctx, l.name, l.id)
 }

@@ -116,3 +116,50 @@ func TestALostAnswerIsRecognisedAndAFailureHoldsNothing(t *testing.T) {
 	require.NoError(t, err, "the failed acquire held nothing")
 	require.NoError(t, l2.Release(ctx))
 }
+
+// A place's holders keep state in its blob's metadata: read once per take,
+// and not at all when this process wrote it last and nobody has since.
+func TestAPlacesMetadataIsReadOnlyWhenAnotherWroteIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := blobs.NewMemory("c", nil, nil)
+	mine, theirs := New(b, "q", 1, 15*time.Second, nil), New(b, "q", 1, 15*time.Second, nil)
+	reads := func() int64 { return b.Requests(blobs.OpRead) }
+
+	l, err := mine.Take(ctx, "k")
+	require.NoError(t, err)
+	meta, err := l.Meta(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"azdispatchkey": "1"}, meta)
+	assert.Equal(t, int64(1), reads())
+	require.NoError(t, l.SetMeta(ctx, map[string]string{"azdispatchkey": "1", "s": "1"}))
+	require.NoError(t, l.Release(ctx))
+
+	l, err = mine.Take(ctx, "k")
+	require.NoError(t, err)
+	meta, err = l.Meta(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "1", meta["s"])
+	assert.Equal(t, int64(1), reads(), "written here last: no read")
+	require.NoError(t, l.Release(ctx))
+
+	o, err := theirs.Take(ctx, "k")
+	require.NoError(t, err)
+	meta, err = o.Meta(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "1", meta["s"], "another process reads what this one wrote")
+	require.NoError(t, o.SetMeta(ctx, map[string]string{"azdispatchkey": "1", "s": "2"}))
+	require.NoError(t, o.Release(ctx))
+
+	l, err = mine.Take(ctx, "k")
+	require.NoError(t, err)
+	meta, err = l.Meta(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "2", meta["s"], "written elsewhere since: read again")
+	require.NoError(t, l.Release(ctx))
+
+	o, err = theirs.Take(ctx, "k")
+	require.NoError(t, err)
+	require.ErrorIs(t, l.SetMeta(ctx, map[string]string{"s": "3"}), blobs.ErrLeased, "a place given up is not written")
+	require.NoError(t, o.Release(ctx))
+}

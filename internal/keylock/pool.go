@@ -181,7 +181,7 @@ func (p *Pool) reap() {
 func (p *Pool) giveUp(pl *Place) {
 	p.held--
 	p.release.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), giveUpWithin)
+		ctx, cancel := context.WithTimeout(pl.lock.base, giveUpWithin)
 		defer cancel()
 		_ = pl.lock.Release(ctx) // a lease not released expires
 	})

@@ -1,0 +1,219 @@
+package azdispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// orderRecorder is a handler for messages "key/i" that records, per key,
+// the i of each call that succeeded, and any call that overlapped another
+// of its key.
+type orderRecorder struct {
+	mu      sync.Mutex
+	inside  map[string]bool
+	ran     map[string][]int
+	overlap []string
+	fail    func(m *azdispatch.Message[string], i int) error
+}
+
+func newOrderRecorder() *orderRecorder {
+	return &orderRecorder{inside: map[string]bool{}, ran: map[string][]int{}}
+}
+
+func (r *orderRecorder) handle(_ context.Context, m *azdispatch.Message[string]) error {
+	key, n, _ := strings.Cut(m.Body, "/")
+	i, _ := strconv.Atoi(n)
+	r.mu.Lock()
+	if r.inside[key] {
+		r.overlap = append(r.overlap, m.Body)
+	}
+	r.inside[key] = true
+	r.mu.Unlock()
+	var err error
+	if r.fail != nil {
+		err = r.fail(m, i)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inside[key] = false
+	if err == nil {
+		r.ran[key] = append(r.ran[key], i)
+	}
+	return err
+}
+
+func (r *orderRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ran := range r.ran {
+		n += len(ran)
+	}
+	return n
+}
+
+// inOrderListeners starts n listeners on q with Limits.InOrder: stand-ins
+// for n processes, which share q's payload store for the keys' leases and
+// order, as processes share an account's container. Their visibility
+// timeout is long: the tests move the queue's clock on by hundreds of
+// times the real pace, and a message in hand on a busy machine must not
+// reappear, and run twice, meanwhile (renewals follow the real clock).
+func inOrderListeners(t *testing.T, q *memqueue.Queue, n int, h azdispatch.Handler[string], limits azdispatch.LimitOptions) []*azdispatch.Listener[string] {
+	t.Helper()
+	limits.InOrder = true
+	var ls []*azdispatch.Listener[string]
+	for range n {
+		l, err := azdispatch.NewListener(q, h, &azdispatch.ListenerOptions{
+			Limits: limits, VisibilityTimeout: time.Hour,
+			Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 2, BatchSize: 8},
+		})
+		require.NoError(t, err)
+		stop := running(t, l)
+		t.Cleanup(func() { require.NoError(t, stop()) })
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// Each key's messages, sent one after another by one publisher, run in the
+// order they were sent, though the queue gives them out in a random order,
+// three listeners take them, and some fail their first try: no two of a
+// key at once, none poisoned, no gap given up.
+func TestAKeysMessagesRunInSendOrderFromAShuffledQueue(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			clock := memqueue.NewManualClock(bundleStart)
+			q := memqueue.New(queueNameOf(t), &memqueue.Options{Clock: clock, Shuffle: rand.New(rand.NewPCG(seed, 1))})
+			pub, err := azdispatch.NewPublisher[string](q, nil)
+			require.NoError(t, err)
+			const keys, each = 12, 20
+			for i := range each {
+				for k := range keys {
+					_, err := pub.SendKeyed(t.Context(), fmt.Sprint("account-", k), fmt.Sprintf("account-%d/%d", k, i))
+					require.NoError(t, err)
+				}
+			}
+			rec := newOrderRecorder()
+			rec.fail = func(m *azdispatch.Message[string], i int) error {
+				if i%7 == 3 && m.DequeueCount == 1 {
+					return errors.New("first try fails")
+				}
+				return nil
+			}
+			ls := inOrderListeners(t, q, 3, rec.handle, azdispatch.LimitOptions{})
+			advancing(t, clock, 500*time.Millisecond)
+			waitUntil(t, "every message handled", func() bool { return rec.count() == keys*each })
+
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			assert.Empty(t, rec.overlap, "two of a key at once")
+			for k := range keys {
+				want := make([]int, each)
+				for i := range want {
+					want[i] = i
+				}
+				assert.Equal(t, want, rec.ran[fmt.Sprint("account-", k)], "key %d in send order", k)
+			}
+			var waits, skips, poisoned, writes int64
+			for _, l := range ls {
+				s := l.State()
+				waits, skips, poisoned = waits+s.OrderWaits, skips+s.OrderGapsSkipped, poisoned+s.Poisoned
+			}
+			writes = q.Transactions().BlobWrite
+			t.Logf("%d messages: %d snoozed to wait for their turn, %d Set Blob Metadata and Put Blob", keys*each, waits, writes)
+			assert.Positive(t, waits, "the shuffle put messages before the ones they follow")
+			assert.Zero(t, skips)
+			assert.Zero(t, poisoned)
+		})
+	}
+}
+
+// A message given up as poison is done in its key's order: the ones after
+// it run, without waiting for OrderWait.
+func TestAPoisonedMessageDoesNotHoldUpItsKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 5 {
+		_, err := b.pub.SendKeyed(b.ctx, "k", fmt.Sprintf("k/%d", i))
+		require.NoError(t, err)
+	}
+	rec := newOrderRecorder()
+	rec.fail = func(_ *azdispatch.Message[string], i int) error {
+		if i == 2 {
+			return azdispatch.Permanent(errors.New("never"))
+		}
+		return nil
+	}
+	ls := inOrderListeners(t, b.queue, 1, rec.handle, azdispatch.LimitOptions{OrderWait: time.Hour})
+	advancing(t, b.clock, 100*time.Millisecond)
+	waitUntil(t, "the other four handled", func() bool { return rec.count() == 4 })
+	rec.mu.Lock()
+	assert.Equal(t, []int{0, 1, 3, 4}, rec.ran["k"])
+	rec.mu.Unlock()
+	s := ls[0].State()
+	assert.EqualValues(t, 1, s.Poisoned)
+	assert.Zero(t, s.OrderGapsSkipped)
+}
+
+// A message that never comes (here, it expired) holds its key up for
+// OrderWait, by the queue's clock; then the messages after it run.
+func TestAMissingMessageIsGivenUpAfterOrderWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	send := func(i int, ttl time.Duration) {
+		_, err := b.pub.SendWith(b.ctx, fmt.Sprintf("k/%d", i), &azdispatch.SendOptions{Key: "k", TTL: ttl})
+		require.NoError(t, err)
+	}
+	send(0, 0)
+	send(1, time.Minute)
+	send(2, 0)
+	send(3, 0)
+	b.clock.Advance(2 * time.Minute) // 1 expires
+	stuck := b.clock.Now()
+	const wait = 10 * time.Minute
+	rec := newOrderRecorder()
+	var ranAt sync.Map
+	rec.fail = func(_ *azdispatch.Message[string], i int) error {
+		ranAt.Store(i, b.clock.Now())
+		return nil
+	}
+	ls := inOrderListeners(t, b.queue, 1, rec.handle, azdispatch.LimitOptions{OrderWait: wait})
+	advancing(t, b.clock, time.Second)
+	waitUntil(t, "the rest handled", func() bool { return rec.count() == 3 })
+	rec.mu.Lock()
+	assert.Equal(t, []int{0, 2, 3}, rec.ran["k"])
+	rec.mu.Unlock()
+	at, _ := ranAt.Load(2)
+	assert.False(t, at.(time.Time).Before(stuck.Add(wait)), "2 ran at %v, before OrderWait was over", at)
+	s := ls[0].State()
+	assert.EqualValues(t, 1, s.OrderGapsSkipped)
+	assert.Positive(t, s.OrderWaits)
+}
+
+// InOrder runs a key's messages one at a time: a PerKey over 1 with it is
+// a mistake.
+func TestInOrderRefusesMoreThanOnePerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := azdispatch.NewListener(b.queue, newOrderRecorder().handle, &azdispatch.ListenerOptions{
+		Limits: azdispatch.LimitOptions{InOrder: true, PerKey: 2},
+	})
+	var ce *azdispatch.ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "ListenerOptions.Limits.PerKey", ce.Field)
+}
