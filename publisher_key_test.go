@@ -158,3 +158,57 @@ func TestEverySendReturnsASent(t *testing.T) {
 	}
 	assert.Equal(t, time.Minute, later.Due.Sub(now.Due), "due a minute after the one sent now")
 }
+
+// A keyed message carries its place in its key's order (MetadataOrder): the
+// key's last message whose send had succeeded when it began. Metadata a
+// handler forwards loses the key and the place it was given: a message's
+// are its own send's.
+func TestAKeyedMessageNamesTheOneItFollows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	stampOf := func(id string) []string {
+		t.Helper()
+		msgs, err := b.queue.Peek(b.ctx, 32)
+		require.NoError(t, err)
+		for _, m := range msgs {
+			if m.ID == id {
+				meta, _, err := azdispatch.ParseMetadata(m.Text)
+				require.NoError(t, err)
+				return strings.Split(meta[azdispatch.MetadataOrder], ".")
+			}
+		}
+		t.Fatalf("message %s not found", id)
+		return nil
+	}
+	first, err := b.pub.SendKeyed(b.ctx, "k", "a")
+	require.NoError(t, err)
+	f := stampOf(first.ID)
+	require.Len(t, f, 3)
+	assert.Equal(t, "0", f[2], "a key's first message follows none")
+
+	forwarded := azdispatch.Metadata{azdispatch.MetadataKey: "other", azdispatch.MetadataOrder: "0000000000000000.9.8", "trace": "x"}
+	second, err := b.pub.SendWith(b.ctx, "b", &azdispatch.SendOptions{Key: "k"})
+	require.NoError(t, err)
+	s := stampOf(second.ID)
+	assert.Equal(t, f[0], s[0], "one publisher")
+	assert.Equal(t, f[1], s[2], "the second follows the first")
+
+	forwarding, err := azdispatch.NewPublisher[string](b.queue, &azdispatch.PublisherOptions{
+		Middleware: []azdispatch.SendMiddleware{azdispatch.SendMiddlewareFunc(func(ctx context.Context, o *azdispatch.Outgoing) error {
+			o.Metadata = forwarded
+			return o.Next(ctx)
+		})},
+	})
+	require.NoError(t, err)
+	plain, err := forwarding.Send(b.ctx, "c")
+	require.NoError(t, err)
+	msgs, err := b.queue.Peek(b.ctx, 32)
+	require.NoError(t, err)
+	for _, m := range msgs {
+		if m.ID == plain.ID {
+			meta, _, err := azdispatch.ParseMetadata(m.Text)
+			require.NoError(t, err)
+			assert.Equal(t, azdispatch.Metadata{"trace": "x"}, meta, "no key, no place in an order")
+		}
+	}
+}
