@@ -100,12 +100,13 @@ type Listener[T any] struct {
 	// dequeuers shorten their back-off to it, and Run starts one for it
 	// when none is left (PushOnly).
 	due syncx.DueTimes
-	// seats are the listener's MaxDequeuers sets of Concurrency slots,
-	// one per dequeuer running. A message holds a slot of its dequeuer's
-	// seat until it is settled, and a dequeuer that stops leaves its seat,
-	// with the slots still held, to the next: the listener never holds
-	// more than MaxDequeuers × Concurrency messages, however often its
-	// dequeuers stop and start.
+	// seats are the listener's MaxDequeuers sets of slots (Concurrency
+	// each, twice that with a key limit: see ListenerOptions.inHand), one
+	// per dequeuer running. A message holds a slot of its dequeuer's seat
+	// until it is settled, and a dequeuer that stops leaves its seat, with
+	// the slots still held, to the next: the listener never holds more
+	// than MaxDequeuers seats of messages, however often its dequeuers
+	// stop and start.
 	seats chan *syncx.Slots
 	// handlers holds one unit per handler call running, single messages
 	// and batch items alike. Slots bound the messages in hand; this bounds
@@ -144,6 +145,9 @@ type Listener[T any] struct {
 	// fleet holds this listener's places under Limits.Fleet; nil
 	// without.
 	fleet *keylock.Pool
+	// classes hold this listener's places under Limits.Classes, one pool
+	// per class, in its order.
+	classes []*keylock.Pool
 	// stages are the stages of a try (see tryStages), made once.
 	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
@@ -236,8 +240,12 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		locks := keylock.New(o.Payloads.Store.blobs, "fleet/"+source.Name(), o.Limits.Fleet, keyLease, l.leaseLost)
 		l.fleet = keylock.NewPool(locks, "handlers", fleetIdle, fleetHold)
 	}
+	for _, c := range o.Limits.Classes {
+		locks := keylock.New(o.Payloads.Store.blobs, "classes/"+source.Name(), c.Fleet, keyLease, l.leaseLost)
+		l.classes = append(l.classes, keylock.NewPool(locks, c.Prefix, fleetIdle, fleetHold))
+	}
 	for range o.Scaling.MaxDequeuers {
-		l.seats <- syncx.NewSlots(o.Concurrency)
+		l.seats <- syncx.NewSlots(o.inHand())
 	}
 	if o.Scaling.RateLimit != nil {
 		l.gate = ratelimit.New(o.Scaling.RateLimit, min(rateHorizon, o.VisibilityTimeout/8), o.VisibilityTimeout/4)
@@ -306,6 +314,9 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	defer l.running.Store(false)
 	if l.fleet != nil {
 		defer l.fleet.Release() // last: every handler is done
+	}
+	for _, c := range l.classes {
+		defer c.Release()
 	}
 
 	// Run's own cancellation, for a FatalTimeout to end what ctx would.
@@ -570,4 +581,18 @@ func (l *Listener[T]) storageFault(err error) (began bool) {
 		op = se.Op
 	}
 	return l.health.Fail(op, err, fatal, time.Now())
+}
+
+// inHand is how many messages one dequeuer has in hand at most: its
+// Concurrency, and as many again with a key limit or classes. A message
+// that waits for its key, or its class's place, holds a slot without
+// running; without the second half, a
+// receive whose messages share keys, or wait for a key's lease round trip,
+// would leave handlers idle (the keys load scenario ran at 0.57 of its
+// unlimited rate). Handler calls stay bounded by the handler semaphore.
+func (o ListenerOptions) inHand() int {
+	if o.Limits.PerKey > 0 || len(o.Limits.Classes) > 0 {
+		return 2 * o.Concurrency
+	}
+	return o.Concurrency
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
@@ -139,7 +138,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 		turn := b.turn
 		b.turn = time.Time{}
 		var hold itemHold
-		var place *keylock.Place
+		var place handlerHold
 		err = l.waitTurn(t, turn)
 		if err == nil {
 			hold, err = b.itemMemory(int64(len(text)))

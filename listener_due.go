@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/keygate"
@@ -252,7 +253,7 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 			t.keyLock = lock
 			return action{}, false
 		}
-		l.leaveKey(t, false) // the next in line, if any, takes a lease of its own
+		l.leaveKey(t, actSnooze) // the next in line, if any, takes a lease of its own
 		if errors.Is(err, keylock.ErrHeld) {
 			l.stats.keysElsewhere.Add(1)
 		} else {
@@ -266,27 +267,35 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 		// Stopping: back at once for another listener, still not a try.
 		return action{kind: actSnooze}, true
 	}
-	snooze := l.opts.Limits.Snooze
-	return action{kind: actSnooze, after: snooze + rand.N(snooze/2+1)}, true
+	return action{kind: actSnooze, after: l.keySnooze()}, true
+}
+
+// keySnooze is how long a message that cannot wait for its key is hidden:
+// Limits.Snooze and a jitter of whole seconds (visibility's unit: less
+// would be rounded away, and a key's messages come back together).
+func (l *Listener[T]) keySnooze() time.Duration {
+	s := l.opts.Limits.Snooze
+	return s + rand.N(max(s/2, time.Second)/time.Second+1)*time.Second
 }
 
 // leaveKey gives back t's place under its key's limit, if it holds one, to
 // the first of the key waiting in line, with its lease; with no one
-// waiting, the lease is released, from a goroutine of the session's. done
-// says the message was handled or poisoned: with Limits.InOrder, the key's
-// order records it first (see orderDone).
-func (l *Listener[T]) leaveKey(t *try, done bool) {
+// waiting, the lease is released, from a goroutine of the session's. end
+// is how the try ended: with Limits.InOrder, a message handled or poisoned
+// is recorded in the key's order first (see orderDone). It returns the
+// error of that record, if it could not be written.
+func (l *Listener[T]) leaveKey(t *try, end actionKind) (unrecorded error) {
 	if !t.keyIn {
-		return
+		return nil
 	}
-	if done {
-		l.orderDone(t)
+	if end == actDone || end == actPoison {
+		unrecorded = l.orderDone(t, end == actDone)
 	}
 	t.keyIn = false
 	lock := t.keyLock
 	t.keyLock = nil
 	if l.keys.Leave(t.key, lock) || lock == nil {
-		return
+		return unrecorded
 	}
 	t.s.handlers.Go(func() {
 		// The session's values (the transaction counts among them), not
@@ -297,6 +306,7 @@ func (l *Listener[T]) leaveKey(t *try, done bool) {
 			l.log.Warn("a key's lease could not be released; it expires", "key", lock.Key(), "err", err)
 		}
 	})
+	return unrecorded
 }
 
 // keyLease is the duration of a key's lease (Limits.AcrossInstances): how
@@ -325,28 +335,128 @@ func (l *Listener[T]) leaseLost(key string, err error) {
 	l.alerts().Warn("a lease of Limits was lost while held: another listener may run past the limit meanwhile", "key", key, "err", err)
 }
 
-// takeHandler waits for one unit of the listener's handler semaphore,
-// which single messages and the items of batches share, and with
-// Limits.Fleet for a place of the fleet's. It fails with errNotStarted
-// when Run's context ends first, or with the try's cause; what it got
-// then is given back. giveHandler gives back what it returns.
-func (l *Listener[T]) takeHandler(t *try) (*keylock.Place, error) {
+// takeHandler waits for what a handler call holds: with Limits.Classes a
+// place of the class of the try's key, then one unit of the listener's
+// handler semaphore (which single messages and the items of batches
+// share), then with Limits.Fleet a place of the fleet's; always in this
+// order, so that no two calls wait for each other. It fails with
+// errNotStarted when Run's context ends first, or with the try's cause;
+// what it got then is given back. giveHandler gives back what it returns.
+func (l *Listener[T]) takeHandler(t *try) (handlerHold, error) {
+	var h handlerHold
+	if c := classOf(l.opts.Limits.Classes, t.key); c >= 0 {
+		place, err := l.takePlace(t, l.classes[c])
+		if err != nil {
+			return handlerHold{}, err
+		}
+		h.classes, h.class = l.classes[c], place
+	}
 	if err := l.takeLocalHandler(t); err != nil {
-		return nil, err
+		l.giveHandler(h)
+		return handlerHold{}, err
 	}
-	if l.fleet == nil {
-		return nil, nil
+	h.local = true
+	if l.fleet != nil {
+		place, err := l.takePlace(t, l.fleet)
+		if err != nil {
+			l.giveHandler(h)
+			return handlerHold{}, err
+		}
+		h.fleet = place
 	}
-	ctx, done := t.untilRunEnds()
-	place, err := l.fleet.Get(ctx)
-	done()
-	switch {
-	case err == nil && t.s.run.Err() == nil && !t.ended():
-		return place, nil
-	case err == nil:
-		l.giveHandler(place)
-	default:
+	return h, nil
+}
+
+// KeyClass bounds the handler calls of the messages whose key begins with
+// Prefix to Fleet at once, across every listener of the source that sets
+// it, with blob leases in ListenerOptions.Payloads.Store's container under
+// "classes/<source>/", as [LimitOptions.Fleet] does for all calls, at its
+// cost: a place is kept while calls keep using it, so that under a steady
+// load a call costs no request. A key belongs to the class of the longest
+// Prefix it begins with, and to none if none matches; a message without a
+// key to none. A call of a class holds its class's place first, then one
+// of the listener's handlers, then a place of Fleet's: a class at its
+// limit keeps its messages waiting in hand, not the handlers of the
+// others. Every listener must set the same classes.
+type KeyClass struct {
+	// Prefix is how the keys of the class begin; not empty, and at most
+	// [MaxKeyLength] bytes.
+	Prefix string
+	// Fleet is how many handler calls of the class run at once, at
+	// least 1.
+	Fleet int
+}
+
+// maxClasses bounds LimitOptions.Classes: each class is a pool of
+// leases, and one key is matched against every prefix.
+const maxClasses = 64
+
+// classOf returns the index in classes of the class of key, the longest
+// prefix it begins with, or -1.
+func classOf(classes []KeyClass, key string) int {
+	best := -1
+	for i, c := range classes {
+		if key != "" && strings.HasPrefix(key, c.Prefix) && (best < 0 || len(c.Prefix) > len(classes[best].Prefix)) {
+			best = i
+		}
+	}
+	return best
+}
+
+// checkClasses reports the first invalid class of classes.
+func checkClasses(classes []KeyClass) error {
+	if len(classes) > maxClasses {
+		return badListenerOption("Limits.Classes", "%d classes, more than %d", len(classes), maxClasses)
+	}
+	seen := make(map[string]bool, len(classes))
+	for i, c := range classes {
+		field := fmt.Sprintf("Limits.Classes[%d]", i)
+		switch {
+		case c.Prefix == "" || len(c.Prefix) > MaxKeyLength:
+			return badListenerOption(field+".Prefix", "%d bytes: not between 1 and %d", len(c.Prefix), MaxKeyLength)
+		case seen[c.Prefix]:
+			return badListenerOption(field+".Prefix", "%q is the prefix of an earlier class too", c.Prefix)
+		case c.Fleet < 1:
+			return badListenerOption(field+".Fleet", "%d is less than 1", c.Fleet)
+		}
+		seen[c.Prefix] = true
+	}
+	return nil
+}
+
+// handlerHold is what one handler call holds (see takeHandler).
+type handlerHold struct {
+	local   bool           // a unit of the handler semaphore
+	fleet   *keylock.Place // of Limits.Fleet
+	class   *keylock.Place // of classes, the key's class's pool
+	classes *keylock.Pool
+}
+
+// giveHandler gives back what takeHandler took, in the reverse order.
+func (l *Listener[T]) giveHandler(h handlerHold) {
+	if h.fleet != nil {
+		l.fleet.Put(h.fleet)
+	}
+	if h.local {
 		l.handlers.Release(1)
+	}
+	if h.class != nil {
+		h.classes.Put(h.class)
+	}
+}
+
+// takePlace waits for a place of pool for t's call. It fails with
+// errNotStarted when Run's context ends first, or with the try's cause; a
+// place it got then is given back.
+func (l *Listener[T]) takePlace(t *try, pool *keylock.Pool) (*keylock.Place, error) {
+	ctx, done := t.untilRunEnds()
+	place, err := pool.Get(ctx)
+	done()
+	if err == nil {
+		if t.s.run.Err() == nil && !t.ended() {
+			return place, nil
+		}
+		pool.Put(place)
 	}
 	if t.ended() {
 		return nil, t.cause()
@@ -381,14 +491,6 @@ func (l *Listener[T]) takeLocalHandler(t *try) error {
 	return nil
 }
 
-// giveHandler gives back what takeHandler took.
-func (l *Listener[T]) giveHandler(place *keylock.Place) {
-	if place != nil {
-		l.fleet.Put(place)
-	}
-	l.handlers.Release(1)
-}
-
 // Order per key (Limits.InOrder): a message runs once the message of its
 // key it follows is done. The key's order is kept in its lease blob's
 // metadata (internal/keyorder), read and written by the holder of the
@@ -415,6 +517,13 @@ func (l *Listener[T]) awaitOrder(h *inHand[T]) (action, bool) {
 		return l.orderSnooze(t), true
 	}
 	state := keyorder.Load(meta)
+	if state.Handled(stamp) {
+		// A copy of a message handled already (its delete failed, or its
+		// handler returned after its timeout, or the answer to its
+		// record was lost): deleted, not run after those that follow it.
+		t.blob = l.ownPayload(h.msg.Pointer)
+		return action{kind: actDone, handledBefore: true}, true
+	}
 	now := l.receivedAt(t.d) // the service's clock
 	v := state.Judge(stamp, now, l.opts.Limits.OrderWait)
 	if v.GaveUp {
@@ -425,7 +534,7 @@ func (l *Listener[T]) awaitOrder(h *inHand[T]) (action, bool) {
 	if v.Changed {
 		// When the key got stuck (the wait counts from then), or a gap
 		// given up.
-		l.saveOrder(ctx, t, state, meta)
+		_ = l.saveOrder(ctx, t, state, meta) // if not, the key waits on: it is judged again
 	}
 	if !v.Run {
 		l.stats.orderWaits.Add(1)
@@ -437,20 +546,22 @@ func (l *Listener[T]) awaitOrder(h *inHand[T]) (action, bool) {
 
 // orderSnooze gives up t's place under its key and snoozes it.
 func (l *Listener[T]) orderSnooze(t *try) action {
-	l.leaveKey(t, false)
+	l.leaveKey(t, actSnooze)
 	if t.ended() {
 		return l.interrupted(t)
 	}
-	snooze := l.opts.Limits.Snooze
-	return action{kind: actSnooze, after: snooze + rand.N(snooze/2+1)}
+	return action{kind: actSnooze, after: l.keySnooze()}
 }
 
 // orderDone records, as t gives up its key's place, that its message is
 // done in the key's order, if it was handled or poisoned: the message
-// that follows it may run. One Set Blob Metadata, under the key's lease.
-func (l *Listener[T]) orderDone(t *try) {
+// that follows it may run, and a copy of it delivered again, if it was
+// handled, is not (see awaitOrder). One Set Blob Metadata, under the key's
+// lease. It returns the error of a record that could not be read or
+// written.
+func (l *Listener[T]) orderDone(t *try, handled bool) error {
 	if t.order.N == 0 || t.keyLock == nil {
-		return
+		return nil
 	}
 	stamp := t.order
 	t.order = keyorder.Stamp{}
@@ -461,23 +572,27 @@ func (l *Listener[T]) orderDone(t *try) {
 	meta, err := t.keyLock.Meta(ctx)
 	if err != nil {
 		l.storageFailed(storageError(opBlobRead, l.src.Name(), err))
-		return
+		return err
 	}
 	state := keyorder.Load(meta)
-	state.Done(stamp, l.receivedAt(t.d))
-	l.saveOrder(ctx, t, state, meta)
+	state.Done(stamp, l.receivedAt(t.d), handled)
+	return l.saveOrder(ctx, t, state, meta)
 }
 
-// saveOrder writes a key's order to its lease blob. If that fails, the
-// messages after this one wait for it until OrderWait gives it up.
-func (l *Listener[T]) saveOrder(ctx context.Context, t *try, state keyorder.State, meta map[string]string) {
+// saveOrder writes a key's order to its lease blob, and returns the error
+// if it could not.
+func (l *Listener[T]) saveOrder(ctx context.Context, t *try, state keyorder.State, meta map[string]string) error {
 	err := t.keyLock.SetMeta(ctx, state.Meta(meta))
 	switch {
 	case err == nil:
-		return
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-	default:
+		return nil
+	case errors.Is(err, context.Canceled):
+		// Stopping, or the try ended: nothing the storage did.
+		l.msgLog(t.d).Debug("a key's order was not written", "key", t.key, "err", err)
+		return err
+	case !errors.Is(err, context.DeadlineExceeded):
 		l.storageFailed(storageError(opBlobWrite, l.src.Name(), err))
 	}
-	l.msgLog(t.d).Warn("a key's order could not be written: the messages after this one wait for it until OrderWait", "key", t.key, "err", err)
+	l.msgLog(t.d).Warn("a key's order could not be written", "key", t.key, "err", err)
+	return err
 }

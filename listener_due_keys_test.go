@@ -349,7 +349,10 @@ func TestAKeyLimitHoldsAcrossListeners(t *testing.T) {
 		snoozed += s.Snoozed
 	}
 	t.Logf("%d messages: %d Lease Blob requests, %d snoozed (%d for a key held elsewhere)", keys*each, leases, snoozed, elsewhere)
-	assert.LessOrEqual(t, leases, int64(2*keys*each+3*keys*2), "at most two per message, besides the first of each key")
+	// An acquire and a release per message, one refused acquire per
+	// snooze for a key held elsewhere, and each listener's first take of
+	// a key (which makes its blob: two acquires).
+	assert.LessOrEqual(t, leases, int64(2*keys*each)+elsewhere+int64(3*keys*2), "at most two per message, besides refusals and the first of each key")
 }
 
 // AcrossInstances needs a payload store for its leases.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,6 +169,67 @@ func TestAPoisonedMessageDoesNotHoldUpItsKey(t *testing.T) {
 	s := ls[0].State()
 	assert.EqualValues(t, 1, s.Poisoned)
 	assert.Zero(t, s.OrderGapsSkipped)
+}
+
+// orderFaultRig sends n messages of key "k" and starts one InOrder
+// listener whose first call of k/0 arms fault as it ends: the next blob
+// write, the order's record of k/0, meets it.
+func orderFaultRig(t *testing.T, n int, fault func(q *memqueue.Queue)) (*testBundle, *orderRecorder, *azdispatch.Listener[string]) {
+	t.Helper()
+	b := setup(t)
+	for i := range n {
+		_, err := b.pub.SendKeyed(b.ctx, "k", fmt.Sprintf("k/%d", i))
+		require.NoError(t, err)
+	}
+	rec := newOrderRecorder()
+	var armed atomic.Bool
+	rec.fail = func(_ *azdispatch.Message[string], i int) error {
+		if i == 0 && armed.CompareAndSwap(false, true) {
+			fault(b.queue) // the key's lease is held by now
+		}
+		return nil
+	}
+	ls := inOrderListeners(t, b.queue, 1, rec.handle, azdispatch.LimitOptions{OrderWait: time.Hour})
+	advancing(t, b.clock, 100*time.Millisecond)
+	return b, rec, ls[0]
+}
+
+// A handled message whose key's order could not record it is snoozed, not
+// deleted, and runs again: the message after it runs then, not after
+// OrderWait (an hour here).
+func TestAHandledMessageTheOrderCouldNotRecordRunsAgain(t *testing.T) {
+	t.Parallel()
+	_, rec, l := orderFaultRig(t, 2, func(q *memqueue.Queue) { q.FailNext(memqueue.OpBlobWrite, 1, nil) })
+	waitUntil(t, "both handled", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.ran["k"]) == 3
+	})
+	rec.mu.Lock()
+	assert.Equal(t, []int{0, 0, 1}, rec.ran["k"], "0 again, then 1")
+	rec.mu.Unlock()
+	s := l.State()
+	assert.Zero(t, s.OrderGapsSkipped)
+	assert.Positive(t, s.Snoozed)
+	assert.EqualValues(t, 2, s.Succeeded)
+}
+
+// A handled message whose record in its key's order took effect, but whose
+// answer was lost, is snoozed as unrecorded; when it comes back, its key's
+// order knows it for handled: it is deleted, not run again after the
+// message that follows it.
+func TestACopyOfAHandledMessageDoesNotRunAfterTheNext(t *testing.T) {
+	t.Parallel()
+	b, rec, l := orderFaultRig(t, 3, func(q *memqueue.Queue) { q.LoseNext(memqueue.OpBlobWrite, 1) })
+	waitUntil(t, "all handled, the copy deleted", func() bool {
+		s := l.State()
+		n, err := b.queue.Depth(b.ctx)
+		return err == nil && n == 0 && rec.count() >= 3 && s.HandledBefore == 1 && s.InFlight == 0
+	})
+	rec.mu.Lock()
+	assert.Equal(t, []int{0, 1, 2}, rec.ran["k"], "0 once, before 1")
+	rec.mu.Unlock()
+	assert.Zero(t, l.State().OrderGapsSkipped)
 }
 
 // A message that never comes (here, it expired) holds its key up for

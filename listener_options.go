@@ -3,6 +3,7 @@ package azdispatch
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -25,7 +26,10 @@ type ListenerOptions struct {
 	// asks for no more than is free: received messages never wait hidden in
 	// a local buffer, and a busy dequeuer asks for full batches of 32 while
 	// the other 32 are being handled, so it makes about 1.03 requests per
-	// message.
+	// message. With a key limit ([LimitOptions.PerKey], or Classes) a
+	// dequeuer has up to twice Concurrency in hand, while handler calls
+	// stay at Concurrency per dequeuer: messages waiting for their key, its
+	// lease or their class's place then do not leave handlers idle.
 	Concurrency int
 
 	// Scaling says how many dequeuers (receive loops) run, how much each
@@ -352,7 +356,8 @@ type LimitOptions struct {
 	// limit.
 	PerKey int
 	// Line is how many messages of one key wait in hand at once: each
-	// holds a place of the listener's Concurrency while it waits.
+	// holds a slot of its dequeuer's while it waits (see
+	// [ListenerOptions.Concurrency]).
 	// Defaults to 8.
 	Line int
 	// Wait is how long a message waits in hand for its key before it is
@@ -368,15 +373,18 @@ type LimitOptions struct {
 	// whose lease cannot be taken (storage refuses, or does not answer).
 	AcrossInstances bool
 	// Snooze is how long a message that cannot wait is hidden again,
-	// made up to half as long again at random so that a key's messages do
-	// not come back together. Defaults to 1 s.
+	// made up to half as long again (and at least a second longer) at
+	// random, in whole seconds, so that a key's messages do not come back
+	// together. Defaults to 1 s.
 	Snooze time.Duration
 	// InOrder runs each key's messages in the order one publisher sent
 	// them (see above). It needs a payload store.
 	InOrder bool
 	// OrderWait is how long a key stays stuck for a message that has not
 	// come before the messages after it go on without it, by the
-	// service's clock. Defaults to 10 minutes.
+	// service's clock. Defaults to 10 minutes. Keep it well above what a
+	// message may wait for its key (its snoozes; a dead process's lease,
+	// 30 s): a wait of seconds gives up messages that are only waiting.
 	OrderWait time.Duration
 	// Fleet is how many handler calls run at once across every listener
 	// of the source that sets it, by blob leases in
@@ -384,6 +392,13 @@ type LimitOptions struct {
 	// "fleet/<source>/"; 0 sets no such limit. Every listener must set
 	// the same Fleet.
 	Fleet int
+	// Classes bound the handler calls of classes of keys across every
+	// listener of the source that sets them, as Fleet bounds them all:
+	// for a downstream that one kind of message calls (a payment
+	// provider's API, a legacy system) and that takes no more than so
+	// many at once, while the rest of the queue runs freely. See
+	// [KeyClass].
+	Classes []KeyClass
 }
 
 // defaultOrderWait is LimitOptions.OrderWait's default: long past any
@@ -408,6 +423,10 @@ func (k LimitOptions) withDefaults(vis time.Duration) (LimitOptions, error) {
 	case k.InOrder && k.PerKey > 1:
 		return k, badListenerOption("Limits.PerKey", "%d: InOrder runs a key's messages one at a time", k.PerKey)
 	}
+	if err := checkClasses(k.Classes); err != nil {
+		return k, err
+	}
+	k.Classes = slices.Clone(k.Classes) // the caller's stays theirs
 	if k.InOrder {
 		k.PerKey, k.AcrossInstances = 1, true
 	}
@@ -467,6 +486,8 @@ func (o *ListenerOptions) withDefaults(src Source, caps Capabilities) (ListenerO
 		return cfg, badListenerOption("Limits.AcrossInstances", "needs a payload store for its leases: set Payloads.Store")
 	case cfg.Limits.Fleet > 0 && cfg.Payloads.Store == nil:
 		return cfg, badListenerOption("Limits.Fleet", "needs a payload store for its leases: set Payloads.Store")
+	case len(cfg.Limits.Classes) > 0 && cfg.Payloads.Store == nil:
+		return cfg, badListenerOption("Limits.Classes", "needs a payload store for its leases: set Payloads.Store")
 	}
 	return cfg, cfg.check(src, caps)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/queueerror"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
@@ -430,4 +431,17 @@ func (l *Listener[T]) deleteUnhandled(ctx context.Context, t *try, dropped *atom
 		l.removePayload(ctx, d, t.blob)
 	}
 	return true
+}
+
+// orderUnrecorded is the end of a handled message its key's order could
+// not record (err): snoozed, it runs again unless the record took effect
+// after all (an answer lost); deleted, it would hold up the next until
+// OrderWait gave it up. A lease lost meanwhile fails every write of this
+// delivery (another may hold the key by now): that message is deleted.
+func (l *Listener[T]) orderUnrecorded(t *try, a action, err error) action {
+	if err == nil || a.kind != actDone || a.handledBefore || errors.Is(err, blobs.ErrLeased) {
+		return a
+	}
+	l.msgLog(t.d).Warn("a handled message is snoozed, not deleted, since its key's order could not record it: it runs again when it comes back", "key", t.key)
+	return action{kind: actSnooze, after: l.keySnooze()}
 }

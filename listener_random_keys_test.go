@@ -35,6 +35,10 @@ type keyed struct {
 	// LimitOptions.Fleet.
 	acrossInstances bool
 	fleet           int
+	// classes is LimitOptions.Classes, and classCalls the calls of each
+	// class (by prefix) running now.
+	classes    []azdispatch.KeyClass
+	classCalls map[string]int
 	// inOrder is LimitOptions.InOrder. done holds, by their number in
 	// the publisher's order (MetadataOrder), the keyed messages whose try
 	// ended as the listener counts done: handled, given up (Permanent), or
@@ -81,6 +85,28 @@ func (e *engineRound) chooseKeys(r *rand.Rand) {
 		OrderWait: time.Duration(1+r.IntN(3)) * time.Second,
 	}
 	k.acrossInstances = e.opts.Limits.AcrossInstances || k.inOrder
+	if r.IntN(3) == 0 {
+		// Every key in a class of one or two calls at once, and key-1 in
+		// one of its own, inside it, in half of those.
+		k.classes = []azdispatch.KeyClass{{Prefix: "key-", Fleet: 1 + r.IntN(2)}}
+		if r.IntN(2) == 0 {
+			k.classes = append(k.classes, azdispatch.KeyClass{Prefix: "key-1", Fleet: 1})
+		}
+		k.classCalls = map[string]int{}
+		e.opts.Limits.Classes = k.classes
+	}
+}
+
+// classOf is the prefix of the class of key (the longest that matches),
+// or "".
+func (k *keyed) classOf(key string) (string, int) {
+	var best azdispatch.KeyClass
+	for _, c := range k.classes {
+		if key != "" && strings.HasPrefix(key, c.Prefix) && len(c.Prefix) > len(best.Prefix) {
+			best = c
+		}
+	}
+	return best.Prefix, best.Fleet
 }
 
 // orderStarted notes a call of m that starts before the message it follows
@@ -155,6 +181,11 @@ func (e *engineRound) keyEntered(m *azdispatch.Message[string]) {
 	if len(in) > k.limit {
 		e.violationf("%d messages of key %s in a handler at once, past its limit of %d", len(in), m.Key, k.limit)
 	}
+	if c, fleet := k.classOf(m.Key); c != "" {
+		if k.classCalls[c]++; k.classCalls[c] > fleet {
+			e.violationf("%d calls of the class %q at once, past its limit of %d", k.classCalls[c], c, fleet)
+		}
+	}
 }
 
 // keyLeft notes the end of a call keyEntered noted. The caller holds mu.
@@ -166,6 +197,9 @@ func (e *engineRound) keyLeft(m *azdispatch.Message[string]) {
 	in := k.inside[m.Key]
 	if in[m.ID]--; in[m.ID] == 0 {
 		delete(in, m.ID)
+	}
+	if c, _ := k.classOf(m.Key); c != "" {
+		k.classCalls[c]--
 	}
 }
 
@@ -189,6 +223,9 @@ func (k *keyed) describe() string {
 	if !k.on {
 		return "no keys" + fleet
 	}
+	for _, c := range k.classes {
+		fleet += fmt.Sprintf(", class %q of %d", c.Prefix, c.Fleet)
+	}
 	return fmt.Sprintf("%d keys, limit %d, across instances %t, in order %t", k.keys, k.limit, k.acrossInstances, k.inOrder) + fleet
 }
 
@@ -200,8 +237,10 @@ func (k *keyed) summary() string {
 }
 
 // leases reports whether the round's limits take leases on the payload
-// store: a key limit across instances, or a fleet limit.
-func (k *keyed) leases() bool { return k.on && k.acrossInstances || k.fleet > 0 }
+// store: a key limit across instances, classes, or a fleet limit.
+func (k *keyed) leases() bool {
+	return k.on && (k.acrossInstances || len(k.classes) > 0) || k.fleet > 0
+}
 
 // checkFleet notes a violation if more handler calls run than the fleet
 // limit lets. The caller holds mu.

@@ -149,14 +149,14 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 			// goroutine whatever it does: settle the message on its way
 			// out, as a failed call.
 			a := l.judge(t, t.context(), errHandlerExited)
-			l.leaveKey(t, a.kind == actPoison)
+			l.leaveKey(t, a.kind)
 			l.settle(t, a)
 			l.givePayload(t)
 		}
 	}()
 	a := l.runStages(h)
 	settled = true
-	l.leaveKey(t, a.kind == actDone || a.kind == actPoison)
+	a = l.orderUnrecorded(t, a, l.leaveKey(t, a.kind))
 	l.settle(t, a)
 	l.givePayload(t)
 	return t.took

@@ -336,8 +336,8 @@ func (l *Listener[T]) storageRequest(ctx context.Context, op *StorageOp) error {
 // string keys and values, such as the W3C trace context ("traceparent",
 // "tracestate") that the otelazdispatch package propagates. A Storage queue
 // message has no headers, so metadata travels in the message text, as a
-// first line "azdispatch-meta/1 {JSON object}" before the text the codec
-// made. Only messages sent with metadata have the line: a message without
+// first line (a marker of the format and its version, then a JSON object)
+// before the text the codec made. Only messages sent with metadata have the line: a message without
 // any is byte for byte what the codec wrote (a delayed one, if sent with
 // [PublisherOptions.PlainDelays]), so that a queue shared with
 // the Azure Functions queue trigger (which would not understand the line)

@@ -3,6 +3,8 @@ package azdispatch
 import (
 	"strings"
 	"testing"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // FuzzParseMetadata reads message texts as a listener does: whatever the
@@ -12,11 +14,11 @@ import (
 // carries its batch's that way).
 func FuzzParseMetadata(f *testing.F) {
 	f.Add("plain text")
-	f.Add("azdispatch-meta/1 {\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}\n{\"n\":1}")
-	f.Add("azdispatch-meta/1 {}\nazdispatch-payload/1 {}")
-	f.Add("azdispatch-meta/1 {\"a\":1}\n")
-	f.Add("azdispatch-meta/1 null\n")
-	f.Add("azdispatch-meta/1 {\"\":\"\"}\n")
+	f.Add(wire.MetaMagic + "{\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}\n{\"n\":1}")
+	f.Add(wire.MetaMagic + "{}\n" + wire.PointerMagic + "{}")
+	f.Add(wire.MetaMagic + "{\"a\":1}\n")
+	f.Add(wire.MetaMagic + "null\n")
+	f.Add(wire.MetaMagic + "{\"\":\"\"}\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		meta, rest, err := ParseMetadata(text)
 		if err != nil {

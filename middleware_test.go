@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
@@ -202,7 +203,7 @@ func TestMetadataTravelsInTheTextAndReachesMiddleware(t *testing.T) {
 	require.NoError(t, err)
 	id := sent.ID
 
-	want := `azdispatch-meta/1 {"tenant":"contoso","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}` + "\n" + `{"n":7}`
+	want := wire.MetaMagic + `{"tenant":"contoso","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}` + "\n" + `{"n":7}`
 	ds, err := q.Receive(ctx, 1, time.Second)
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
@@ -269,9 +270,9 @@ func TestMalformedMetadataIsPoisoned(t *testing.T) {
 	ctx := context.Background()
 	q := memqueue.New("mw-malformed", nil)
 	for _, text := range []string{
-		"azdispatch-meta/1 {not json}\n{\"n\":1}",
-		"azdispatch-meta/1 " + strings.Repeat("x", 5000) + "\n{\"n\":1}",
-		"azdispatch-meta/1 {\"a\":\"b\"}", // no end of line
+		wire.MetaMagic + "{not json}\n{\"n\":1}",
+		wire.MetaMagic + strings.Repeat("x", 5000) + "\n{\"n\":1}",
+		wire.MetaMagic + "{\"a\":\"b\"}", // no end of line
 	} {
 		_, err := q.Send(ctx, text, nil)
 		require.NoError(t, err)
@@ -300,7 +301,7 @@ func TestPublisherOffloadsTextThatLooksLikeMetadata(t *testing.T) {
 	q := memqueue.New("mw-lookalike", nil)
 	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
 	require.NoError(t, err)
-	s, err := pub.SendWith(context.Background(), "azdispatch-meta/1 {}\nhello", nil)
+	s, err := pub.SendWith(context.Background(), wire.MetaMagic+"{}\nhello", nil)
 	require.NoError(t, err)
 	ds, err := q.Peek(context.Background(), 1)
 	require.NoError(t, err)
@@ -331,11 +332,11 @@ func TestParseMetadata(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, meta)
 	assert.Equal(t, "plain text", rest)
-	meta, rest, err = azdispatch.ParseMetadata("azdispatch-meta/1 {\"a\":\"1\"}\nazdispatch-payload/1 {}")
+	meta, rest, err = azdispatch.ParseMetadata(wire.MetaMagic + "{\"a\":\"1\"}\n" + wire.PointerMagic + "{}")
 	require.NoError(t, err)
 	assert.Equal(t, azdispatch.Metadata{"a": "1"}, meta)
-	assert.Equal(t, "azdispatch-payload/1 {}", rest)
-	_, _, err = azdispatch.ParseMetadata("azdispatch-meta/1 [1]\n")
+	assert.Equal(t, wire.PointerMagic+"{}", rest)
+	_, _, err = azdispatch.ParseMetadata(wire.MetaMagic + "[1]\n")
 	assert.ErrorIs(t, err, azdispatch.ErrBadMetadata)
 }
 

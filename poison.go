@@ -30,8 +30,9 @@ const (
 )
 
 // PoisonEnvelope is what a poison queue holds for each message a listener
-// gave up on: the original text, unchanged, and why. On the queue it is the
-// line "azdispatch-poison/1 {header JSON}" followed by the original text.
+// gave up on: the original text, unchanged, and why. On the queue it is a
+// line (a marker of the format and its version, then this header as JSON)
+// followed by the original text.
 type PoisonEnvelope struct {
 	Queue        string    `json:"queue"` // the source the message came from
 	MessageID    string    `json:"id"`

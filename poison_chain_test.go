@@ -19,7 +19,7 @@ import (
 // carried and its body, and leaves alone a text it would harm.
 func TestWithEarlierAddsTheIDsToTheMetadata(t *testing.T) {
 	t.Parallel()
-	big := "azdispatch-meta/1 {}\n" + strings.Repeat("x", MaxMessageSize-30)
+	big := wire.MetaMagic + "{}\n" + strings.Repeat("x", MaxMessageSize-30)
 	cases := []struct {
 		name, text string
 		ids        []string
@@ -27,18 +27,18 @@ func TestWithEarlierAddsTheIDsToTheMetadata(t *testing.T) {
 		wantBody   string
 	}{
 		{"a codec's text alone: unchanged", `{"n":1}`, []string{"a1"}, nil, ""},
-		{"an empty metadata line", "azdispatch-meta/1 {}\n{\"n\":1}", []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, `{"n":1}`},
-		{"a trace context kept", "azdispatch-meta/1 {\"traceparent\":\"00-x\"}\n{\"n\":1}", []string{"a1"},
+		{"an empty metadata line", wire.MetaMagic + "{}\n{\"n\":1}", []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, `{"n":1}`},
+		{"a trace context kept", wire.MetaMagic + "{\"traceparent\":\"00-x\"}\n{\"n\":1}", []string{"a1"},
 			Metadata{"traceparent": "00-x", MetadataRequeuedFrom: "a1"}, `{"n":1}`},
-		{"earlier IDs replaced, oldest first", "azdispatch-meta/1 {\"azdispatch-requeued-from\":\"a0\"}\nbody", []string{"a0", "a1"},
+		{"earlier IDs replaced, oldest first", wire.MetaMagic + "{\"azdispatch-requeued-from\":\"a0\"}\nbody", []string{"a0", "a1"},
 			Metadata{MetadataRequeuedFrom: "a0 a1"}, "body"},
-		{"the latest kept", "azdispatch-meta/1 {}\nbody", []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"},
+		{"the latest kept", wire.MetaMagic + "{}\nbody", []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"},
 			Metadata{MetadataRequeuedFrom: "3 4 5 6 7 8 9 10"}, "body"},
-		{"not IDs left out", "azdispatch-meta/1 {}\nbody", []string{"a b", "", strings.Repeat("z", 65), "ok\x00", "good"},
+		{"not IDs left out", wire.MetaMagic + "{}\nbody", []string{"a b", "", strings.Repeat("z", 65), "ok\x00", "good"},
 			Metadata{MetadataRequeuedFrom: "good"}, "body"},
-		{"a pointer keeps its line", "azdispatch-payload/1 {}", []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, "azdispatch-payload/1 {}"},
-		{"malformed metadata: unchanged", "azdispatch-meta/1 {oops\nbody", []string{"a1"}, nil, ""},
-		{"no ID: unchanged", "azdispatch-meta/1 {}\nbody", nil, nil, ""},
+		{"a pointer keeps its line", wire.PointerMagic + "{}", []string{"a1"}, Metadata{MetadataRequeuedFrom: "a1"}, wire.PointerMagic + "{}"},
+		{"malformed metadata: unchanged", wire.MetaMagic + "{oops\nbody", []string{"a1"}, nil, ""},
+		{"no ID: unchanged", wire.MetaMagic + "{}\nbody", nil, nil, ""},
 		{"too large with the line: unchanged", big, []string{"a1"}, nil, ""},
 	}
 	for _, c := range cases {
@@ -63,7 +63,7 @@ func TestWithEarlierAddsTheIDsToTheMetadata(t *testing.T) {
 // the older IDs before it shortens the reason.
 func TestEnvelopeEarlierIDs(t *testing.T) {
 	t.Parallel()
-	old := "azdispatch-poison/1 {\"queue\":\"q\",\"id\":\"m2\",\"dequeue_count\":5,\"reason\":\"r\"}\nbody"
+	old := wire.PoisonMagic + "{\"queue\":\"q\",\"id\":\"m2\",\"dequeue_count\":5,\"reason\":\"r\"}\nbody"
 	env, err := ParsePoison(old)
 	require.NoError(t, err)
 	assert.Nil(t, env.Earlier, "an envelope from before the field decodes")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
@@ -52,7 +53,7 @@ func TestRequeueSkipsADuplicateEnvelope(t *testing.T) {
 	q := memqueue.New("requeue-dup", nil)
 	poison := q.PoisonQueue()
 	envelope := func(id, reason string) string {
-		return `azdispatch-poison/1 {"queue":"requeue-dup","id":"` + id + `","dequeue_count":6,"reason":"` + reason + `"}` + "\n" + `{"ID":"` + id + `"}`
+		return wire.PoisonMagic + `{"queue":"requeue-dup","id":"` + id + `","dequeue_count":6,"reason":"` + reason + `"}` + "\n" + `{"ID":"` + id + `"}`
 	}
 	for _, text := range []string{envelope("m1", "first"), envelope("m2", "first"), envelope("m1", "again"), envelope("m3", "first")} {
 		_, err := poison.Send(ctx, text, nil)

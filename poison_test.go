@@ -10,12 +10,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 func TestPoisonEnvelopeRoundTripsAnyBody(t *testing.T) {
 	t.Parallel()
 	inserted := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, body := range []string{"", "plain", "line1\nline2\n", `{"json":true}`, "azdispatch-poison/1 {}\nnested", "ünïcödé ✓ 𝄞"} {
+	for _, body := range []string{"", "plain", "line1\nline2\n", `{"json":true}`, wire.PoisonMagic + "{}\nnested", "ünïcödé ✓ 𝄞"} {
 		d := &Delivery{ID: "id-1", Text: body, DequeueCount: 4, InsertedAt: inserted}
 		text, err := newPoisonEnvelope("orders", d, "why\nnot", time.Now()).encode()
 		require.NoError(t, err)
@@ -47,7 +49,7 @@ func TestPoisonEnvelopeHeaderStaysWithinItsReserve(t *testing.T) {
 
 func TestParsePoisonRejectsOtherText(t *testing.T) {
 	t.Parallel()
-	for _, text := range []string{"", "hello", "azdispatch-poison/1 no newline", "azdispatch-poison/1 {not json\nbody"} {
+	for _, text := range []string{"", "hello", wire.PoisonMagic + "no newline", wire.PoisonMagic + "{not json\nbody"} {
 		_, err := ParsePoison(text)
 		assert.ErrorIs(t, err, ErrNotPoison, "%q", text)
 	}

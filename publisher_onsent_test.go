@@ -134,8 +134,8 @@ func TestKeyedLargeAndPointerLikeBodiesRoundTripThroughAShardedQueue(t *testing.
 
 	const key = "tenant-42"
 	bodies := map[string]bool{
-		strings.Repeat("x", MaxMessageSize+1):                                             true,
-		`azdispatch-payload/1 {"kind":"single","blob":"` + strings.Repeat("0", 32) + `"}`: true,
+		strings.Repeat("x", MaxMessageSize+1):                                            true,
+		wire.PointerMagic + `{"kind":"single","blob":"` + strings.Repeat("0", 32) + `"}`: true,
 		"plain": true,
 	}
 	for body := range bodies {

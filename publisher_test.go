@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Without a payload store to offload to, an oversized message is refused.
@@ -83,7 +85,7 @@ func TestPublisherSendAfterDelaysDelivery(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(sent), 1500*time.Millisecond, "not before its delay")
 	assert.Equal(t, s.ID, got.ID)
 	assert.True(t, got.InsertedAt.Add(2*time.Second).Equal(s.Due), "due by the service's insertion time")
-	assert.Equal(t, "azdispatch-due/1 {\"after\":2}\n{\"n\":7}", got.Text,
+	assert.Equal(t, wire.DueMagic+"{\"after\":2}\n{\"n\":7}", got.Text,
 		"a delay the service keeps adds only a line saying when it is due, for its time in queue")
 	assert.WithinDuration(t, got.InsertedAt.Add(time.Hour), got.ExpiresAt, 5*time.Second)
 }

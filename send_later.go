@@ -72,8 +72,8 @@ func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) 
 //
 // A delay up to [MaxVisibility] (7 days) is the service's own: the message is
 // sent hidden for it, in one send, its text what [Publisher.Send] would
-// send after a short line that says when it is due
-// (`azdispatch-due/1 {"after":60}`), so that a listener counts its time in
+// send after a short line that says when it is due (a marker of the
+// format and its version, then a JSON object), so that a listener counts its time in
 // queue from then ([MessageInfo.TimeInQueue]); nothing else reads it. A
 // longer one, of any length, is recorded in the message's text (a line
 // before the body, relative to the service's insertion time), and the

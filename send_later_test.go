@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
@@ -137,7 +138,7 @@ func TestTheListenersClockNeitherFiresEarlyNorHoldsLate(t *testing.T) {
 
 // dueText is a message text due at at, as a publisher writes it.
 func dueText(at time.Time, body string) string {
-	return fmt.Sprintf("azdispatch-due/1 {\"at\":%q}\n%s", at.UTC().Format(time.RFC3339), body)
+	return fmt.Sprintf(wire.DueMagic+"{\"at\":%q}\n%s", at.UTC().Format(time.RFC3339), body)
 }
 
 // A delayed message whose handler fails is retried and poisoned by the
@@ -220,7 +221,7 @@ func TestAMessageWithoutALongDelayIsSentAsBefore(t *testing.T) {
 	got, err = q.Receive(ctx, 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	assert.Equal(t, "azdispatch-due/1 {\"after\":60}\n{\"d\":4}", got[0].Text,
+	assert.Equal(t, wire.DueMagic+"{\"after\":60}\n{\"d\":4}", got[0].Text,
 		"a delay the service keeps: one send, and a line that says when it is due, for its time in queue")
 	assert.Equal(t, int64(1), q.Transactions().Send)
 }
@@ -263,7 +264,7 @@ func TestAMalformedDueLineIsPoisoned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := memqueue.New("delay-bad", nil)
-	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":-5}\nbody", nil)
+	_, err := q.Send(ctx, wire.DueMagic+"{\"after\":-5}\nbody", nil)
 	require.NoError(t, err)
 	var h handled
 	l, err := azdispatch.NewListener(q, h.handler(q, nil), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
@@ -354,7 +355,7 @@ func TestADueLineSeenBeyondTheDequeueCountIsPoisoned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := memqueue.New("delay-seen", nil)
-	_, err := q.Send(ctx, "azdispatch-due/1 {\"after\":1,\"seen\":1000000}\nboom", nil)
+	_, err := q.Send(ctx, wire.DueMagic+"{\"after\":1,\"seen\":1000000}\nboom", nil)
 	require.NoError(t, err)
 	var h handled
 	l, err := azdispatch.NewListener(q, h.handler(q, errors.New("fails")), &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
@@ -460,7 +461,7 @@ func TestASendMiddlewareThatChangesTheDelayIsTakenAtItsWord(t *testing.T) {
 	got, err = q.Receive(ctx, azdispatch.MaxBatch, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	assert.True(t, strings.HasPrefix(got[0].Text, "azdispatch-due/1 "), "a due line: %q", got[0].Text)
+	assert.True(t, strings.HasPrefix(got[0].Text, wire.DueMagic), "a due line: %q", got[0].Text)
 }
 
 // PlainDelays keeps a delayed message's text the codec's, byte for byte,

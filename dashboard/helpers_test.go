@@ -17,6 +17,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/dashboard"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
@@ -112,7 +113,7 @@ func envelope(t *testing.T, q *memqueue.Queue, e azdispatch.PoisonEnvelope, body
 	}
 	hdr, err := json.Marshal(e)
 	require.NoError(t, err)
-	id, err := q.PoisonQueue().Send(context.Background(), "azdispatch-poison/1 "+string(hdr)+"\n"+body, nil)
+	id, err := q.PoisonQueue().Send(context.Background(), wire.PoisonMagic+string(hdr)+"\n"+body, nil)
 	require.NoError(t, err)
 	return id
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/azdispatch/azdispatch"
 	"github.com/azdispatch/azdispatch/dashboard"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
@@ -59,7 +60,7 @@ func TestThePoisonPageNamesARequeuedMessagesEarlierID(t *testing.T) {
 	// With metadata, as a publisher with a middleware that sets some (or
 	// otelazdispatch's trace context) sends it: the line that Requeue adds
 	// the earlier ID to.
-	_, err := q.Send(ctx, "azdispatch-meta/1 {\"tenant\":\"contoso\"}\n{\"order\":1}", nil)
+	_, err := q.Send(ctx, wire.MetaMagic+"{\"tenant\":\"contoso\"}\n{\"order\":1}", nil)
 	require.NoError(t, err)
 	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[map[string]any]) error {
 		return azdispatch.Permanent(errors.New("refused: bad order"))

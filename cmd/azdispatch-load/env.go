@@ -82,11 +82,7 @@ var padding = strings.Repeat("x", 1000)
 // fill puts n payloads on the queue with parallel senders and no added
 // latency, so that every variant starts from the same depth.
 func fill(ctx context.Context, cs, queue string, n int) error {
-	acct, err := azdispatch.NewAccountFromConnectionString(cs, nil)
-	if err != nil {
-		return err
-	}
-	q, err := acct.Queue(queue)
+	q, err := openQueue(cs, queue, 0)
 	if err != nil {
 		return err
 	}
@@ -98,21 +94,40 @@ func fill(ctx context.Context, cs, queue string, n int) error {
 		return err
 	}
 	const senders = 8
+	return fanOut(senders, func(s int) error {
+		for i := s; i < n; i += senders {
+			if _, err := p.Send(ctx, payload{Seq: i, Pad: padding}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// fanOut runs send(0) … send(senders-1) at once, and returns the first
+// error of theirs once all have returned.
+func fanOut(senders int, send func(s int) error) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, senders)
 	for s := range senders {
 		wg.Go(func() {
-			for i := s; i < n; i += senders {
-				if _, err := p.Send(ctx, payload{Seq: i, Pad: padding}); err != nil {
-					errs <- err
-					return
-				}
+			if err := send(s); err != nil {
+				errs <- err
 			}
 		})
 	}
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// queueDepth is a queue's approximate depth.
+func queueDepth(ctx context.Context, cs, queue string) (int, error) {
+	q, err := openQueue(cs, queue, 0)
+	if err != nil {
+		return 0, err
+	}
+	return q.Depth(ctx)
 }
 
 // waitUntil polls done until it holds or the deadline passes; it reports

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch"
@@ -25,6 +26,9 @@ type keysConfig struct {
 	Concurrency int           // each process's handlers per dequeuer
 	Dequeuers   int           // each process's dequeuers
 	Hold        time.Duration // a handler call's time
+	Depth       int           // the most messages kept in the queue while it is filled
+	Only        string        // a variant's name: that one alone (with no limit first, for the ratio)
+	Keep        bool          // keep the processes' stderr files
 	KillAt      float64       // share of the messages handled when a process is killed
 	Faults      faultRates    // each process's storage faults on queue requests
 }
@@ -37,6 +41,7 @@ func (c keysConfig) withDefaults() keysConfig {
 	setIf(&c.Dequeuers, 2)
 	setIf(&c.Hold, 100*time.Millisecond)
 	setIf(&c.KillAt, 0.4)
+	setIf(&c.Depth, 1000)
 	if c.Faults == (faultRates{}) {
 		c.Faults = faultRates{ServerBusy: 0.005, Timeout: 0.002, LostReceive: 0.002, LostDelete: 0.002, LostUpdate: 0.002}
 	}
@@ -60,6 +65,7 @@ type keysRecord struct {
 	Ratio     float64 `json:"ratio_vs_unlimited,omitempty"`
 
 	Lost       int `json:"lost"`            // sent, never handled
+	Left       int `json:"left_in_queue"`   // of those, still in the queue at the end: late, not gone
 	Repeated   int `json:"repeated"`        // handler calls past a message's first (at least once: the kill, lost answers)
 	Poisoned   int `json:"poisoned"`        // on the poison queue at the end
 	Overlaps   int `json:"overlaps"`        // calls of one key that overlapped another of the key (per-key)
@@ -71,6 +77,10 @@ type keysRecord struct {
 	TxPerMsg     float64 `json:"tx_per_msg"`             // every request of theirs
 	Snoozed      int64   `json:"snoozed"`
 	Killed       int     `json:"killed"`
+	// EmulatorCores is the emulator's CPU over the run, in cores: near 1,
+	// its one thread is the limit, and every request of a variant's costs
+	// throughput, as it would not against the service.
+	EmulatorCores float64 `json:"emulator_cores"`
 }
 
 // runKeys compares three listener processes over one queue of Keys × Each
@@ -79,16 +89,15 @@ type keysRecord struct {
 // each with storage faults and a process killed mid-run.
 func runKeys(ctx context.Context, o options, progress io.Writer) ([]record, []string, error) {
 	c := o.keys.withDefaults()
-	acct, err := openAccount(ctx, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer acct.close()
 	dir, err := os.MkdirTemp("", "azdispatch-keys-")
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
+	if c.Keep {
+		fmt.Fprintf(progress, "keys: the processes' stderr is kept in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	variants := []struct {
 		name   string
 		limits azdispatch.LimitOptions
@@ -102,8 +111,11 @@ func runKeys(ctx context.Context, o options, progress io.Writer) ([]record, []st
 	var lines []string
 	var base float64
 	for i, v := range variants {
+		if i > 0 && c.Only != "" && v.name != c.Only {
+			continue
+		}
 		fmt.Fprintf(progress, "keys: %s, %d keys × %d messages over %d processes\n", v.name, c.Keys, c.Each, c.Procs)
-		r, err := keysRun(ctx, c, acct.connectionString, dir, v.name, v.limits, int64(o.seed)+int64(i))
+		r, err := keysVariant(ctx, c, dir, v.name, v.limits, int64(o.seed)+int64(i))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", v.name, err)
 		}
@@ -117,8 +129,8 @@ func runKeys(ctx context.Context, o options, progress io.Writer) ([]record, []st
 		r.OK = r.Lost == 0 && r.Poisoned == 0 && r.Overlaps == 0 && r.OutOfOrder == 0 &&
 			(i == 0 || v.limits.InOrder || r.Ratio >= 0.9) && (r.Limit == 0 || r.MostAtOnce <= r.Limit)
 		recs = append(recs, record{Own: r})
-		lines = append(lines, fmt.Sprintf("%s: %.0f msgs/s (%.2f× unlimited), %d overlaps of a key, %d out of order, at most %d calls at once (limit %d), %.2f lease requests and %.2f requests in all per message, %d snoozed, %d lost, %d poisoned (ok %v)",
-			r.Variant, r.MsgsPerS, r.Ratio, r.Overlaps, r.OutOfOrder, r.MostAtOnce, r.Limit, r.LeasesPerMsg, r.TxPerMsg, r.Snoozed, r.Lost, r.Poisoned, r.OK))
+		lines = append(lines, fmt.Sprintf("%s: %.0f msgs/s (%.2f× unlimited), %d overlaps of a key, %d out of order, at most %d calls at once (limit %d), %.2f lease requests and %.2f requests in all per message, %d snoozed, %d lost (%d of them left in the queue), %d poisoned, emulator %.2f cores (ok %v)",
+			r.Variant, r.MsgsPerS, r.Ratio, r.Overlaps, r.OutOfOrder, r.MostAtOnce, r.Limit, r.LeasesPerMsg, r.TxPerMsg, r.Snoozed, r.Lost, r.Left, r.Poisoned, r.EmulatorCores, r.OK))
 	}
 	return recs, lines, nil
 }
@@ -131,11 +143,36 @@ type keysCall struct {
 	start, end int64
 }
 
+// keysVariant runs one variant on an emulator of its own: one that ran
+// another variant before would stall to clean up its deleted messages
+// (thousands of them) and slow this one down.
+func keysVariant(ctx context.Context, c keysConfig, dir, variant string, limits azdispatch.LimitOptions, seed int64) (keysRecord, error) {
+	acct, err := openAccount(ctx, false)
+	if err != nil {
+		return keysRecord{}, err
+	}
+	defer acct.close()
+	cpu0, err := acct.cpu()
+	if err != nil {
+		return keysRecord{}, err
+	}
+	start := time.Now()
+	r, err := keysRun(ctx, c, acct.connectionString, dir, variant, limits, seed)
+	if cpu1, cerr := acct.cpu(); err == nil && cerr == nil {
+		r.EmulatorCores = (cpu1.emulator - cpu0.emulator).Seconds() / time.Since(start).Seconds()
+	}
+	return r, err
+}
+
 // keysRun is one variant's run.
 func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits azdispatch.LimitOptions, seed int64) (keysRecord, error) {
 	r := keysRecord{Scenario: "keys", Variant: variant, Messages: c.Keys * c.Each, Keys: c.Keys, Handlers: c.handlers(), HandlerMS: ms(c.Hold), Limit: limits.Fleet}
 	queue := queueName("keys")
-	if err := fillKeyed(ctx, cs, queue, c.Keys, c.Each, seed); err != nil {
+	q, err := openQueue(cs, queue, 0)
+	if err != nil {
+		return r, err
+	}
+	if err := q.Create(ctx); err != nil {
 		return r, err
 	}
 	exe, err := os.Executable()
@@ -193,16 +230,35 @@ func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits 
 		}
 		wg.Wait()
 	}()
-	count := func() int {
+	// The fill runs beside the processes, and ends before this run does.
+	fillCtx, stopFill := context.WithCancel(ctx)
+	fillErr := make(chan error, 1)
+	go func() { fillErr <- fillKeyed(fillCtx, q, c.Keys, c.Each, c.Depth, seed) }()
+	filled := false
+	defer func() {
+		stopFill()
+		if !filled {
+			<-fillErr
+		}
+	}()
+	count := func() (int, error) {
+		if !filled {
+			select {
+			case err := <-fillErr:
+				filled = true
+				if err != nil {
+					return 0, fmt.Errorf("filling the queue: %w", err)
+				}
+			default:
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		return len(handled)
+		return len(handled), nil
 	}
 	deadline := time.Now().Add(time.Duration(r.Messages)*c.Hold/time.Duration(max(1, c.handlers()/4)) + 3*time.Minute)
-	for count() < int(c.KillAt*float64(r.Messages)) && time.Now().Before(deadline) {
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return r, err
-		}
+	if err := waitHandled(ctx, count, int(c.KillAt*float64(r.Messages)), deadline); err != nil {
+		return r, err
 	}
 	// Kill the first process; its calls under way end now, as far as
 	// overlaps go. A new one takes its place.
@@ -223,10 +279,8 @@ func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits 
 		return r, err
 	}
 	procs = append(procs, ch)
-	for count() < r.Messages && time.Now().Before(deadline) {
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return r, err
-		}
+	if err := waitHandled(ctx, count, r.Messages, deadline); err != nil {
+		return r, err
 	}
 	for _, p := range procs[1:] {
 		p.command("stop")
@@ -245,10 +299,28 @@ func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits 
 		return r, err
 	}
 	r.Poisoned += poisoned
+	if r.Left, err = q.Depth(ctx); err != nil {
+		return r, err
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	judgeKeys(&r, calls, handled, states, limits.PerKey > 0 || limits.InOrder, limits.InOrder)
 	return r, nil
+}
+
+// waitHandled waits until count reaches n, or the deadline passes, or
+// count fails.
+func waitHandled(ctx context.Context, count func() (int, error), n int, deadline time.Time) error {
+	for time.Now().Before(deadline) {
+		got, err := count()
+		if err != nil || got >= n {
+			return err
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // judgeKeys fills in r's figures from the calls made, the messages handled
@@ -323,58 +395,64 @@ func middleRate(done map[int]int64) float64 {
 // fillKeyed sends keys × each messages, body the message's number, key
 // "key-<number mod keys>", in a random order of keys. Each key's messages
 // are sent by one sender, one after another, in the order of their
-// numbers: the order a listener with Limits.InOrder keeps.
-func fillKeyed(ctx context.Context, cs, queue string, keys, each int, seed int64) error {
-	acct, err := azdispatch.NewAccountFromConnectionString(cs, nil)
-	if err != nil {
-		return err
-	}
-	q, err := acct.Queue(queue)
-	if err != nil {
-		return err
-	}
-	if err := q.Create(ctx); err != nil {
-		return err
-	}
+// numbers: the order a listener with Limits.InOrder keeps. It keeps the
+// queue at most about depth deep, as a steady producer would: Azurite's
+// receives slow down past about 1,000 messages held, which would measure
+// the emulator rather than the listeners.
+func fillKeyed(ctx context.Context, q *azdispatch.Queue, keys, each, depth int, seed int64) error {
 	p, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
 	if err != nil {
 		return err
 	}
+	room, stop := pace(ctx, q, depth)
+	defer stop()
 	order := rand.New(rand.NewPCG(uint64(seed), 7)).Perm(keys * each)
 	const senders = 16
-	var wg sync.WaitGroup
-	errs := make(chan error, senders)
-	for s := range senders {
-		wg.Go(func() {
-			sent := map[int]int{} // by key: how many of its messages this sender sent
-			for _, i := range order {
-				k := i % keys
-				if k%senders != s {
-					continue
-				}
-				n := k + keys*sent[k] + 1 // the key's next number, ascending
-				sent[k]++
-				if _, err := p.SendKeyed(ctx, "key-"+strconv.Itoa(n%keys), strconv.Itoa(n)); err != nil {
-					errs <- err
-					return
-				}
+	return fanOut(senders, func(s int) error {
+		sent := map[int]int{} // by key: how many of its messages this sender sent
+		for _, i := range order {
+			k := i % keys
+			if k%senders != s {
+				continue
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			if err := room(); err != nil {
+				return err
+			}
+			n := k + keys*sent[k] + 1 // the key's next number, ascending
+			sent[k]++
+			if _, err := p.SendKeyed(ctx, "key-"+strconv.Itoa(n%keys), strconv.Itoa(n)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
-// queueDepth is a queue's approximate depth.
-func queueDepth(ctx context.Context, cs, queue string) (int, error) {
-	acct, err := azdispatch.NewAccountFromConnectionString(cs, nil)
-	if err != nil {
-		return 0, err
+// pace reads q's depth every 100 ms until stop is called (stop waits for
+// the reads to end), and returns a wait that blocks while the last reading
+// is depth or more. A failed reading keeps the last one.
+func pace(ctx context.Context, q *azdispatch.Queue, depth int) (room func() error, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var last atomic.Int64
+	read := func() {
+		if n, err := q.Depth(ctx); err == nil {
+			last.Store(int64(n))
+		}
 	}
-	q, err := acct.Queue(queue)
-	if err != nil {
-		return 0, err
+	read()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for sleepCtx(ctx, 100*time.Millisecond) == nil {
+			read()
+		}
+	})
+	room = func() error {
+		for last.Load() >= int64(depth) {
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return q.Depth(ctx)
+	return room, func() { cancel(); wg.Wait() }
 }

@@ -123,6 +123,9 @@ func main() {
 	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule; latency: of the arrivals (default random, printed)")
 	flag.IntVar(&o.keys.Keys, "keys", 0, "keys: how many keys (default 1,000)")
 	flag.IntVar(&o.keys.Each, "each", 0, "keys: messages of each key (default 50)")
+	flag.DurationVar(&o.keys.Hold, "hold", 0, "keys: a handler call's time (default 100ms)")
+	flag.StringVar(&o.keys.Only, "variant", "", "keys: run this variant alone after the one with no limit (per-key, fleet, in-order)")
+	flag.BoolVar(&o.keys.Keep, "keep", false, "keys: keep the processes' stderr files, and say where")
 	o.wait = latencyFlags(flag.CommandLine)
 	flag.Parse()
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // Every command on one queue: messages sent, peeked, poisoned by a listener,
@@ -438,9 +439,9 @@ func TestPeekShowsWhenADelayedMessageIsDue(t *testing.T) {
 	at := time.Date(2027, 5, 1, 8, 0, 0, 0, time.UTC)
 	// The texts a listener writes when it hides a message again, and one
 	// it would refuse.
-	_, err := q.Send(ctx, `azdispatch-due/1 {"at":"2027-05-01T08:00:00Z","hops":2,"seen":2}`+"\nrenew", nil)
+	_, err := q.Send(ctx, wire.DueMagic+`{"at":"2027-05-01T08:00:00Z","hops":2,"seen":2}`+"\nrenew", nil)
 	require.NoError(t, err)
-	_, err = q.Send(ctx, "azdispatch-due/1 {}\nbody", nil)
+	_, err = q.Send(ctx, wire.DueMagic+"{}\nbody", nil)
 	require.NoError(t, err)
 
 	var peeked peekDoc

@@ -169,6 +169,7 @@ func (a *Azure) List(ctx context.Context, prefix string, page func([]Info, time.
 			if p := item.Properties; p != nil {
 				info.ETag, info.Size = string(deref(p.ETag)), deref(p.ContentLength)
 				info.Created, info.Modified = deref(p.CreationTime), deref(p.LastModified)
+				info.Leased = deref(p.LeaseState) == lease.StateTypeLeased
 			}
 			infos = append(infos, info)
 		}

@@ -54,6 +54,9 @@ type Info struct {
 	Size     int64     // its content's length
 	Created  time.Time // when it was first written; zero if not told
 	Modified time.Time // its last write, to the second
+	// Leased says, in a List's answer, that the blob was under a lease
+	// that had not expired or been released; false in other answers.
+	Leased bool
 	// Date is the answer's Date: the service's time when it answered, to
 	// the second. Zero if the answer carried none.
 	Date time.Time

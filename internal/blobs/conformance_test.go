@@ -161,6 +161,29 @@ func run(t *testing.T, newBackend func(t *testing.T) blobs.Backend) {
 		stop := errors.New("stop")
 		assert.ErrorIs(t, b.List(ctx, "", func([]blobs.Info, time.Time) error { return stop }), stop)
 	})
+	t.Run("a listing says which blobs are leased", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		const id = "9d3b7a52-0000-4000-8000-000000000003"
+		for _, name := range []string{"l/held", "l/free", "l/released"} {
+			_, err := b.Create(ctx, name, write("", nil))
+			require.NoError(t, err)
+		}
+		_, err := b.AcquireLease(ctx, "l/held", id, 15*time.Second)
+		require.NoError(t, err)
+		_, err = b.AcquireLease(ctx, "l/released", id, 15*time.Second)
+		require.NoError(t, err)
+		_, err = b.ReleaseLease(ctx, "l/released", id)
+		require.NoError(t, err)
+		leased := map[string]bool{}
+		require.NoError(t, b.List(ctx, "l/", func(page []blobs.Info, _ time.Time) error {
+			for _, info := range page {
+				leased[info.Name] = info.Leased
+			}
+			return nil
+		}))
+		assert.Equal(t, map[string]bool{"l/held": true, "l/free": false, "l/released": false}, leased)
+	})
 	t.Run("creating the container twice is fine", func(t *testing.T) {
 		t.Parallel()
 		b := newBackend(t)

@@ -230,7 +230,10 @@ func (m *Memory) List(ctx context.Context, prefix string, page func([]Info, time
 				break
 			}
 			if name > after && strings.HasPrefix(name, prefix) {
-				infos = append(infos, m.info(name, m.blobs[name], now))
+				b := m.blobs[name]
+				info := m.info(name, b, now)
+				info.Leased = b.lease != "" && now.Before(b.leaseEnd)
+				infos = append(infos, info)
 			}
 		}
 		m.mu.Unlock()

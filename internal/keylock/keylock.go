@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +45,10 @@ type Locks struct {
 	// again whose blob still has that ETag needs no read (see Lock.Meta).
 	mu      sync.Mutex
 	written map[string]writtenMeta
+	// releasing holds, by blob name, the releases of this process's own
+	// leases under way, each closed when its release is over: a take of
+	// such a place waits for it rather than find it held and give up.
+	releasing map[string]chan struct{}
 }
 
 // writtenMeta is metadata as written, and the ETag the blob had then.
@@ -97,10 +103,60 @@ func (ls *Locks) Take(ctx context.Context, key string) (*Lock, error) {
 // take is Take trying at most tries places.
 func (ls *Locks) take(ctx context.Context, key string, tries int) (*Lock, error) {
 	first := mrand.IntN(ls.places)
-	for i := range min(tries, ls.places) {
-		name := ls.blobName(key, (first+i)%ls.places)
+	places := make([]int, min(tries, ls.places))
+	for i := range places {
+		places[i] = (first + i) % ls.places
+	}
+	return ls.takeAmong(ctx, key, places)
+}
+
+// takeListed takes a place of key among those a listing says are free
+// (not leased, or not made yet), trying at most tries of them at random:
+// one List Blobs, then an acquire each. Where most places are held, as in
+// a pool whose places are all in use but one, it finds the free one where
+// tries at random would mostly find held ones.
+func (ls *Locks) takeListed(ctx context.Context, key string, tries int) (*Lock, error) {
+	prefix := ls.keyPrefix(key)
+	held := make([]bool, ls.places)
+	err := ls.b.List(ctx, prefix, func(page []blobs.Info, _ time.Time) error {
+		for _, info := range page {
+			i, err := strconv.Atoi(strings.TrimPrefix(info.Name, prefix))
+			if err == nil && i >= 0 && i < ls.places {
+				held[i] = info.Leased
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var free []int
+	for i, h := range held {
+		if !h {
+			free = append(free, i)
+		}
+	}
+	mrand.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+	return ls.takeAmong(ctx, key, free[:min(tries, len(free))])
+}
+
+// takeAmong takes the first of key's places that is free, trying them in
+// the order given.
+func (ls *Locks) takeAmong(ctx context.Context, key string, places []int) (*Lock, error) {
+	for _, i := range places {
+		name := ls.blobName(key, i)
 		l := &Lock{locks: ls, key: key, name: name, id: newLeaseID(), base: context.WithoutCancel(ctx)}
 		err := l.acquire(ctx)
+		if over := ls.releaseOf(name); errors.Is(err, blobs.ErrLeased) && over != nil {
+			// Held by this process, which is giving it up: once more
+			// when it has (a message of the key that came just after
+			// the last one ended).
+			select {
+			case <-over:
+				err = l.acquire(ctx)
+			case <-ctx.Done():
+			}
+		}
 		switch {
 		case err == nil:
 			l.mu.Lock()
@@ -114,7 +170,7 @@ func (ls *Locks) take(ctx context.Context, key string, tries int) (*Lock, error)
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("%w: %d of %d place(s) of the key tried", ErrHeld, min(tries, ls.places), ls.places)
+	return nil, fmt.Errorf("%w: %d of %d place(s) of the key tried", ErrHeld, len(places), ls.places)
 }
 
 // acquire takes l's lease, making its blob first if it is missing.
@@ -224,6 +280,7 @@ func (l *Lock) renew() {
 // process may take it at once. A release that fails leaves the lease to
 // expire.
 func (l *Lock) Release(ctx context.Context) error {
+	defer l.locks.releaseBegins(l.name)()
 	l.mu.Lock()
 	l.stopped = true
 	l.timer.Stop()
@@ -236,6 +293,34 @@ func (l *Lock) Release(ctx context.Context) error {
 		_, err = l.locks.b.ReleaseLease(ctx, l.name, l.id)
 	}
 	return err
+}
+
+// releaseBegins notes a release of name's lease under way, until the
+// function it returns is called.
+func (ls *Locks) releaseBegins(name string) (over func()) {
+	ch := make(chan struct{})
+	ls.mu.Lock()
+	if ls.releasing == nil {
+		ls.releasing = map[string]chan struct{}{}
+	}
+	ls.releasing[name] = ch
+	ls.mu.Unlock()
+	return func() {
+		ls.mu.Lock()
+		if ls.releasing[name] == ch {
+			delete(ls.releasing, name)
+		}
+		ls.mu.Unlock()
+		close(ch)
+	}
+}
+
+// releaseOf is the release of name's lease under way in this process, if
+// any: closed when it is over.
+func (ls *Locks) releaseOf(name string) <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.releasing[name]
 }
 
 // giveUpWithin bounds the release of a lease whose acquire failed.
@@ -255,8 +340,13 @@ func (l *Lock) Key() string { return l.key }
 // blobName is the blob of key's place i: the key hashed, so that any key
 // makes a valid blob name of a fixed length.
 func (ls *Locks) blobName(key string, i int) string {
+	return ls.keyPrefix(key) + strconv.Itoa(i)
+}
+
+// keyPrefix is what the names of key's places begin with.
+func (ls *Locks) keyPrefix(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return fmt.Sprintf("%s%s/%d", ls.prefix, hex.EncodeToString(sum[:20]), i)
+	return ls.prefix + hex.EncodeToString(sum[:20]) + "/"
 }
 
 // newLeaseID is a random lease ID, in the GUID form the service takes.

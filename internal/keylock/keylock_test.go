@@ -163,3 +163,32 @@ func TestAPlacesMetadataIsReadOnlyWhenAnotherWroteIt(t *testing.T) {
 	require.ErrorIs(t, l.SetMeta(ctx, map[string]string{"s": "3"}), blobs.ErrLeased, "a place given up is not written")
 	require.NoError(t, o.Release(ctx))
 }
+
+// A take of a place this process is releasing waits for the release, and
+// takes it, rather than find it held and give up: the next message of a
+// key, just after the last one ended, is not snoozed for this process's own
+// lease.
+func TestATakeWaitsForThisProcesssOwnRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var slow atomic.Bool
+	b := blobs.NewMemory("c", nil, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
+		if op == blobs.OpLease && slow.CompareAndSwap(true, false) {
+			time.Sleep(200 * time.Millisecond) // the release, on its way
+		}
+		return nil, false
+	})
+	ls := New(b, "q", 1, 15*time.Second, nil)
+	first, err := ls.Take(ctx, "k")
+	require.NoError(t, err)
+	slow.Store(true)
+	released := make(chan error, 1)
+	go func() { released <- first.Release(ctx) }()
+	for ls.releaseOf(first.name) == nil {
+		time.Sleep(time.Millisecond)
+	}
+	second, err := ls.Take(ctx, "k")
+	require.NoError(t, err, "taken once the release was over")
+	require.NoError(t, <-released)
+	require.NoError(t, second.Release(ctx))
+}

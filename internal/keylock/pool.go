@@ -44,7 +44,8 @@ type Place struct {
 // free one.
 const Every = 200 * time.Millisecond
 
-// searchTries is how many places a search tries, one request each.
+// searchTries is how many places a search tries, of those its listing
+// found free, one request each.
 const searchTries = 3
 
 // NewPool returns a pool over locks' places of name: a place is given up
@@ -113,7 +114,7 @@ func (p *Pool) find(ctx context.Context, freed chan struct{}) (*Place, error) {
 	// Bounded: a blob service that does not answer is looked at again
 	// later, as one that refuses is.
 	tctx, cancel := context.WithTimeout(ctx, giveUpWithin)
-	lock, err := p.locks.take(tctx, p.name, searchTries)
+	lock, err := p.locks.takeListed(tctx, p.name, searchTries)
 	cancel()
 	switch {
 	case err == nil:

@@ -126,3 +126,42 @@ func TestASearchOfAHungServiceIsBounded(t *testing.T) {
 	p.Put(pl)
 	p.Release()
 }
+
+// A pool whose places are all held elsewhere but one finds that one in one
+// search: a listing, then one acquire, where tries at random would mostly
+// hit held places.
+func TestASearchFindsTheOneFreePlace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var lists, leases atomic.Int32
+	b := blobs.NewMemory("c", nil, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
+		switch op {
+		case blobs.OpList:
+			lists.Add(1)
+		case blobs.OpLease:
+			leases.Add(1)
+		}
+		return nil, false
+	})
+	const places = 48
+	other := New(b, "q", places, 15*time.Second, nil)
+	free := 29
+	for i := range places {
+		l := &Lock{locks: other, key: "fleet", name: other.blobName("fleet", i), id: newLeaseID()}
+		require.NoError(t, l.acquire(ctx))
+		if i == free { // used before, and given up
+			_, err := b.ReleaseLease(ctx, l.name, l.id)
+			require.NoError(t, err)
+		}
+	}
+	lists.Store(0)
+	leases.Store(0)
+	p := NewPool(New(b, "q", places, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
+	pl, err := p.Get(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, other.blobName("fleet", free), pl.lock.name)
+	assert.EqualValues(t, 1, lists.Load(), "one listing")
+	assert.EqualValues(t, 1, leases.Load(), "one acquire")
+	p.Put(pl)
+	p.Release()
+}

@@ -83,7 +83,7 @@ func TestAStateReadsBackFromItsMetadataAndKeepsTheOthers(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var s State
 	a, b := "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
-	s.Done(Stamp{Pub: a, N: 5, Prev: 4}, now)
+	s.Done(Stamp{Pub: a, N: 5, Prev: 4}, now, true)
 	require.Equal(t, Verdict{Changed: true}, s.Judge(Stamp{Pub: b, N: 9, Prev: 8}, now, time.Minute))
 	meta := s.Meta(map[string]string{"azdispatchkey": "1", "o_cccccccccccccccc": "1.0.0.0"})
 	assert.Equal(t, "1", meta["azdispatchkey"])
@@ -94,7 +94,7 @@ func TestAStateReadsBackFromItsMetadataAndKeepsTheOthers(t *testing.T) {
 	assert.Equal(t, Verdict{}, again.Judge(Stamp{Pub: b, N: 9, Prev: 8}, now.Add(time.Second), time.Minute), "waiting, as noted")
 
 	for i := range 2 * maxPubs {
-		s.Done(Stamp{Pub: fmt.Sprintf("%016x", i), N: 1}, now.Add(time.Duration(i)*time.Second))
+		s.Done(Stamp{Pub: fmt.Sprintf("%016x", i), N: 1}, now.Add(time.Duration(i)*time.Second), true)
 	}
 	kept := Load(s.Meta(nil))
 	assert.Len(t, kept.pubs, maxPubs, "the publishers heard of last")
@@ -154,7 +154,7 @@ func TestAKeysMessagesRunInOrderAndAMissingOneIsGivenUpAfterTheWait(t *testing.T
 				}
 			}
 			if v.Run {
-				s.Done(stamps[i], now)
+				s.Done(stamps[i], now, true)
 				order = append(order, i)
 				delete(visible, i)
 			} else {
@@ -176,4 +176,32 @@ func TestAKeysMessagesRunInOrderAndAMissingOneIsGivenUpAfterTheWait(t *testing.T
 			assert.Zero(t, skips, "seed %d: nothing missing, nothing given up", seed)
 		}
 	}
+}
+
+// A handled message is known as handled, across a write and a read, for
+// its key's last few; one given up as poison, or skipped, is not: a copy of
+// it, requeued or late, is to run.
+func TestAStateKnowsTheLastMessagesHandled(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	const a = "aaaaaaaaaaaaaaaa"
+	var s State
+	s.Done(Stamp{Pub: a, N: 1}, now, true)
+	s.Done(Stamp{Pub: a, N: 2, Prev: 1}, now, false)
+	assert.True(t, s.Handled(Stamp{Pub: a, N: 1}))
+	assert.False(t, s.Handled(Stamp{Pub: a, N: 2, Prev: 1}), "given up as poison")
+	assert.False(t, s.Handled(Stamp{Pub: "bbbbbbbbbbbbbbbb", N: 1}), "another publisher's")
+	for n := uint64(3); n <= 3+keepHandled; n++ {
+		s.Done(Stamp{Pub: a, N: n, Prev: n - 1}, now, true)
+	}
+	again := Load(s.Meta(nil))
+	assert.Equal(t, s, again)
+	assert.False(t, again.Handled(Stamp{Pub: a, N: 3}), "forgotten: the last %d are kept", keepHandled)
+	assert.True(t, again.Handled(Stamp{Pub: a, N: 3 + keepHandled}))
+	// An entry of the earlier form, without the numbers handled, reads.
+	old := Load(map[string]string{"o_" + a: "7.0.0.1800000000"})
+	assert.Equal(t, Verdict{Run: true}, old.Judge(Stamp{Pub: a, N: 8, Prev: 7}, now, time.Minute))
+	assert.False(t, old.Handled(Stamp{Pub: a, N: 7}))
+	// Numbers that do not read make the entry unreadable, as before.
+	assert.Empty(t, Load(map[string]string{"o_" + a: "7.0.0.1800000000.x-1"}).pubs)
 }

@@ -25,7 +25,16 @@ type pubState struct {
 	since time.Time
 	// touched orders the publishers for forgetting: the oldest go first.
 	touched time.Time
+	// handled are the numbers of the last messages handled (not given up
+	// as poison, nor skipped as a gap), most recent last: a copy of one
+	// delivered again (its delete failed, its handler returned after its
+	// timeout, the record's answer was lost) is known for what it is.
+	handled []uint64
 }
+
+// keepHandled bounds pubState.handled: the copies to recognise are of the
+// last few messages of a key, within a visibility timeout or two.
+const keepHandled = 8
 
 // maxPubs bounds the publishers a key's state keeps (a publisher is a
 // process's Publisher: each restart is a new one). Those not heard of
@@ -52,9 +61,22 @@ func Load(meta map[string]string) State {
 	return s
 }
 
-// parseEntry reads "done.low.since.touched", times in Unix seconds.
+// parseEntry reads "done.low.since.touched", times in Unix seconds, and
+// after them ".h1-h2-…", the numbers handled, if any.
 func parseEntry(v string) (pubState, bool) {
 	f := strings.Split(v, ".")
+	var handled []uint64
+	if len(f) == 5 {
+		for _, s := range strings.Split(f[4], "-") {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return pubState{}, false
+			}
+			handled = append(handled, n)
+		}
+		handled = handled[max(0, len(handled)-keepHandled):]
+		f = f[:4]
+	}
 	if len(f) != 4 {
 		return pubState{}, false
 	}
@@ -65,7 +87,7 @@ func parseEntry(v string) (pubState, bool) {
 			return pubState{}, false
 		}
 	}
-	p := pubState{done: uint64(n[0]), low: uint64(n[1]), touched: time.Unix(n[3], 0)}
+	p := pubState{done: uint64(n[0]), low: uint64(n[1]), touched: time.Unix(n[3], 0), handled: handled}
 	if p.low != 0 {
 		p.since = time.Unix(n[2], 0)
 	}
@@ -92,8 +114,14 @@ func (s State) Meta(meta map[string]string) map[string]string {
 		if p.low != 0 {
 			since = p.since.Unix()
 		}
-		out[entryPrefix+pub] = strconv.FormatUint(p.done, 10) + "." + strconv.FormatUint(p.low, 10) + "." +
+		v := strconv.FormatUint(p.done, 10) + "." + strconv.FormatUint(p.low, 10) + "." +
 			strconv.FormatInt(max(since, 0), 10) + "." + strconv.FormatInt(max(p.touched.Unix(), 0), 10)
+		sep := "."
+		for _, n := range p.handled {
+			v += sep + strconv.FormatUint(n, 10)
+			sep = "-"
+		}
+		out[entryPrefix+pub] = v
 	}
 	return out
 }
@@ -144,13 +172,25 @@ func (s *State) Judge(st Stamp, now time.Time, wait time.Duration) Verdict {
 	return v
 }
 
-// Done records that the message stamped st is done (handled, or given up
-// as poison): the key's messages that follow it may run.
-func (s *State) Done(st Stamp, now time.Time) {
+// Handled reports whether the message stamped st was handled already: a
+// copy of it delivered again is not to run after the messages that follow
+// it. (A message given up as poison or skipped as a gap is not: a copy of
+// it, requeued or late, runs.)
+func (s *State) Handled(st Stamp) bool {
+	return slices.Contains(s.pubs[st.Pub].handled, st.N)
+}
+
+// Done records that the message stamped st is done, handled or given up as
+// poison: the key's messages that follow it may run.
+func (s *State) Done(st Stamp, now time.Time, handled bool) {
 	if s.pubs == nil {
 		s.pubs = map[string]pubState{}
 	}
 	p := s.pubs[st.Pub]
+	if handled && !slices.Contains(p.handled, st.N) {
+		h := append(slices.Clone(p.handled), st.N)
+		p.handled = h[max(0, len(h)-keepHandled):]
+	}
 	p.done, p.touched = max(p.done, st.N), now
 	if p.low != 0 && p.low <= p.done {
 		p.low, p.since = 0, time.Time{}
