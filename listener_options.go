@@ -278,9 +278,8 @@ type PayloadOptions struct {
 	// With GOGC=off, which leaves collection to GOMEMLIMIT, payloads may
 	// take all of Memory live: set GOMEMLIMIT above it and the rest
 	// of the process. GOGC is read when the listener is made. Inline
-	// messages (at most 64 KiB each) are not counted:
-	// [ScalingOptions.MaxDequeuers] × [ListenerOptions.Concurrency] bounds
-	// them. Defaults to 256 MiB, sized for a small container; negative
+	// messages (at most 64 KiB each) are not counted: the messages in
+	// hand bound them ([ListenerOptions.Concurrency]). Defaults to 256 MiB, sized for a small container; negative
 	// means no bound. Without it, 512 messages of 16 MiB each would take
 	// 8 GiB, and twice that in heap.
 	Memory int64
