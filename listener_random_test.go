@@ -235,9 +235,10 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	o.Middleware = []azdispatch.Middleware{e}
 	e.capacity = o.Scaling.MaxDequeuers * o.Concurrency
 	e.chooseFeatures(r)
-	// A key limit doubles what a dequeuer holds, not what it runs.
+	// A key limit or classes double what a dequeuer holds, not what it
+	// runs.
 	e.held = e.capacity
-	if e.opts.Limits.PerKey > 0 || e.opts.Limits.InOrder {
+	if e.opts.Limits.PerKey > 0 || e.opts.Limits.InOrder || len(e.opts.Limits.Classes) > 0 {
 		e.held *= 2
 	}
 	return e
