@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -154,10 +155,26 @@ func ParsePoison(text string) (*PoisonEnvelope, error) {
 	}
 	var e PoisonEnvelope
 	if err := json.Unmarshal([]byte(header), &e); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrNotPoison, err)
+		return nil, fmt.Errorf("%w: header: %s", ErrNotPoison, headerError(err))
 	}
 	e.Body = body
 	return &e, nil
+}
+
+// headerError tells why a header did not decode. A time that does not
+// parse is told with its first bytes only: time's own message quotes the
+// whole value, byte by byte where it is not UTF-8, and more than once, and
+// a hostile header of a few KiB then cost hundreds of KiB to report.
+func headerError(err error) string {
+	var pe *time.ParseError
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
+	v := pe.Value
+	if len(v) > 64 {
+		v = v[:64]
+	}
+	return "a time that does not parse: " + strconv.Quote(v)
 }
 
 // RequeueOptions narrows a [Requeue]. Nil means every envelope.
