@@ -200,10 +200,10 @@ func orderFaultRig(t *testing.T, n int, fault func(q *memqueue.Queue)) (*testBun
 func TestAHandledMessageTheOrderCouldNotRecordRunsAgain(t *testing.T) {
 	t.Parallel()
 	_, rec, l := orderFaultRig(t, 2, func(q *memqueue.Queue) { q.FailNext(memqueue.OpBlobWrite, 1, nil) })
-	waitUntil(t, "both handled", func() bool {
+	waitUntil(t, "both handled and deleted", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		return len(rec.ran["k"]) == 3
+		return len(rec.ran["k"]) == 3 && l.State().Succeeded == 2 // counted once deleted
 	})
 	rec.mu.Lock()
 	assert.Equal(t, []int{0, 0, 1}, rec.ran["k"], "0 again, then 1")
