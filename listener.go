@@ -65,6 +65,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/keygate"
 	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/memo"
+	"github.com/azdispatch/azdispatch/internal/pause"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/records"
@@ -114,13 +115,12 @@ type Listener[T any] struct {
 	// message holds one slot, do not take the listener past
 	// MaxDequeuers × Concurrency handlers at once.
 	handlers *semaphore.Weighted
-	// gate books the turns of RateLimit before each receive; nil without
-	// one.
-	gate   *ratelimit.Gate
-	memo   *memo.Memo // handled, not yet deleted
-	budget *payload.Budget
-	health health.Record[Op]
-	stats  stats
+	gate     *ratelimit.Gate // books RateLimit's turns before each receive; nil without one
+	paused   *pause.Gate     // holds receives while the source is paused; nil if it cannot be
+	memo     *memo.Memo      // handled, not yet deleted
+	budget   *payload.Budget
+	health   health.Record[Op]
+	stats    stats
 	// mw is the handler middleware, outermost first; storage are those of
 	// them that wrap storage requests too. invoke and doStorage are the
 	// ends of their chains, made once rather than per call.
@@ -136,15 +136,14 @@ type Listener[T any] struct {
 	// records is where the occurrences of schedules delivered are marked
 	// (see deliverOnce); nil if the source keeps none.
 	records records.Store
-	// keys holds the places of messages of a key under Limits.PerKey; nil
-	// without a limit.
-	keys *keygate.Gate
-	// keyLocks holds a key's places across processes, with
-	// Limits.AcrossInstances; nil without.
+	// keys, keyLocks and fleet hold the places of Limits.PerKey, of
+	// Limits.AcrossInstances and of Limits.Fleet; nil without them.
+	keys     *keygate.Gate
 	keyLocks *keylock.Locks
-	// fleet holds this listener's places under Limits.Fleet; nil
-	// without.
-	fleet *keylock.Pool
+	fleet    *keylock.Pool
+	// reruns counts the runs of handled messages whose order could not be
+	// recorded (see orderUnrecorded).
+	reruns reruns
 	// classes hold this listener's places under Limits.Classes, one pool
 	// per class, in its order.
 	classes []*keylock.Pool
@@ -230,6 +229,7 @@ func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		stages:    tryStages[T](),
 		clock:     time.Now,
 	}
+	l.paused = l.pauseGate()
 	if o.Limits.PerKey > 0 {
 		l.keys = keygate.New(o.Limits.PerKey, o.Limits.Line)
 		if o.Limits.AcrossInstances {
@@ -270,6 +270,7 @@ func (l *Listener[T]) State() State {
 	s.LastError, s.LastErrorAt = l.health.Last()
 	s.Fatal, s.FatalSince = l.health.Fatal(time.Now())
 	s.PayloadBytes = l.budget.Held()
+	s.Paused, _ = l.Paused()
 	return s
 }
 

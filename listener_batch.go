@@ -144,7 +144,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 			hold, err = b.itemMemory(int64(len(text)))
 		}
 		if err == nil {
-			if place, err = l.takeHandler(t); err != nil {
+			if place, err = l.takeHandler(t, 0); err != nil { // items wait: their batch is one message
 				b.giveItemMemory(hold)
 			}
 		}

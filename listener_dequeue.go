@@ -149,6 +149,9 @@ func (dq *dequeuer[T]) leave() {
 // receiving.
 func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 	l, ctx, slots := dq.l, dq.ctx, dq.slots
+	if !l.awaitUnpaused(ctx) {
+		return receiveResult{}, nil, false
+	}
 	n, err := slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize)
 	if err != nil {
 		return receiveResult{}, nil, false
@@ -451,7 +454,7 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 		return
 	}
 	defer l.scale.readDone()
-	depth, err := l.src.Depth(ctx)
+	depth, err := l.readDepth(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.storageFailed(err)

@@ -270,9 +270,8 @@ func (l *Listener[T]) awaitKey(h *inHand[T]) (action, bool) {
 	return action{kind: actSnooze, after: l.keySnooze()}, true
 }
 
-// keySnooze is how long a message that cannot wait for its key is hidden:
-// Limits.Snooze and a jitter of whole seconds (visibility's unit: less
-// would be rounded away, and a key's messages come back together).
+// keySnooze is Limits.Snooze and a jitter of whole seconds (visibility's
+// unit: less would be rounded away, and a key's messages come back together).
 func (l *Listener[T]) keySnooze() time.Duration {
 	s := l.opts.Limits.Snooze
 	return s + rand.N(max(s/2, time.Second)/time.Second+1)*time.Second
@@ -294,7 +293,15 @@ func (l *Listener[T]) leaveKey(t *try, end actionKind) (unrecorded error) {
 	t.keyIn = false
 	lock := t.keyLock
 	t.keyLock = nil
-	if l.keys.Leave(t.key, lock) || lock == nil {
+	// The release is noted before the key is free here: the next message
+	// of the key waits for it rather than find the lease held.
+	var release func(context.Context) error
+	kept := func() {
+		if lock != nil {
+			release = lock.Releasing()
+		}
+	}
+	if l.keys.LeaveOr(t.key, lock, kept) || release == nil {
 		return unrecorded
 	}
 	t.s.handlers.Go(func() {
@@ -302,30 +309,25 @@ func (l *Listener[T]) leaveKey(t *try, end actionKind) (unrecorded error) {
 		// its end: a release is owed even at shutdown.
 		ctx, cancel := context.WithTimeout(t.s.detached, keyReleaseWithin)
 		defer cancel()
-		if err := lock.Release(ctx); err != nil {
+		if err := release(ctx); err != nil {
 			l.log.Warn("a key's lease could not be released; it expires", "key", lock.Key(), "err", err)
 		}
 	})
 	return unrecorded
 }
 
-// keyLease is the duration of a key's lease (Limits.AcrossInstances): how
-// long the key of a process that died stays held. Renewals come every
-// third of it.
-const keyLease = 30 * time.Second
-
-// keyTakeWithin bounds the taking of a key's lease (a Put Blob and two
-// Lease Blob requests at most, on a key's first use).
-const keyTakeWithin = 10 * time.Second
-
-// keyReleaseWithin bounds the release of a key's lease.
-const keyReleaseWithin = 10 * time.Second
-
-// fleetIdle and fleetHold are how long a place of Limits.Fleet is kept
-// idle, and held at most, before it is given up.
 const (
-	fleetIdle = time.Second
-	fleetHold = 30 * time.Second
+	// keyLease is the duration of a key's lease (Limits.AcrossInstances):
+	// how long the key of a process that died stays held. Renewals come
+	// every third of it.
+	keyLease = 30 * time.Second
+	// keyTakeWithin bounds the taking of a key's lease (a Put Blob and two
+	// Lease Blob requests at most, on a key's first use); keyReleaseWithin
+	// its release.
+	keyTakeWithin, keyReleaseWithin = 10 * time.Second, 10 * time.Second
+	// fleetIdle and fleetHold are how long a place of Limits.Fleet is kept
+	// idle, and held at most, before it is given up.
+	fleetIdle, fleetHold = time.Second, 30 * time.Second
 )
 
 // leaseLost counts a lease lost while held (a key's, or a place of the
@@ -333,38 +335,6 @@ const (
 func (l *Listener[T]) leaseLost(key string, err error) {
 	l.stats.leasesLost.Add(1)
 	l.alerts().Warn("a lease of Limits was lost while held: another listener may run past the limit meanwhile", "key", key, "err", err)
-}
-
-// takeHandler waits for what a handler call holds: with Limits.Classes a
-// place of the class of the try's key, then one unit of the listener's
-// handler semaphore (which single messages and the items of batches
-// share), then with Limits.Fleet a place of the fleet's; always in this
-// order, so that no two calls wait for each other. It fails with
-// errNotStarted when Run's context ends first, or with the try's cause;
-// what it got then is given back. giveHandler gives back what it returns.
-func (l *Listener[T]) takeHandler(t *try) (handlerHold, error) {
-	var h handlerHold
-	if c := classOf(l.opts.Limits.Classes, t.key); c >= 0 {
-		place, err := l.takePlace(t, l.classes[c])
-		if err != nil {
-			return handlerHold{}, err
-		}
-		h.classes, h.class = l.classes[c], place
-	}
-	if err := l.takeLocalHandler(t); err != nil {
-		l.giveHandler(h)
-		return handlerHold{}, err
-	}
-	h.local = true
-	if l.fleet != nil {
-		place, err := l.takePlace(t, l.fleet)
-		if err != nil {
-			l.giveHandler(h)
-			return handlerHold{}, err
-		}
-		h.fleet = place
-	}
-	return h, nil
 }
 
 // KeyClass bounds the handler calls of the messages whose key begins with
@@ -420,73 +390,6 @@ func checkClasses(classes []KeyClass) error {
 			return badListenerOption(field+".Fleet", "%d is less than 1", c.Fleet)
 		}
 		seen[c.Prefix] = true
-	}
-	return nil
-}
-
-// handlerHold is what one handler call holds (see takeHandler).
-type handlerHold struct {
-	local   bool           // a unit of the handler semaphore
-	fleet   *keylock.Place // of Limits.Fleet
-	class   *keylock.Place // of classes, the key's class's pool
-	classes *keylock.Pool
-}
-
-// giveHandler gives back what takeHandler took, in the reverse order.
-func (l *Listener[T]) giveHandler(h handlerHold) {
-	if h.fleet != nil {
-		l.fleet.Put(h.fleet)
-	}
-	if h.local {
-		l.handlers.Release(1)
-	}
-	if h.class != nil {
-		h.classes.Put(h.class)
-	}
-}
-
-// takePlace waits for a place of pool for t's call. It fails with
-// errNotStarted when Run's context ends first, or with the try's cause; a
-// place it got then is given back.
-func (l *Listener[T]) takePlace(t *try, pool *keylock.Pool) (*keylock.Place, error) {
-	ctx, done := t.untilRunEnds()
-	place, err := pool.Get(ctx)
-	done()
-	if err == nil {
-		if t.s.run.Err() == nil && !t.ended() {
-			return place, nil
-		}
-		pool.Put(place)
-	}
-	if t.ended() {
-		return nil, t.cause()
-	}
-	return nil, errNotStarted
-}
-
-// takeLocalHandler is takeHandler's wait for the listener's own handler
-// semaphore.
-func (l *Listener[T]) takeLocalHandler(t *try) error {
-	if !l.handlers.TryAcquire(1) {
-		// Only a wait makes a context of its own: it ends with the try's
-		// or with Run's.
-		ctx, done := t.untilRunEnds()
-		err := l.handlers.Acquire(ctx, 1)
-		done()
-		if err != nil {
-			if t.ended() {
-				return t.cause()
-			}
-			return errNotStarted
-		}
-	}
-	switch {
-	case t.s.run.Err() != nil:
-		l.handlers.Release(1)
-		return errNotStarted
-	case t.ended():
-		l.handlers.Release(1)
-		return t.cause()
 	}
 	return nil
 }

@@ -114,3 +114,56 @@ func TestKeyClassesAreChecked(t *testing.T) {
 	_, err := azdispatch.NewListener(bare, handler, &azdispatch.ListenerOptions{Limits: azdispatch.LimitOptions{Classes: []azdispatch.KeyClass{{Prefix: "a", Fleet: 1}}}})
 	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
 }
+
+// A class at its limit, whose call hangs, does not fill the listener's
+// slots: no more of it wait in hand than its Fleet, the rest are snoozed,
+// and the other keys run meanwhile. Without that bound, the class's
+// messages would take every slot the receives fill, one by one.
+func TestABusyClassLeavesRoomForTheOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := memqueue.New(queueNameOf(t), nil)
+	pub, err := azdispatch.NewPublisher[string](q, nil)
+	require.NoError(t, err)
+	for i := range 40 {
+		k := fmt.Sprint("pay/", i)
+		_, err := pub.SendWith(ctx, k, &azdispatch.SendOptions{Key: k})
+		require.NoError(t, err)
+	}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	others := 0
+	handler := func(ctx context.Context, m *azdispatch.Message[string]) error {
+		if strings.HasPrefix(m.Key, "pay/") {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		mu.Lock()
+		others++
+		mu.Unlock()
+		return nil
+	}
+	l, err := azdispatch.NewListener(q, handler, &azdispatch.ListenerOptions{
+		Codec: azdispatch.Raw(), Concurrency: 4, HandlerTimeout: time.Minute,
+		Limits:  azdispatch.LimitOptions{Classes: []azdispatch.KeyClass{{Prefix: "pay/", Fleet: 1}}},
+		Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1, BatchSize: 4},
+	})
+	require.NoError(t, err)
+	stop := running(t, l)
+	t.Cleanup(func() { close(release); require.NoError(t, stop()) })
+	waitUntil(t, "the class's first call under way, and the rest snoozed", func() bool { return l.State().Snoozed >= 10 })
+	for i := range 20 {
+		k := fmt.Sprint("mail/", i)
+		_, err := pub.SendWith(ctx, k, &azdispatch.SendOptions{Key: k})
+		require.NoError(t, err)
+	}
+	waitUntil(t, "the other keys handled while the class is at its limit", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return others == 20
+	})
+	assert.LessOrEqual(t, l.State().InFlight, 2*4, "in hand: the class's call, one waiting for it, and the others")
+}

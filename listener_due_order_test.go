@@ -130,15 +130,24 @@ func TestAKeysMessagesRunInSendOrderFromAShuffledQueue(t *testing.T) {
 				}
 				assert.Equal(t, want, rec.ran[fmt.Sprint("account-", k)], "key %d in send order", k)
 			}
-			var waits, skips, poisoned, writes int64
+			var waits, skips, poisoned, writes, lost int64
 			for _, l := range ls {
 				s := l.State()
 				waits, skips, poisoned = waits+s.OrderWaits, skips+s.OrderGapsSkipped, poisoned+s.Poisoned
+				lost += s.LeasesLost
 			}
 			writes = q.Transactions().BlobWrite
 			t.Logf("%d messages: %d snoozed to wait for their turn, %d Set Blob Metadata and Put Blob", keys*each, waits, writes)
 			assert.Positive(t, waits, "the shuffle put messages before the ones they follow")
-			assert.Zero(t, skips)
+			// The queue's clock runs at a hundred times real time, and a
+			// key's lease expires by it (30 s: 0.3 s here) while its
+			// renewals come by the real one: on a loaded machine a lease
+			// can lapse under a call, whose message is then deleted
+			// unrecorded, and the next of its key goes on after
+			// OrderWait. Only so may a gap be skipped.
+			if skips > 0 {
+				assert.Positive(t, lost, "a gap skipped with no lease lost")
+			}
 			assert.Zero(t, poisoned)
 		})
 	}
@@ -212,6 +221,20 @@ func TestAHandledMessageTheOrderCouldNotRecordRunsAgain(t *testing.T) {
 	assert.Zero(t, s.OrderGapsSkipped)
 	assert.Positive(t, s.Snoozed)
 	assert.EqualValues(t, 2, s.Succeeded)
+}
+
+// A store that keeps refusing the order's record does not have a handled
+// message run for ever: after three runs again it is deleted.
+func TestAHandledMessageTheOrderNeverRecordsRunsFourTimesAtMost(t *testing.T) {
+	t.Parallel()
+	b, rec, l := orderFaultRig(t, 1, func(q *memqueue.Queue) { q.FailNext(memqueue.OpBlobWrite, 1000, nil) })
+	waitUntil(t, "handled and deleted", func() bool {
+		n, err := b.queue.Depth(b.ctx)
+		return err == nil && n == 0 && l.State().Succeeded == 1
+	})
+	rec.mu.Lock()
+	assert.Equal(t, []int{0, 0, 0, 0}, rec.ran["k"], "once, and three times again")
+	rec.mu.Unlock()
 }
 
 // A handled message whose record in its key's order took effect, but whose

@@ -6,14 +6,17 @@ package azdispatch
 // takes slowCall, the rest go to try goroutines (tryPool) to run side by
 // side; once none has started for spillAfter, the dequeuer's loop goes to
 // a successor goroutine too, so that a slow or hung handler holds up
-// neither its receive's other messages nor the next receive.
+// neither its receive's other messages nor the next receive. At the end of
+// the file: what a handler call holds while it runs (takeHandler).
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/dequeue"
+	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
 
@@ -306,4 +309,120 @@ func (dq *dequeuer[T]) handOn(run *inlineRun) {
 	default:
 		go runRoles(successor.carry)
 	}
+}
+
+// What a handler call holds while it runs: a unit of the listener's
+// handler semaphore, and places of the limits across processes.
+
+// takeHandler waits for what a handler call holds: with Limits.Classes a
+// place of the class of the try's key, then one unit of the listener's
+// handler semaphore (which single messages and the items of batches
+// share), then with Limits.Fleet a place of the fleet's; always in this
+// order, so that no two calls wait for each other. It fails with
+// errNotStarted when Run's context ends first, or with the try's cause;
+// what it got then is given back. giveHandler gives back what it returns.
+// With crowd above 0, no more than crowd (or the class's Fleet, if less)
+// wait in hand for a place of a class: the next fails with
+// keylock.ErrCrowded, and is snoozed, so that a class at its limit does
+// not fill the slots the other keys need.
+func (l *Listener[T]) takeHandler(t *try, crowd int) (handlerHold, error) {
+	var h handlerHold
+	if c := classOf(l.opts.Limits.Classes, t.key); c >= 0 {
+		place, err := l.takePlace(t, l.classes[c], min(crowd, l.opts.Limits.Classes[c].Fleet))
+		if err != nil {
+			return handlerHold{}, err
+		}
+		h.classes, h.class = l.classes[c], place
+	}
+	if err := l.takeLocalHandler(t); err != nil {
+		l.giveHandler(h)
+		return handlerHold{}, err
+	}
+	h.local = true
+	if l.fleet != nil {
+		place, err := l.takePlace(t, l.fleet, 0)
+		if err != nil {
+			l.giveHandler(h)
+			return handlerHold{}, err
+		}
+		h.fleet = place
+	}
+	return h, nil
+}
+
+// handlerHold is what one handler call holds (see takeHandler).
+type handlerHold struct {
+	local   bool           // a unit of the handler semaphore
+	fleet   *keylock.Place // of Limits.Fleet
+	class   *keylock.Place // of classes, the key's class's pool
+	classes *keylock.Pool
+}
+
+// giveHandler gives back what takeHandler took, in the reverse order.
+func (l *Listener[T]) giveHandler(h handlerHold) {
+	if h.fleet != nil {
+		l.fleet.Put(h.fleet)
+	}
+	if h.local {
+		l.handlers.Release(1)
+	}
+	if h.class != nil {
+		h.classes.Put(h.class)
+	}
+}
+
+// takePlace waits for a place of pool for t's call, unless crowd (if not
+// 0) wait already (keylock.ErrCrowded). It fails with errNotStarted when
+// Run's context ends first, or with the try's cause; a place it got then is
+// given back.
+func (l *Listener[T]) takePlace(t *try, pool *keylock.Pool, crowd int) (*keylock.Place, error) {
+	ctx, done := t.untilRunEnds()
+	var place *keylock.Place
+	var err error
+	if crowd > 0 {
+		place, err = pool.GetUnlessCrowded(ctx, crowd)
+	} else {
+		place, err = pool.Get(ctx)
+	}
+	done()
+	if errors.Is(err, keylock.ErrCrowded) {
+		return nil, err
+	}
+	if err == nil {
+		if t.s.run.Err() == nil && !t.ended() {
+			return place, nil
+		}
+		pool.Put(place)
+	}
+	if t.ended() {
+		return nil, t.cause()
+	}
+	return nil, errNotStarted
+}
+
+// takeLocalHandler is takeHandler's wait for the listener's own handler
+// semaphore.
+func (l *Listener[T]) takeLocalHandler(t *try) error {
+	if !l.handlers.TryAcquire(1) {
+		// Only a wait makes a context of its own: it ends with the try's
+		// or with Run's.
+		ctx, done := t.untilRunEnds()
+		err := l.handlers.Acquire(ctx, 1)
+		done()
+		if err != nil {
+			if t.ended() {
+				return t.cause()
+			}
+			return errNotStarted
+		}
+	}
+	switch {
+	case t.s.run.Err() != nil:
+		l.handlers.Release(1)
+		return errNotStarted
+	case t.ended():
+		l.handlers.Release(1)
+		return t.cause()
+	}
+	return nil
 }

@@ -19,14 +19,15 @@ type ListenerOptions struct {
 	// handler.
 	Codec Codec
 
-	// Concurrency is the most messages one dequeuer has in hand at once, so
-	// the listener handles up to [ScalingOptions.MaxDequeuers] × Concurrency.
+	// Concurrency is the most handler calls of one dequeuer at once, and,
+	// without limits, the most messages it has in hand, so the listener
+	// handles up to [ScalingOptions.MaxDequeuers] × Concurrency.
 	// Defaults to 64, two full batches. A dequeuer receives again only once
 	// half of Concurrency (at most [ScalingOptions.BatchSize]) is free, and
 	// asks for no more than is free: received messages never wait hidden in
 	// a local buffer, and a busy dequeuer asks for full batches of 32 while
 	// the other 32 are being handled, so it makes about 1.03 requests per
-	// message. With a key limit ([LimitOptions.PerKey], or Classes) a
+	// message. With [LimitOptions.PerKey] or [LimitOptions.Classes] a
 	// dequeuer has up to twice Concurrency in hand, while handler calls
 	// stay at Concurrency per dequeuer: messages waiting for their key, its
 	// lease or their class's place then do not leave handlers idle.
@@ -244,7 +245,7 @@ type PayloadOptions struct {
 	// Store is where the listener reads offloaded payloads: the store its
 	// publishers use ([PublisherOptions.Payloads]). Defaults to the source's
 	// own store, if it is a [PayloadStorer]: for a [*Queue], its account's
-	// (container "azdispatch-payloads"); for a [ShardedQueue], the one its
+	// (container [DefaultPayloadContainer]); for a [ShardedQueue], the one its
 	// options name or its first shard's. A listener with none (a queue
 	// opened by SAS URL) poisons pointer messages with [ErrNoBlobService]
 	// as the reason; their blobs are then not marked as poisoned, so
@@ -371,10 +372,10 @@ type LimitOptions struct {
 	// whose every place is held by another listener is snoozed, as is one
 	// whose lease cannot be taken (storage refuses, or does not answer).
 	AcrossInstances bool
-	// Snooze is how long a message that cannot wait is hidden again,
-	// made up to half as long again (and at least a second longer) at
-	// random, in whole seconds, so that a key's messages do not come back
-	// together. Defaults to 1 s.
+	// Snooze is how long a message that cannot wait is hidden again, plus
+	// a random whole number of seconds up to half of it (up to a second
+	// when that is less), so that a key's messages do not come back
+	// together. Defaults to 1 s: hidden 1 or 2 s.
 	Snooze time.Duration
 	// InOrder runs each key's messages in the order one publisher sent
 	// them (see above). It needs a payload store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -437,11 +438,40 @@ func (l *Listener[T]) deleteUnhandled(ctx context.Context, t *try, dropped *atom
 // not record (err): snoozed, it runs again unless the record took effect
 // after all (an answer lost); deleted, it would hold up the next until
 // OrderWait gave it up. A lease lost meanwhile fails every write of this
-// delivery (another may hold the key by now): that message is deleted.
+// delivery (another may hold the key by now): that message is deleted. So
+// is one that has run maxReruns times here already: a store that keeps
+// refusing the record would have it run again and again.
 func (l *Listener[T]) orderUnrecorded(t *try, a action, err error) action {
 	if err == nil || a.kind != actDone || a.handledBefore || errors.Is(err, blobs.ErrLeased) {
 		return a
 	}
-	l.msgLog(t.d).Warn("a handled message is snoozed, not deleted, since its key's order could not record it: it runs again when it comes back", "key", t.key)
+	if l.reruns.add(t.d.ID) > maxReruns {
+		l.msgLog(t.d).Warn("a handled message its key's order could not record is deleted after running again and again: the next of its key waits for it OrderWait at most",
+			"key", t.key, "runs", maxReruns+1, "err", err)
+		return a
+	}
+	l.msgLog(t.d).Warn("a handled message is snoozed, not deleted, since its key's order could not record it: it runs again when it comes back", "key", t.key, "err", err)
 	return action{kind: actSnooze, after: l.keySnooze()}
+}
+
+// maxReruns bounds how often one handled message whose order is not
+// recorded runs again in one listener; maxRerunsKept bounds the messages
+// counted (past it, the counts start afresh).
+const maxReruns, maxRerunsKept = 3, 1024
+
+// reruns counts, by message ID, the runs again of orderUnrecorded.
+type reruns struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts one more for id, and returns its count.
+func (r *reruns) add(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil || len(r.n) >= maxRerunsKept {
+		r.n = map[string]int{}
+	}
+	r.n[id]++
+	return r.n[id]
 }

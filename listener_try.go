@@ -326,8 +326,11 @@ func (l *Listener[T]) awaitTurn(h *inHand[T]) (action, bool) {
 // free, and judges its result.
 func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
 	t := &h.t
-	place, err := l.takeHandler(t)
-	if err != nil {
+	place, err := l.takeHandler(t, l.opts.Concurrency)
+	switch {
+	case errors.Is(err, keylock.ErrCrowded):
+		return action{kind: actSnooze, after: l.keySnooze()}, true
+	case err != nil:
 		return l.judge(t, t.context(), err), true
 	}
 	defer l.giveHandler(place)

@@ -80,13 +80,13 @@ func checkCodecType[T any](c Codec) error {
 	return nil
 }
 
-// defaultPayloadContainer is the blob container, one per account, that holds
+// DefaultPayloadContainer is the blob container, one per account, that holds
 // the offloaded payloads of every queue in the account. One container rather
 // than one per queue: a queue name may take 56 of a container name's 63
 // characters, so "<queue>-payloads" would not fit, and one container is
 // created once and swept with one listing. Each blob's metadata names the
 // queue it was sent to.
-const defaultPayloadContainer = "azdispatch-payloads"
+const DefaultPayloadContainer = "azdispatch-payloads"
 
 // PayloadStore is the blob container where publishers offload batches and
 // large messages and where listeners read them back; the records of
@@ -114,13 +114,13 @@ func newPayloadStore(b blobs.Backend, clock records.Clock, retry policy.RetryOpt
 
 // PayloadStore returns a payload store in the named container of this
 // account (3 to 63 lowercase letters, digits and single inner hyphens), or
-// "" for the account's default, "azdispatch-payloads", which its queues use
+// "" for the account's default, [DefaultPayloadContainer], which its queues use
 // (see [Queue.PayloadStore]). Publishers and listeners of a queue must use
 // the same one. It makes no request. It fails with [ErrNoBlobService] when
 // the account's blob service is unknown.
 func (a *Account) PayloadStore(containerName string) (*PayloadStore, error) {
 	if containerName == "" {
-		containerName = defaultPayloadContainer
+		containerName = DefaultPayloadContainer
 	}
 	if err := validateName("container name", containerName, 0); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ type slowBlobTransport struct {
 
 func (s *slowBlobTransport) Do(req *http.Request) (*http.Response, error) {
 	resp, err := s.next.Do(req)
-	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, defaultPayloadContainer) || resp.StatusCode != http.StatusOK {
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, DefaultPayloadContainer) || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
 	resp.Body = &slowBody{ctx: req.Context(), body: resp.Body, stall: s.stall.Load()}
@@ -123,7 +123,7 @@ type cutBlobTransport struct {
 
 func (c *cutBlobTransport) Do(req *http.Request) (*http.Response, error) {
 	resp, err := c.next.Do(req)
-	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, defaultPayloadContainer) ||
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, DefaultPayloadContainer) ||
 		resp.StatusCode != http.StatusOK || !c.cut.CompareAndSwap(false, true) {
 		return resp, err
 	}

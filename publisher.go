@@ -34,7 +34,7 @@ type PublisherOptions struct {
 	// Payloads is where batches and messages too large for the queue are
 	// offloaded. Defaults to the target's own store, if it is a
 	// [PayloadStorer]: for a [*Queue], its account's (container
-	// "azdispatch-payloads"); for a [ShardedQueue], the one its options name
+	// [DefaultPayloadContainer]); for a [ShardedQueue], the one its options name
 	// or its first shard's. Without a store (a queue opened by SAS URL, a
 	// [Target] of your own), [Publisher.SendBatch] and large messages fail with
 	// [ErrNoBlobService].

@@ -619,7 +619,7 @@ func TestShardedQueueOffloadsThroughAPayloadStoreOfItsOwn(t *testing.T) {
 	sq := shardedQueue(t, 4, nil, accts...)
 	store := sq.PayloadStore()
 	require.NotNil(t, store, "the first account's store")
-	assert.Equal(t, defaultPayloadContainer, store.Container())
+	assert.Equal(t, DefaultPayloadContainer, store.Container())
 	require.NotNil(t, sq.poisonQueue())
 	assert.Same(t, store, sq.poisonQueue().PayloadStore(), "its poison queue shares it")
 

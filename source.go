@@ -330,6 +330,8 @@ type Handler[T any] func(ctx context.Context, m *Message[T]) error
 //     the listener has let go of it (deleted it, hidden it for a retry,
 //     poisoned it, or left it to reappear): a [QueueSet] counts the
 //     messages in hand of each of its queues with it.
+//   - Pause, Resume and PauseState (see [Pauser]): a [Listener] on it
+//     receives nothing while it is paused.
 //   - ServiceTime() is the time on the service's clock (see
 //     [Queue.ServiceTime]): a [Publisher] and a [Scheduler] decide what is
 //     due by it rather than by this machine's clock.
@@ -354,6 +356,7 @@ type Capabilities struct {
 	Shards       func() []Shard
 	Settled      func(d *Delivery)
 	ServiceTime  func() time.Time
+	Pauser       Pauser
 
 	// What only this package's sources can offer.
 
@@ -371,6 +374,8 @@ type Capabilities struct {
 	timeKnown func() bool
 	// learnTime learns the service's time with a request of its own.
 	learnTime func(ctx context.Context) error
+	// depthPaused reads the depth and the pause in one request: a [*Queue]'s.
+	depthPaused func(ctx context.Context) (int, PauseState, error)
 	// front reads the front of every queue behind it: a [ShardedQueue]'s.
 	front func(ctx context.Context) (Front, error)
 	// queueNamed is the [CancelTarget] called name, itself or behind it,
@@ -430,6 +435,7 @@ func CapabilitiesOf(v any) Capabilities {
 	if v, ok := v.(interface{ ServiceTime() time.Time }); ok {
 		c.ServiceTime = v.ServiceTime
 	}
+	c.Pauser, _ = v.(Pauser)
 	c.readOwn(v)
 	return c
 }
@@ -465,6 +471,11 @@ func (c *Capabilities) readOwn(v any) {
 	}
 	if v, ok := v.(interface{ serviceTimeKnown() bool }); ok {
 		c.timeKnown = v.serviceTimeKnown
+	}
+	if v, ok := v.(interface {
+		depthAndPause(ctx context.Context) (int, PauseState, error)
+	}); ok {
+		c.depthPaused = v.depthAndPause
 	}
 	if v, ok := v.(interface {
 		learnTime(ctx context.Context) error

@@ -34,9 +34,9 @@ func TestCapabilitiesOfTheModulesSources(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{"Queue", q, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "Create", "Exists", "Host", "Account", "Transactions", "ServiceTime"}},
-		{"ShardedQueue", sharded, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "SendKeyed", "Create", "Degraded", "Shards", "ServiceTime"}},
-		{"memqueue", mem, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "Transactions", "ServiceTime"}},
+		{"Queue", q, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "Create", "Exists", "Host", "Account", "Transactions", "ServiceTime", "Pauser"}},
+		{"ShardedQueue", sharded, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "SendKeyed", "Create", "Degraded", "Shards", "ServiceTime", "Pauser"}},
+		{"memqueue", mem, []string{"Peek", "PoisonQueue", "PayloadStore", "Subscribe", "Transactions", "ServiceTime", "Pauser"}},
 		{"wrapper", wrapper{q}, nil},
 		{"nil", nil, nil},
 	} {

@@ -187,6 +187,10 @@ type State struct {
 	ItemsSkipped   int64 // items not run because a checkpoint says they were done
 	Checkpoints    int64 // checkpoints written to batch blobs
 
+	// Paused is the source's pause as last read (see [Pauser]); zero when
+	// it is not paused.
+	Paused PauseState
+
 	// PayloadBytes is the payload bytes messages hold now: at most
 	// [PayloadOptions.Memory] less the collector's headroom (half of
 	// it at the default GOGC).
@@ -547,8 +551,8 @@ const readyReceiveFailures = 3
 // running and storage answers; otherwise an error matching [ErrNotReady] that
 // says why: not running, a fatal error standing (a refused credential, a
 // deleted or disabled queue, a poison queue that cannot be written), or
-// receives failing several times in a row. It makes no request: serve it
-// from a readiness probe as often as you like.
+// receives failing several times in a row. A paused listener is ready (see
+// [Listener.Paused]). It makes no request: probe it as often as you like.
 func (l *Listener[T]) Ready() error {
 	if !l.running.Load() {
 		return fmt.Errorf("%w: not running", ErrNotReady)

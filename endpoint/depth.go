@@ -139,6 +139,14 @@ type DepthOptions struct {
 // within each, [azdispatch.ScalingOptions.TargetWait] scales a
 // listener's dequeuers to a target of the same kind.
 //
+// While the source is paused (see [azdispatch.Pauser]), the answer carries
+// "paused" (until when, and by whom) and "desired_workers" 0, with or
+// without TargetWait: a scaler that follows desired_workers takes the
+// workers down rather than adding some for a backlog that must wait. The
+// depth stays what it is. The pause costs no request of its own: a
+// queue's Get Queue Properties answers it with the depth (a source of your
+// own is asked its PauseState after its Depth).
+//
 // # KEDA
 //
 // KEDA's metrics-api scaler GETs the URL and reads the number at
@@ -207,10 +215,18 @@ type depthReport struct {
 	OldestAge *float64 `json:"oldest_age_s,omitempty"`
 	// DesiredWorkers is absent unless TargetWait and WorkerRate are
 	// set, and when a shard failed.
-	DesiredWorkers *int         `json:"desired_workers,omitempty"`
-	At             time.Time    `json:"at"`
-	Error          string       `json:"error,omitempty"`
-	Shards         []shardDepth `json:"shards"`
+	DesiredWorkers *int `json:"desired_workers,omitempty"`
+	// Paused is the source's pause while it holds (see [azdispatch.Pauser]).
+	Paused *pausedReport `json:"paused,omitempty"`
+	At     time.Time     `json:"at"`
+	Error  string        `json:"error,omitempty"`
+	Shards []shardDepth  `json:"shards"`
+}
+
+// pausedReport is a pause, as the depth endpoint shows it.
+type pausedReport struct {
+	Until time.Time `json:"until"`
+	By    string    `json:"by,omitempty"`
 }
 
 type shardDepth struct {
@@ -366,10 +382,12 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 	ageErrs := make([]error, len(h.shards))
 	fronts := make([]azdispatch.Front, len(h.shards))
 	var wg sync.WaitGroup
+	paused := make([]azdispatch.PauseState, len(h.shards))
 	for i, sh := range h.shards {
 		rep.Shards[i] = shardDepth{Name: sh.name, Account: sh.account, Host: sh.host}
 		wg.Go(func() {
-			n, err := sh.src.Depth(ctx)
+			n, p, err := azdispatch.DepthAndPause(ctx, sh.src)
+			paused[i] = p
 			if err != nil {
 				depthErrs[i] = err
 				return
@@ -420,11 +438,30 @@ func (h *DepthHandler) read(ctx context.Context) (int, depthReport) {
 	if !h.opts.NoAge {
 		rep.OldestAge = seconds(oldest)
 	}
-	if h.opts.TargetWait > 0 {
+	switch p := lastPause(paused); {
+	case !p.Until.IsZero():
+		// Workers added now would only wait: the backlog stays until the
+		// pause ends, and the depth says how much it is.
+		rep.Paused = &pausedReport{Until: p.Until.UTC(), By: p.By}
+		none := 0
+		rep.DesiredWorkers = &none
+	case h.opts.TargetWait > 0:
 		n := desiredWorkers(due, oldest, h.opts.TargetWait, h.opts.WorkerRate)
 		rep.DesiredWorkers = &n
 	}
 	return http.StatusOK, rep
+}
+
+// lastPause is the pause that ends last among the shards': a sharded
+// queue is paused while any shard is.
+func lastPause(ps []azdispatch.PauseState) azdispatch.PauseState {
+	var last azdispatch.PauseState
+	for _, p := range ps {
+		if p.Until.After(last.Until) {
+			last = p
+		}
+	}
+	return last
 }
 
 // seconds is d in seconds, for the JSON.

@@ -593,3 +593,37 @@ func TestDesiredWorkersCountOnlyTheWorkDueNow(t *testing.T) {
 	rep = reading()
 	assert.Equal(t, 1035, *rep.Due, "a full peek: the depth, which cannot be told apart")
 }
+
+// While the queue is paused the endpoint asks for no worker, whatever the
+// backlog, and says who paused it until when; the depth stays the truth.
+func TestDepthHandlerAsksForNoWorkerWhilePaused(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	h, err := NewDepthHandler(q, &DepthOptions{CacheFor: -1, TargetWait: time.Hour, WorkerRate: 0.001})
+	require.NoError(t, err)
+	send(t, q, 7, "work")
+	ctx := context.Background()
+	st, err := q.Pause(ctx, time.Hour, &azdispatch.PauseOptions{By: "ops"})
+	require.NoError(t, err)
+
+	code, body := get(t, h)
+	require.Equal(t, http.StatusOK, code, string(body))
+	n, ok := gjsonNumber(body, kedaDesiredLocation)
+	require.True(t, ok, string(body))
+	assert.Zero(t, n, "a paused queue wants no worker")
+	depth, _ := gjsonNumber(body, kedaValueLocation)
+	assert.Equal(t, 7.0, depth)
+	var rep struct {
+		Paused *pausedReport `json:"paused"`
+	}
+	require.NoError(t, json.Unmarshal(body, &rep))
+	require.NotNil(t, rep.Paused, string(body))
+	assert.Equal(t, "ops", rep.Paused.By)
+	assert.True(t, st.Until.Equal(rep.Paused.Until))
+
+	require.NoError(t, q.Resume(ctx))
+	_, body = get(t, h)
+	n, _ = gjsonNumber(body, kedaDesiredLocation)
+	assert.Equal(t, 2.0, n, "resumed: ceil(7 / 3.6) again")
+	assert.NotContains(t, string(body), `"paused"`)
+}

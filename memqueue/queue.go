@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/pause"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/txcount"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -67,6 +68,7 @@ type Queue struct {
 	faults   faults
 	poison   *Queue
 	shuffle  *rand.Rand // Options.Shuffle
+	pause    pause.State
 
 	store     *azdispatch.PayloadStore
 	blobCalls [numBlobOps]atomic.Int64 // requests on the store this queue made, by blobIndex
@@ -105,7 +107,7 @@ func New(name string, opts *Options) *Queue {
 	q.store = o.Payloads
 	if q.store == nil {
 		// The account's default container name: a valid name cannot fail.
-		q.store, _ = azdispatch.NewMemoryPayloadStore("azdispatch-payloads", &azdispatch.MemoryPayloadStoreOptions{
+		q.store, _ = azdispatch.NewMemoryPayloadStore(azdispatch.DefaultPayloadContainer, &azdispatch.MemoryPayloadStoreOptions{
 			Now: o.Clock.Now, Moved: moved, Intercept: q.blobRequest,
 		})
 	}
@@ -623,7 +625,7 @@ func opIndex(op azdispatch.Op) int {
 		return 2
 	case azdispatch.OpUpdate:
 		return 3
-	case opPeek:
+	case opPeek, opSetMetadata:
 		return 5
 	}
 	return 4

@@ -19,7 +19,8 @@ func Offered(c azdispatch.Capabilities) []string {
 	v := reflect.ValueOf(c)
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
-		if f.IsExported() && f.Type.Kind() == reflect.Func && !v.Field(i).IsNil() {
+		kind := f.Type.Kind()
+		if f.IsExported() && (kind == reflect.Func || kind == reflect.Interface) && !v.Field(i).IsNil() {
 			names = append(names, f.Name)
 		}
 	}
@@ -40,6 +41,7 @@ var capabilityTests = []struct {
 	{"Exists", func(c azdispatch.Capabilities) bool { return c.Exists != nil }, checkExists},
 	{"Transactions", func(c azdispatch.Capabilities) bool { return c.Transactions != nil }, checkTransactions},
 	{"ServiceTime", func(c azdispatch.Capabilities) bool { return c.ServiceTime != nil }, checkServiceTime},
+	{"Pauser", func(c azdispatch.Capabilities) bool { return c.Pauser != nil }, checkPauser},
 }
 
 // testCapabilities logs what a queue of h offers beyond the Source and
@@ -119,4 +121,30 @@ func checkTransactions(t *testing.T, _ Harness, q azdispatch.Shard, c azdispatch
 func checkServiceTime(t *testing.T, h Harness, q azdispatch.Shard, c azdispatch.Capabilities) {
 	send(t, q, "what time is it", nil)
 	assertNear(t, time.Now(), c.ServiceTime(), h.Behaviour().ClockSkew+time.Second, "ServiceTime")
+}
+
+// checkPauser checks that a pause is kept as given, ends when its time is
+// up on the backend's clock, and is ended by a resume.
+func checkPauser(t *testing.T, h Harness, q azdispatch.Shard, c azdispatch.Capabilities) {
+	ctx := context.Background()
+	send(t, q, "the queue exists", nil)
+	p := c.Pauser
+	st, err := p.Pause(ctx, time.Hour, &azdispatch.PauseOptions{By: "ops: Zoë"})
+	require.NoError(t, err)
+	got, err := p.PauseState(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, st, got, "a pause reads back as it was given")
+	assert.Equal(t, "ops: Zoë", got.By)
+	assert.Equal(t, time.Hour, got.Until.Sub(got.Since))
+	require.NoError(t, p.Resume(ctx))
+	got, err = p.PauseState(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, got, "a resumed queue is not paused")
+
+	_, err = p.Pause(ctx, 2*time.Second, nil)
+	require.NoError(t, err)
+	h.Advance(t, q, 3*time.Second)
+	got, err = p.PauseState(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, got, "a pause ends when its time is up")
 }

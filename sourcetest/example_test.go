@@ -18,6 +18,6 @@ func ExampleOffered() {
 	type wrapper struct{ azdispatch.Shard }
 	fmt.Println(sourcetest.Offered(azdispatch.CapabilitiesOf(wrapper{q})))
 	// Output:
-	// [Peek PoisonQueue PayloadStore Subscribe Transactions ServiceTime]
+	// [Peek PoisonQueue PayloadStore Subscribe Transactions ServiceTime Pauser]
 	// []
 }

@@ -159,7 +159,7 @@ type faultTransport struct {
 	rng    *lockedRand
 	rates  faultRates
 	mode   atomic.Int32 // a faultMode
-	spared string       // a queue never given lost responses (the poison queue), or ""
+	spared string       // queues whose names end in it are never given lost responses (poison queues), or ""
 
 	// note is told of every fault injected, with the request and, for
 	// deletes and updates, the message ID; it must be safe for concurrent
@@ -200,7 +200,7 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := f.pass(req)
-	if err != nil || queue == f.spared {
+	if err != nil || (f.spared != "" && strings.HasSuffix(queue, f.spared)) {
 		return resp, err
 	}
 	kind, rate, acted := "", 0.0, false

@@ -27,6 +27,7 @@ type keysConfig struct {
 	Dequeuers   int           // each process's dequeuers
 	Hold        time.Duration // a handler call's time
 	Depth       int           // the most messages kept in the queue while it is filled
+	Emulators   int           // emulators the queue is spread over (see keysAccounts)
 	Only        string        // a variant's name: that one alone (with no limit first, for the ratio)
 	Keep        bool          // keep the processes' stderr files
 	KillAt      float64       // share of the messages handled when a process is killed
@@ -42,6 +43,7 @@ func (c keysConfig) withDefaults() keysConfig {
 	setIf(&c.Hold, 100*time.Millisecond)
 	setIf(&c.KillAt, 0.4)
 	setIf(&c.Depth, 1000)
+	setIf(&c.Emulators, 1)
 	if c.Faults == (faultRates{}) {
 		c.Faults = faultRates{ServerBusy: 0.005, Timeout: 0.002, LostReceive: 0.002, LostDelete: 0.002, LostUpdate: 0.002}
 	}
@@ -65,7 +67,7 @@ type keysRecord struct {
 	Ratio     float64 `json:"ratio_vs_unlimited,omitempty"`
 
 	Lost       int `json:"lost"`            // sent, never handled
-	Left       int `json:"left_in_queue"`   // of those, still in the queue at the end: late, not gone
+	Left       int `json:"left_in_queue"`   // the queue's approximate depth at the end (late messages, or copies of sends retried)
 	Repeated   int `json:"repeated"`        // handler calls past a message's first (at least once: the kill, lost answers)
 	Poisoned   int `json:"poisoned"`        // on the poison queue at the end
 	Overlaps   int `json:"overlaps"`        // calls of one key that overlapped another of the key (per-key)
@@ -77,10 +79,14 @@ type keysRecord struct {
 	TxPerMsg     float64 `json:"tx_per_msg"`             // every request of theirs
 	Snoozed      int64   `json:"snoozed"`
 	Killed       int     `json:"killed"`
-	// EmulatorCores is the emulator's CPU over the run, in cores: near 1,
-	// its one thread is the limit, and every request of a variant's costs
-	// throughput, as it would not against the service.
+	// EmulatorCores is the emulators' CPU over the run, in cores, all
+	// together: near 1 with one emulator, its one thread is the limit, and
+	// every request of a variant's costs throughput, as it would not
+	// against the service.
 	EmulatorCores float64 `json:"emulator_cores"`
+	// Emulators is how many emulators hold the queue's shards; with more
+	// than one, the blobs are on one more of their own.
+	Emulators int `json:"emulators"`
 }
 
 // runKeys compares three listener processes over one queue of Keys × Each
@@ -147,28 +153,29 @@ type keysCall struct {
 // another variant before would stall to clean up its deleted messages
 // (thousands of them) and slow this one down.
 func keysVariant(ctx context.Context, c keysConfig, dir, variant string, limits azdispatch.LimitOptions, seed int64) (keysRecord, error) {
-	acct, err := openAccount(ctx, false)
+	ems, err := startKeysEmulators(ctx, c.Emulators)
 	if err != nil {
 		return keysRecord{}, err
 	}
-	defer acct.close()
-	cpu0, err := acct.cpu()
+	defer ems.close()
+	cpu0, err := ems.cpu()
 	if err != nil {
 		return keysRecord{}, err
 	}
 	start := time.Now()
-	r, err := keysRun(ctx, c, acct.connectionString, dir, variant, limits, seed)
-	if cpu1, cerr := acct.cpu(); err == nil && cerr == nil {
-		r.EmulatorCores = (cpu1.emulator - cpu0.emulator).Seconds() / time.Since(start).Seconds()
+	r, err := keysRun(ctx, c, ems.accounts(), dir, variant, limits, seed)
+	r.Emulators = c.Emulators
+	if cpu1, cerr := ems.cpu(); err == nil && cerr == nil {
+		r.EmulatorCores = (cpu1 - cpu0).Seconds() / time.Since(start).Seconds()
 	}
 	return r, err
 }
 
 // keysRun is one variant's run.
-func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits azdispatch.LimitOptions, seed int64) (keysRecord, error) {
+func keysRun(ctx context.Context, c keysConfig, accts keysAccounts, dir, variant string, limits azdispatch.LimitOptions, seed int64) (keysRecord, error) {
 	r := keysRecord{Scenario: "keys", Variant: variant, Messages: c.Keys * c.Each, Keys: c.Keys, Handlers: c.handlers(), HandlerMS: ms(c.Hold), Limit: limits.Fleet}
 	queue := queueName("keys")
-	q, err := openQueue(cs, queue, 0)
+	q, _, err := accts.open(queue, newHTTPClient())
 	if err != nil {
 		return r, err
 	}
@@ -189,7 +196,7 @@ func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits 
 	)
 	start := func(proc int) (*child, error) {
 		env, err := keysRole.env(keysWorkerConfig{Queue: queue, Seed: seed, Stream: uint64(proc + 1), Limits: limits,
-			Concurrency: c.Concurrency, Dequeuers: c.Dequeuers, Hold: c.Hold, Faults: c.Faults}, cs)
+			Concurrency: c.Concurrency, Dequeuers: c.Dequeuers, Hold: c.Hold, Faults: c.Faults}, accts.joined())
 		if err != nil {
 			return nil, err
 		}
@@ -206,11 +213,17 @@ func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits 
 			case rep.S != 0:
 				open[[2]int{proc, rep.N}] = keysCall{proc: proc, key: rep.Key, n: rep.N, start: rep.S}
 			case rep.E != 0:
-				call := open[[2]int{proc, rep.N}]
+				handled[rep.N]++
+				call, ok := open[[2]int{proc, rep.N}]
+				if !ok {
+					// Its start was closed at the kill (a line the killed
+					// process wrote as it died): counted, no call of its
+					// own, or it would seem to run from the epoch on.
+					break
+				}
 				delete(open, [2]int{proc, rep.N})
 				call.end = rep.E
 				calls = append(calls, call)
-				handled[rep.N]++
 			}
 		})
 	}
@@ -294,7 +307,7 @@ func keysRun(ctx context.Context, c keysConfig, cs, dir, variant string, limits 
 		}
 	}
 	wg.Wait()
-	poisoned, err := queueDepth(ctx, cs, queue+"-poison")
+	poisoned, err := q.PoisonQueue().Depth(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -399,7 +412,7 @@ func middleRate(done map[int]int64) float64 {
 // queue at most about depth deep, as a steady producer would: Azurite's
 // receives slow down past about 1,000 messages held, which would measure
 // the emulator rather than the listeners.
-func fillKeyed(ctx context.Context, q *azdispatch.Queue, keys, each, depth int, seed int64) error {
+func fillKeyed(ctx context.Context, q azdispatch.Shard, keys, each, depth int, seed int64) error {
 	p, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
 	if err != nil {
 		return err
@@ -420,7 +433,7 @@ func fillKeyed(ctx context.Context, q *azdispatch.Queue, keys, each, depth int, 
 			}
 			n := k + keys*sent[k] + 1 // the key's next number, ascending
 			sent[k]++
-			if _, err := p.SendKeyed(ctx, "key-"+strconv.Itoa(n%keys), strconv.Itoa(n)); err != nil {
+			if err := sendKeyedPatiently(ctx, p, "key-"+strconv.Itoa(n%keys), strconv.Itoa(n)); err != nil {
 				return err
 			}
 		}
@@ -428,10 +441,29 @@ func fillKeyed(ctx context.Context, q *azdispatch.Queue, keys, each, depth int, 
 	})
 }
 
+// sendKeyedPatiently sends as a steady producer would: a send that fails
+// is tried again for up to two minutes. A keyed message has one shard, and
+// over several emulators that shard's may be cleaning up, with the shard
+// backed off meanwhile. A send that failed after its message was written
+// (an answer that came too late) puts the message in twice: the judge
+// counts the copy's call as a repeat, not as a message.
+func sendKeyedPatiently(ctx context.Context, p *azdispatch.Publisher[string], key, body string) error {
+	giveUp := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := p.SendKeyed(ctx, key, body)
+		if err == nil || ctx.Err() != nil || time.Now().After(giveUp) {
+			return err
+		}
+		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
 // pace reads q's depth every 100 ms until stop is called (stop waits for
 // the reads to end), and returns a wait that blocks while the last reading
 // is depth or more. A failed reading keeps the last one.
-func pace(ctx context.Context, q *azdispatch.Queue, depth int) (room func() error, stop func()) {
+func pace(ctx context.Context, q azdispatch.Source, depth int) (room func() error, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var last atomic.Int64
 	read := func() {

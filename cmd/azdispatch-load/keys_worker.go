@@ -12,9 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
-
 	"github.com/azdispatch/azdispatch"
 )
 
@@ -60,19 +57,9 @@ type keysCounts struct {
 const keysVisibility = 10 * time.Second
 
 func runKeysWorker(cfg keysWorkerConfig, cs string, commands io.Reader, status io.Writer) error {
-	faults := &faultTransport{next: newHTTPClient(), rng: newLockedRand(cfg.Seed, cfg.Stream), rates: cfg.Faults, spared: cfg.Queue + "-poison",
+	faults := &faultTransport{next: newHTTPClient(), rng: newLockedRand(cfg.Seed, cfg.Stream), rates: cfg.Faults, spared: "-poison",
 		note: func(*http.Request, string, requestOp, string) {}}
-	acct, err := azdispatch.NewAccountFromConnectionString(cs, &azdispatch.AccountOptions{
-		Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{Transport: faults}},
-	})
-	if err != nil {
-		return err
-	}
-	q, err := acct.Queue(cfg.Queue)
-	if err != nil {
-		return err
-	}
-	store, err := acct.PayloadStore("")
+	q, store, err := splitKeysAccounts(cs).open(cfg.Queue, faults)
 	if err != nil {
 		return err
 	}

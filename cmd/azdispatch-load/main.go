@@ -125,6 +125,7 @@ func main() {
 	flag.IntVar(&o.keys.Each, "each", 0, "keys: messages of each key (default 50)")
 	flag.DurationVar(&o.keys.Hold, "hold", 0, "keys: a handler call's time (default 100ms)")
 	flag.StringVar(&o.keys.Only, "variant", "", "keys: run this variant alone after the one with no limit (per-key, fleet, in-order)")
+	flag.IntVar(&o.keys.Emulators, "emulators", 0, "keys: emulators to spread the queue over, one shard each, with the blobs on one more when above 1 (default 1)")
 	flag.BoolVar(&o.keys.Keep, "keep", false, "keys: keep the processes' stderr files, and say where")
 	o.wait = latencyFlags(flag.CommandLine)
 	flag.Parse()

@@ -56,6 +56,8 @@ func commands() []command {
 		{"peek", "show messages at the front of the queue without receiving them", runPeek},
 		{"send", "send a text (argument or stdin), claim-checked when too large", runSend},
 		{"poison", "list, show, requeue or purge poisoned messages", runPoison},
+		{"pause", "pause every listener of a queue for a while (-for), or show the pause (-status)", runPause},
+		{"resume", "end the pause of a queue: its listeners receive again", runResume},
 		{"sweep", "find (dry run) or delete (-apply) orphaned payload blobs", runSweep},
 		{"schedules", "list the schedules of schedulers: next and last occurrence, sent by whom, counts", runSchedules},
 		{"dashboard", "serve the web dashboard (read-only unless -write) on 127.0.0.1:8080", runDashboard},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // defaultAccountEnv is the variable read for the connection string when no
@@ -137,7 +139,7 @@ func (f *targetFlags) register(fs *flag.FlagSet) {
 	}
 	fs.Var(&f.accountEnv, "account-env", "an environment `variable` holding an account's connection string; repeat for a set over several accounts, in order (default "+defaultAccountEnv+")")
 	fs.Var(&f.accountURL, "account-url", "an account's queue service `URL` (https://<account>.queue.core.windows.net), signed in with DefaultAzureCredential; repeat for several accounts")
-	fs.StringVar(&f.payloadContainer, "payload-container", "azdispatch-payloads", "the blob `container` of offloaded payloads, in the first account")
+	fs.StringVar(&f.payloadContainer, "payload-container", azdispatch.DefaultPayloadContainer, "the blob `container` of offloaded payloads, in the first account")
 	fs.IntVar(&f.retries, "retries", 3, "SDK retries of a failed request (0 for none)")
 }
 

@@ -15,7 +15,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 )
 
 // ErrNotFound is matched by the error of a request whose blob, or whose
@@ -124,4 +127,12 @@ type Backend interface {
 	// first with 409 LeaseNotPresentWithLeaseOperation, Azurite with 409
 	// LeaseIdMismatchWithLeaseOperation, as for a lease another holds.)
 	ReleaseLease(ctx context.Context, name, id string) (Info, error)
+}
+
+// IsForbidden reports whether err is the service's 403: a credential that
+// lacks a permission, a resource type or the service (a SAS without List,
+// say). It stands until the credential changes.
+func IsForbidden(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusForbidden
 }

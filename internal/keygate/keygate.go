@@ -100,7 +100,13 @@ func (g *Gate) Enter(ctx context.Context, k string) (o Outcome, waited bool, tok
 // Leave ends a message of key k that Enter let in: its place, with token,
 // goes to the first in line, if any. It reports whether it did; if not,
 // the token is the caller's to dispose of.
-func (g *Gate) Leave(k string, token any) (handedOn bool) {
+func (g *Gate) Leave(k string, token any) (handedOn bool) { return g.LeaveOr(k, token, nil) }
+
+// LeaveOr is Leave, and calls kept, if not nil, when the place is not
+// handed on, before the key is free to anyone else: what the caller then
+// does with the token (a release of a lease) has begun by the time the
+// next message of the key enters.
+func (g *Gate) LeaveOr(k string, token any, kept func()) (handedOn bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.keys[k]
@@ -115,6 +121,9 @@ func (g *Gate) Leave(k string, token any) (handedOn bool) {
 		w.token = token
 		close(w.in)
 		return true
+	}
+	if kept != nil {
+		kept()
 	}
 	s.running--
 	g.forgetIfIdle(k, s)

@@ -6,7 +6,9 @@
 // Taking a place costs one Lease Blob request (two, and a Put Blob, the
 // first time a key's place is used anywhere: its blob is made then), and
 // giving it up one more. A key with several places tries them from a
-// random one on, one request each, until one is free.
+// random one on, one request each, until one is free; a pool's search
+// (see Pool) lists its places first, one List Blobs, and tries only those
+// not leased.
 package keylock
 
 import (
@@ -20,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/blobs"
@@ -49,6 +52,9 @@ type Locks struct {
 	// leases under way, each closed when its release is over: a take of
 	// such a place waits for it rather than find it held and give up.
 	releasing map[string]chan struct{}
+	// listRefused is set once a listing was refused (a SAS without List):
+	// searches try places at random from then on.
+	listRefused atomic.Bool
 }
 
 // writtenMeta is metadata as written, and the ETag the blob had then.
@@ -116,6 +122,9 @@ func (ls *Locks) take(ctx context.Context, key string, tries int) (*Lock, error)
 // a pool whose places are all in use but one, it finds the free one where
 // tries at random would mostly find held ones.
 func (ls *Locks) takeListed(ctx context.Context, key string, tries int) (*Lock, error) {
+	if ls.listRefused.Load() {
+		return ls.take(ctx, key, tries)
+	}
 	prefix := ls.keyPrefix(key)
 	held := make([]bool, ls.places)
 	err := ls.b.List(ctx, prefix, func(page []blobs.Info, _ time.Time) error {
@@ -127,6 +136,13 @@ func (ls *Locks) takeListed(ctx context.Context, key string, tries int) (*Lock, 
 		}
 		return nil
 	})
+	if blobs.IsForbidden(err) {
+		// A credential that may lease but not list (the blob SAS a
+		// listener needs without limits): tries at random still find a
+		// place, at more requests each.
+		ls.listRefused.Store(true)
+		return ls.take(ctx, key, tries)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -279,8 +295,21 @@ func (l *Lock) renew() {
 // Release stops the renewals and gives the place up, so that another
 // process may take it at once. A release that fails leaves the lease to
 // expire.
-func (l *Lock) Release(ctx context.Context) error {
-	defer l.locks.releaseBegins(l.name)()
+func (l *Lock) Release(ctx context.Context) error { return l.Releasing()(ctx) }
+
+// Releasing notes now that l is being released, so that a take of its
+// place in this process from now on waits for the release rather than
+// find the place held, and returns the release itself, which may run on
+// another goroutine.
+func (l *Lock) Releasing() (release func(ctx context.Context) error) {
+	over := l.locks.releaseBegins(l.name)
+	return func(ctx context.Context) error {
+		defer over()
+		return l.release(ctx)
+	}
+}
+
+func (l *Lock) release(ctx context.Context) error {
 	l.mu.Lock()
 	l.stopped = true
 	l.timer.Stop()

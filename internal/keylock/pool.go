@@ -2,8 +2,10 @@ package keylock
 
 import (
 	"context"
+	"errors"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +34,23 @@ type Pool struct {
 	// the holder of search only.
 	nextSearch time.Time
 	release    sync.WaitGroup
+	getting    atomic.Int32 // calls of GetUnlessCrowded under way
+}
+
+// ErrCrowded is GetUnlessCrowded's error when as many calls as it allows
+// are getting a place already.
+var ErrCrowded = errors.New("as many wait for a place as may")
+
+// GetUnlessCrowded is Get, unless most calls of it are under way already
+// (this one not counted): then it fails at once with ErrCrowded, with no
+// request. A listener bounds with it how many of its messages wait in hand
+// for a place, so that a class at its limit does not fill its slots.
+func (p *Pool) GetUnlessCrowded(ctx context.Context, most int) (*Place, error) {
+	defer p.getting.Add(-1)
+	if p.getting.Add(1) > int32(most) {
+		return nil, ErrCrowded
+	}
+	return p.Get(ctx)
 }
 
 // Place is a place of a pool held by this process.

@@ -2,12 +2,13 @@ package keylock
 
 import (
 	"context"
-
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -163,5 +164,34 @@ func TestASearchFindsTheOneFreePlace(t *testing.T) {
 	assert.EqualValues(t, 1, lists.Load(), "one listing")
 	assert.EqualValues(t, 1, leases.Load(), "one acquire")
 	p.Put(pl)
+	p.Release()
+}
+
+// A credential that may lease but not list (the blob SAS a listener needs
+// without limits) still finds a place: the first listing is refused, and
+// the searches from then on try places at random, listing no more.
+func TestASearchWithoutListTriesPlacesAtRandom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var lists atomic.Int32
+	forbidden := &azcore.ResponseError{StatusCode: http.StatusForbidden, ErrorCode: "AuthorizationPermissionMismatch"}
+	b := blobs.NewMemory("c", nil, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
+		if op == blobs.OpList {
+			lists.Add(1)
+			return forbidden, false
+		}
+		return nil, false
+	})
+	p := NewPool(New(b, "q", 4, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
+	var held []*Place
+	for range 4 {
+		pl, err := p.Get(ctx)
+		require.NoError(t, err)
+		held = append(held, pl)
+	}
+	assert.EqualValues(t, 1, lists.Load(), "one listing refused, then none")
+	for _, pl := range held {
+		p.Put(pl)
+	}
 	p.Release()
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // A payload blob is gzip of a header line and one frame per item: the item's
@@ -16,7 +18,7 @@ import (
 // Lengths rather than separators, because item text may hold anything a
 // codec produces (newlines under a raw codec), and because a reader can
 // refuse an oversized item before allocating it.
-const framesHeader = "azdispatch-items/1\n"
+const framesHeader = wire.ItemsMagic
 
 // maxLengthLine bounds a frame's length line: 20 digits and a newline.
 const maxLengthLine = 21

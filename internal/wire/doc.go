@@ -9,8 +9,9 @@
 // [Parse] reads a text into a [Text] and [Text.Render] writes one; [CutDue]
 // and [CutMeta] are Parse's first two steps, for a reader that keeps the
 // rest of a text byte for byte. A poison queue's messages are envelopes
-// around such a text (see [CutEnvelope]). The framing inside a payload blob
-// is package payload's, not a queue text's.
+// around such a text (see [CutEnvelope]). A payload blob starts with
+// [ItemsMagic]; the framing after it is package payload's, not a queue
+// text's.
 //
 // The package makes no request and keeps no state: what a due time means,
 // which blob container a pointer may name and what metadata keys say are

@@ -1,0 +1,143 @@
+package pause
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Reading is one read of a queue's pause: the state, and the service's
+// time when it answered (the Date of its answer), so that the expiry is
+// judged on the service's clock whatever the local one says.
+type Reading struct {
+	State      State
+	ServiceNow time.Time
+}
+
+// Gate is what a listener's receives pass through: it holds the pause as
+// last read, reads it again once it is Every old (one read at a time,
+// whoever asks), and holds the callers while the pause is on. A read that
+// fails keeps what was known. A Gate is safe for concurrent use; its zero
+// value is not usable (see New).
+type Gate struct {
+	every time.Duration
+	read  func(ctx context.Context) (Reading, error)
+	now   func() time.Time
+
+	mu      sync.Mutex
+	state   State
+	offset  time.Duration // the service's clock less the local one, at the last reading
+	readAt  time.Time     // local; zero: never read
+	reading chan struct{} // closed when the read under way ends; nil if none
+	changed chan struct{} // closed, and replaced, when a reading is taken
+}
+
+// New returns a gate that reads with read at most once per every (a
+// reading given to Saw counts), with now the local clock.
+func New(every time.Duration, read func(ctx context.Context) (Reading, error), now func() time.Time) *Gate {
+	return &Gate{every: every, read: read, now: now, changed: make(chan struct{})}
+}
+
+// Saw takes a reading made elsewhere (the same request that reads a
+// queue's depth brings its metadata), as if the gate had made it at now.
+func (g *Gate) Saw(r Reading, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.take(r, now)
+}
+
+func (g *Gate) take(r Reading, now time.Time) {
+	g.readAt = now
+	if !r.ServiceNow.IsZero() {
+		g.offset = r.ServiceNow.Sub(now)
+	}
+	// A pause that has ended stays in the metadata until a Resume: it is
+	// kept as none, or every Wait would take it for one to read again.
+	g.state = r.State
+	if !r.State.ActiveAt(now.Add(g.offset)) {
+		g.state = State{}
+	}
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// State returns the pause as last read, and whether it holds now on the
+// service's clock as last learned.
+func (g *Gate) State() (State, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state, g.state.ActiveAt(g.now().Add(g.offset))
+}
+
+// Wait returns once the queue is not paused, as the last reading says,
+// reading it first if that reading is Every old, or was of a pause that
+// has since ended (it may have been extended); it returns ctx's error if
+// ctx ends first. paused is called once, with the state, when Wait first
+// finds the queue paused.
+func (g *Gate) Wait(ctx context.Context, paused func(State)) error {
+	told := false
+	for {
+		g.mu.Lock()
+		now := g.now()
+		svcNow := now.Add(g.offset)
+		stale := g.readAt.IsZero() || now.Sub(g.readAt) >= g.every ||
+			!g.state.Until.IsZero() && !g.state.ActiveAt(svcNow)
+		if stale && g.reading == nil {
+			done := make(chan struct{})
+			g.reading = done
+			g.mu.Unlock()
+			r, err := g.read(ctx)
+			g.mu.Lock()
+			g.reading = nil
+			close(done)
+			switch {
+			case err == nil:
+				g.take(r, g.now())
+			case ctx.Err() == nil:
+				// Keep what was known; the receive that follows meets the
+				// storage's trouble itself. Ended pauses are not read again
+				// until the next interval.
+				g.readAt = g.now()
+				if !g.state.ActiveAt(svcNow) {
+					g.state = State{}
+				}
+			}
+			g.mu.Unlock()
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			continue
+		}
+		if stale {
+			reading := g.reading
+			g.mu.Unlock()
+			select {
+			case <-reading:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if !g.state.ActiveAt(svcNow) {
+			g.mu.Unlock()
+			return nil
+		}
+		st := g.state
+		wait := min(g.every-now.Sub(g.readAt), st.Until.Sub(svcNow))
+		changed := g.changed
+		g.mu.Unlock()
+		if !told && paused != nil {
+			paused(st)
+			told = true
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}

@@ -1,0 +1,111 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeQueue is a queue's pause on a service whose clock is skew ahead of
+// the local one, read through a counter.
+type fakeQueue struct {
+	mu    sync.Mutex
+	state State
+	skew  time.Duration
+	fail  bool
+	reads atomic.Int32
+}
+
+func (q *fakeQueue) read(context.Context) (Reading, error) {
+	q.reads.Add(1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail {
+		return Reading{}, errors.New("503")
+	}
+	return Reading{State: q.state, ServiceNow: time.Now().Add(q.skew)}, nil
+}
+
+func (q *fakeQueue) set(s State) { q.mu.Lock(); q.state = s; q.mu.Unlock() }
+
+func TestAGateReadsOncePerIntervalWhoeverAsks(t *testing.T) {
+	q := &fakeQueue{}
+	g := New(time.Hour, q.read, time.Now)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { assert.NoError(t, g.Wait(context.Background(), nil)) })
+	}
+	wg.Wait()
+	require.NoError(t, g.Wait(context.Background(), nil))
+	assert.EqualValues(t, 1, q.reads.Load())
+}
+
+func TestAGateJudgesTheExpiryOnTheServicesClock(t *testing.T) {
+	// The service's clock is an hour ahead: a pause until 200 ms from the
+	// service's now ends in 200 ms, not in an hour and 200 ms.
+	q := &fakeQueue{skew: time.Hour}
+	q.set(State{Until: time.Now().Add(time.Hour + 200*time.Millisecond), By: "ops"})
+	g := New(time.Hour, q.read, time.Now)
+	var told State
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, g.Wait(ctx, func(s State) { told = s }))
+	assert.Less(t, time.Since(start), 20*time.Second)
+	assert.Equal(t, "ops", told.By)
+	assert.EqualValues(t, 2, q.reads.Load(), "read once, and once more when the pause ended (it might have been extended)")
+	st, on := g.State()
+	assert.False(t, on)
+	assert.Equal(t, State{}, st)
+}
+
+func TestAGateSeesAResumeWithinItsInterval(t *testing.T) {
+	q := &fakeQueue{}
+	q.set(State{Until: time.Now().Add(time.Hour)})
+	g := New(50*time.Millisecond, q.read, time.Now)
+	done := make(chan error, 1)
+	go func() { done <- g.Wait(context.Background(), nil) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("a paused gate let a receive through")
+	default:
+	}
+	q.set(State{})
+	require.NoError(t, <-done)
+}
+
+func TestAGateWhoseReadFailsKeepsWhatItKnew(t *testing.T) {
+	q := &fakeQueue{}
+	q.set(State{Until: time.Now().Add(time.Hour)})
+	g := New(30*time.Millisecond, q.read, time.Now)
+	g.Saw(Reading{State: q.state, ServiceNow: time.Now()}, time.Now())
+	q.mu.Lock()
+	q.fail = true
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, g.Wait(ctx, nil), context.DeadlineExceeded, "still paused while the reads fail")
+	assert.Greater(t, q.reads.Load(), int32(1))
+
+	// An ended pause is not held up by reads that fail.
+	g = New(time.Hour, q.read, time.Now)
+	g.Saw(Reading{State: State{Until: time.Now().Add(20 * time.Millisecond)}, ServiceNow: time.Now()}, time.Now())
+	require.NoError(t, g.Wait(context.Background(), nil))
+}
+
+func TestAPauseEndedWhenReadIsNone(t *testing.T) {
+	q := &fakeQueue{}
+	q.set(State{Until: time.Now().Add(-time.Minute)})
+	g := New(time.Hour, q.read, time.Now)
+	for range 3 {
+		require.NoError(t, g.Wait(context.Background(), nil))
+	}
+	assert.EqualValues(t, 1, q.reads.Load(), "a pause that has ended is not read again at every receive")
+}
