@@ -27,7 +27,8 @@ import (
 // it is on; handlers under way finish, and messages in hand are tried.
 type Pauser interface {
 	// Pause pauses the queue for d from now on the service's clock, and
-	// returns the pause as kept. A pause given while one is on replaces it.
+	// returns the pause as kept. A pause given while one is on replaces it;
+	// of two operators' pauses and resumes at once, the last written wins.
 	Pause(ctx context.Context, d time.Duration, opts *PauseOptions) (PauseState, error)
 	// Resume ends a pause now; it does nothing to a queue not paused.
 	Resume(ctx context.Context) error
@@ -89,7 +90,10 @@ func (q *Queue) Pause(ctx context.Context, d time.Duration, opts *PauseOptions) 
 	}
 	now := q.ServiceTime().UTC().Truncate(time.Second)
 	st := pause.State{Since: now, Until: now.Add(d + time.Second - 1).Truncate(time.Second), By: o.By}
-	return PauseState(st), q.setMetadata(ctx, pause.With(md, st))
+	if err := q.setMetadata(ctx, pause.With(md, st)); err != nil {
+		return PauseState{}, err
+	}
+	return PauseState(st), nil
 }
 
 // Resume ends the queue's pause (see [Pauser]): one read of its metadata,
@@ -224,7 +228,9 @@ func (l *Listener[T]) pauseGate() *pause.Gate {
 	read := func(ctx context.Context) (pause.Reading, error) {
 		ctx, cancel := context.WithTimeout(ctx, receiveTimeout)
 		defer cancel()
-		st, err := p.PauseState(ctx)
+		// As a receive: a refused connection fails now, not after the
+		// SDK's retries, and the receive after meets it itself.
+		st, err := p.PauseState(failFastRefused(ctx))
 		if err != nil {
 			l.log.Warn("reading whether the queue is paused failed", "err", err)
 		}

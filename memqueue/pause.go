@@ -35,7 +35,10 @@ func (q *Queue) Pause(ctx context.Context, d time.Duration, opts *azdispatch.Pau
 	}
 	now := reported(q.clock.Now())
 	st := pause.State{Since: now, Until: now.Add(wholeSeconds(d)), By: by}
-	return azdispatch.PauseState(st), q.setPause(ctx, st)
+	if err := q.setPause(ctx, st); err != nil {
+		return azdispatch.PauseState{}, err
+	}
+	return azdispatch.PauseState(st), nil
 }
 
 // Resume ends the queue's pause (see [azdispatch.Pauser]): a read, and a
