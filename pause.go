@@ -174,15 +174,50 @@ func (s *ShardedQueue) Resume(ctx context.Context) error {
 }
 
 // PauseState reads every shard's pause, at once, and returns the one that
-// ends last: the set is paused while any shard is. It fails only if no
-// shard answered: a shard that is down does not hide the others' pause.
+// ends last: the set is paused while any shard is. As a depth read does,
+// it passes over the shards that are backed off and gives each the
+// shard's try timeout (see [ShardedQueueOptions.TryTimeout]), so that a
+// shard that hangs does not hold up the listeners of the others; it fails
+// only if no shard answered.
 func (s *ShardedQueue) PauseState(ctx context.Context) (PauseState, error) {
-	var st PauseState
-	answered, err := s.eachPauser(func(p Pauser) (PauseState, error) { return p.PauseState(ctx) }, &st)
-	if answered > 0 {
-		return st, nil
+	now := s.set.now()
+	got := make([]PauseState, len(s.members))
+	errs := make([]error, len(s.members))
+	asked := make([]bool, len(s.members))
+	var wg sync.WaitGroup
+	for n, i := range s.members {
+		p := s.set.caps[i].Pauser
+		if p == nil || !s.set.admit(i, now) {
+			continue
+		}
+		asked[n] = true
+		wg.Go(func() {
+			errs[n] = s.set.try(ctx, i, 0, false, func(ctx context.Context) (err error) {
+				got[n], err = p.PauseState(ctx)
+				return err
+			})
+		})
 	}
-	return st, err
+	wg.Wait()
+	var last PauseState
+	var failed []error
+	answered := 0
+	for n := range got {
+		switch {
+		case !asked[n]:
+		case errs[n] != nil:
+			failed = append(failed, errs[n])
+		default:
+			answered++
+			if got[n].Until.After(last.Until) {
+				last = got[n]
+			}
+		}
+	}
+	if answered == 0 {
+		return PauseState{}, s.noHealthy("pause", failed, now)
+	}
+	return last, nil
 }
 
 // eachPauser calls f for every shard at once, keeps in last the state

@@ -72,7 +72,8 @@ func (g *Gate) State() (State, bool) {
 // Wait returns once the queue is not paused, as the last reading says,
 // reading it first if that reading is Every old, or was of a pause that
 // has since ended (it may have been extended); it returns ctx's error if
-// ctx ends first. paused is called once, with the state, when Wait first
+// ctx ends first. While one caller reads, the others wait for its reading
+// only if there is none yet, or the last was of a pause. paused is called once, with the state, when Wait first
 // finds the queue paused.
 func (g *Gate) Wait(ctx context.Context, paused func(State)) error {
 	told := false
@@ -107,6 +108,12 @@ func (g *Gate) Wait(ctx context.Context, paused func(State)) error {
 				return err
 			}
 			continue
+		}
+		if stale && !g.readAt.IsZero() && !g.state.ActiveAt(svcNow) {
+			// Another caller is reading: go on by the last reading rather
+			// than wait for a read that may hang (one caller pays for it).
+			g.mu.Unlock()
+			return nil
 		}
 		if stale {
 			reading := g.reading
