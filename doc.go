@@ -286,6 +286,12 @@
 // messages, sends, lists, requeues and purges poison queues, and sweeps
 // orphaned payloads, on one queue or a sharded set, from a shell.
 //
+// When what the handlers call is down, [Queue.Pause] (any [Pauser]) stops
+// every listener of the queue, in every process, from receiving within a
+// scale interval, until the pause ends on the service's clock or
+// [Queue.Resume]; [Listener.Ready] stays nil meanwhile, and the depth
+// endpoint asks for no worker.
+//
 // # Testing without storage
 //
 // The memqueue package is an in-memory Shard with the service's semantics:

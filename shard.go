@@ -345,9 +345,11 @@ func (s *ShardedQueue) SetVisibility(ctx context.Context, d *Delivery, after tim
 	// The shard updates a copy of d that holds its own receipt, so that
 	// d.Receipt itself never changes: a listener renews a batch's visibility
 	// while its items may be poisoned on other goroutines, and the poison
-	// move reads d.Receipt to find the shard (see sendBeside).
-	onShard := *d
-	onShard.Receipt = r.inner
+	// move reads d.Receipt to find the shard (see sendBeside). The copy
+	// leaves DequeueCount out: a listener's try sets it to the real tries
+	// (a delayed message's hops taken off) while renewals run.
+	onShard := Delivery{ID: d.ID, Text: d.Text, InsertedAt: d.InsertedAt, ExpiresAt: d.ExpiresAt,
+		NextVisibleAt: d.NextVisibleAt, ReceivedAt: d.ReceivedAt, Queue: d.Queue, Receipt: r.inner}
 	err = s.set.try(ctx, r.index, len(d.Text), false, func(ctx context.Context) error {
 		return s.set.shards[r.index].SetVisibility(ctx, &onShard, after)
 	})

@@ -109,3 +109,26 @@ func TestAPauseEndedWhenReadIsNone(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, q.reads.Load(), "a pause that has ended is not read again at every receive")
 }
+
+func TestWhileOneReadsTheOthersGoOnByTheLastReading(t *testing.T) {
+	hang := make(chan struct{})
+	var reads atomic.Int32
+	g := New(time.Millisecond, func(ctx context.Context) (Reading, error) {
+		reads.Add(1)
+		select {
+		case <-hang:
+		case <-ctx.Done():
+		}
+		return Reading{}, errors.New("no answer")
+	}, time.Now)
+	g.Saw(Reading{ServiceNow: time.Now()}, time.Now().Add(-time.Hour)) // not paused, an hour ago
+	first := make(chan error, 1)
+	go func() { first <- g.Wait(context.Background(), nil) }()
+	require.Eventually(t, func() bool { return reads.Load() == 1 }, 10*time.Second, time.Millisecond)
+	for range 3 {
+		require.NoError(t, g.Wait(context.Background(), nil), "not held by a read that hangs")
+	}
+	assert.EqualValues(t, 1, reads.Load())
+	close(hang)
+	require.NoError(t, <-first)
+}
