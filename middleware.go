@@ -356,14 +356,14 @@ type Metadata map[string]string
 // writes it from the key of the send and drops one found in the metadata it
 // is given, so that a handler that forwards its message's metadata does not
 // pass the key on.
-const MetadataKey = "azdispatch-key"
+const MetadataKey = wire.KeyEntry
 
 // MetadataOrder is the metadata entry that carries a keyed message's place
 // in its key's order: the publisher's ID, the message's number, and the
 // number of the key's message it follows (see [LimitOptions.InOrder]). A
 // publisher writes it with [MetadataKey], and drops one found in the
 // metadata it is given.
-const MetadataOrder = "azdispatch-order"
+const MetadataOrder = wire.OrderEntry
 
 // MaxKeyLength bounds a message's key, in bytes: it travels in every
 // message of the key.

@@ -388,7 +388,7 @@ func (e *PoisonEnvelope) lifetime() time.Duration {
 // metadata a handler's middleware sees ([Call].Metadata): it tells the
 // message's past, not what its sender said, and a handler that forwards
 // its metadata to a new message must not pass it on.
-const MetadataRequeuedFrom = "azdispatch-requeued-from"
+const MetadataRequeuedFrom = wire.RequeuedFromEntry
 
 // MaxEarlierIDs bounds the earlier IDs a message carries, and its
 // envelope names: the latest ones are kept. A message requeued more often

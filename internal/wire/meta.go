@@ -13,6 +13,16 @@ import (
 // after the due line, if any, and before the body or pointer.
 const MetaMagic = "azdispatch-meta/1 "
 
+// The metadata entries the library itself writes: a message's key, its
+// place in its key's order, and, on a message requeued from a poison
+// queue, where it came from. The root package names them MetadataKey,
+// MetadataOrder and MetadataRequeuedFrom, and says what each holds.
+const (
+	KeyEntry          = "azdispatch-key"
+	OrderEntry        = "azdispatch-order"
+	RequeuedFromEntry = "azdispatch-requeued-from"
+)
+
 // MaxMetaLine bounds the metadata line, newline included, that a publisher
 // writes and a listener reads: room for a trace context with a full
 // tracestate (512 bytes, W3C) and some more, while a malformed or hostile
