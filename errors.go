@@ -145,6 +145,16 @@ var (
 	// ErrNotReady is wrapped by the error of [Listener.Ready] and
 	// [Scheduler.Ready], together with the cause.
 	ErrNotReady = errors.New("azdispatch: not ready")
+
+	// ErrScheduleNotFound is what pausing, resuming or running now a
+	// schedule returns when its store holds no state for it: no
+	// [Scheduler] has started it (or its name or queue is not the one
+	// given).
+	ErrScheduleNotFound = errors.New("azdispatch: schedule not found")
+
+	// ErrScheduleEnded is what running now a schedule returns once its
+	// timetable has no more occurrences.
+	ErrScheduleEnded = errors.New("azdispatch: schedule has ended")
 )
 
 // prefix begins every error text of this package, once.

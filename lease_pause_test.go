@@ -2,16 +2,13 @@ package azdispatch_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/azdispatch/azdispatch/internal/azurite"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,7 +67,7 @@ func TestLeaseFenceRefusesAHolderPausedPastItsLease(t *testing.T) {
 	ctx := context.Background()
 	connStr := azdispatch.EmulatorConnectionString(t)
 	name := fmt.Sprintf("paused-%d", time.Now().UnixNano())
-	a := startPausedHolder(t, connStr, name)
+	a := startChild(t, "holder A", "TestLeasePausedHolderProcess", envPausedHolder+"="+name, envConnectionString+"="+connStr)
 
 	fenceA, err := strconv.ParseInt(a.expect(t, "fence"), 10, 64)
 	require.NoError(t, err)
@@ -130,7 +127,7 @@ func TestLeaseFenceRefusesAHolderPausedPastItsLease(t *testing.T) {
 
 // TestLeasePausedHolderProcess is holder A of the test above, when that
 // test runs this binary with envPausedHolder set; otherwise it does
-// nothing. It reports on stdout, one "holder: <what>: <value>" line at a
+// nothing. It reports on stdout, one "child: <what>: <value>" line at a
 // time.
 func TestLeasePausedHolderProcess(t *testing.T) {
 	name := os.Getenv(envPausedHolder)
@@ -144,7 +141,7 @@ func TestLeasePausedHolderProcess(t *testing.T) {
 	lease, err := azdispatch.NewLease(account, name, pausedLeaseOptions())
 	require.NoError(t, err)
 	plan := planBlob(t, connStr, name)
-	say := func(what string, v any) { fmt.Printf("holder: %s: %v\n", what, v) }
+	say := func(what string, v any) { fmt.Printf("child: %s: %v\n", what, v) }
 	stdin := bufio.NewReader(os.Stdin)
 
 	err = lease.Run(ctx, func(ctx context.Context) error {
@@ -178,110 +175,4 @@ func outcome(err error) string {
 		return "condition not met" // If-Match, or If-None-Match for data not written before
 	}
 	return err.Error()
-}
-
-// pausedHolder is holder A's process and what it reports.
-type pausedHolder struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	lines   chan string   // its "holder: " lines, prefix cut
-	scanned chan struct{} // closed when the reader of its stdout ends
-	stop    chan struct{} // closed to make that reader give up sending
-	mu      sync.Mutex
-	other   bytes.Buffer // its other output, for failure messages
-	once    sync.Once
-	waitErr error
-}
-
-// startPausedHolder runs this test binary as holder A of the lease name.
-// The process is killed and waited for when t ends, if it has not exited.
-func startPausedHolder(t *testing.T, connStr, name string) *pausedHolder {
-	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	h := &pausedHolder{lines: make(chan string), scanned: make(chan struct{}), stop: make(chan struct{})}
-	h.cmd = exec.Command(exe, "-test.run=^TestLeasePausedHolderProcess$", "-test.count=1", "-test.timeout=5m")
-	h.cmd.Env = append(os.Environ(), envPausedHolder+"="+name, envConnectionString+"="+connStr)
-	out, err := h.cmd.StdoutPipe()
-	require.NoError(t, err)
-	h.cmd.Stderr = &lockedWriter{mu: &h.mu, w: &h.other}
-	h.stdin, err = h.cmd.StdinPipe()
-	require.NoError(t, err)
-	require.NoError(t, h.cmd.Start())
-	go h.read(out)
-	t.Cleanup(func() {
-		_ = h.cmd.Process.Kill() // resumes nothing, but ends a stopped process too
-		_ = h.wait()
-	})
-	return h
-}
-
-// read passes on the holder's report lines until its stdout ends.
-func (h *pausedHolder) read(out io.Reader) {
-	defer close(h.scanned)
-	defer close(h.lines)
-	s := bufio.NewScanner(out)
-	for s.Scan() {
-		line, ok := strings.CutPrefix(s.Text(), "holder: ")
-		if !ok {
-			h.mu.Lock()
-			fmt.Fprintln(&h.other, s.Text())
-			h.mu.Unlock()
-			continue
-		}
-		select {
-		case h.lines <- line:
-		case <-h.stop:
-			return
-		}
-	}
-}
-
-// expect returns the value of the holder's next report, which must be what.
-func (h *pausedHolder) expect(t *testing.T, what string) string {
-	t.Helper()
-	select {
-	case line, ok := <-h.lines:
-		if !ok {
-			t.Fatalf("holder A exited before reporting %q: %v\n%s", what, h.wait(), h.output())
-		}
-		v, found := strings.CutPrefix(line, what+": ")
-		require.True(t, found, "holder A reported %q, expected %q\n%s", line, what, h.output())
-		return v
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("holder A did not report %q\n%s", what, h.output())
-	}
-	return ""
-}
-
-// wait waits for the holder's process and the reader of its output.
-func (h *pausedHolder) wait() error {
-	h.once.Do(func() {
-		close(h.stop)
-		// The reader must drain stdout before Wait closes it.
-		<-h.scanned
-		h.waitErr = h.cmd.Wait()
-		if h.waitErr != nil {
-			h.waitErr = fmt.Errorf("%w\n%s", h.waitErr, h.output())
-		}
-	})
-	return h.waitErr
-}
-
-func (h *pausedHolder) output() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.other.String()
-}
-
-// lockedWriter serialises writes to w, shared by the holder's two streams.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

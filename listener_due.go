@@ -210,7 +210,7 @@ func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
 
 // occurrenceOf is what a handler sees of the occurrence a due line names.
 func occurrenceOf(o *wire.Occurrence) *Occurrence {
-	return &Occurrence{Schedule: o.Schedule, At: time.Unix(o.At, 0).UTC(), Late: o.Late, Missed: o.Missed, Item: o.Item}
+	return &Occurrence{Schedule: o.Schedule, At: time.Unix(o.At, 0).UTC(), Late: o.Late, Missed: o.Missed, Item: o.Item, RunNow: o.RunNow}
 }
 
 // awaitKey takes a place for the message under its key's limit (see

@@ -545,7 +545,7 @@ func TestListenerWithAnEndedContextMakesNoRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, l.Run(ctx))
-	assert.Zero(t, l.State().Transactions.Total(), "no receive that would only cost each message a try")
+	assert.Zero(t, l.State().Transactions.Total(), "no receive that would only cost each message a try: %+v", l.State().Transactions)
 	batch, err := q.Receive(context.Background(), MaxBatch, 30*time.Second)
 	require.NoError(t, err)
 	require.Len(t, batch, 3)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,7 +273,7 @@ func (q *QueueSet) receiveOnce(ctx context.Context, max int, visibility time.Dur
 		return nil, false, checkReceive(max, visibility)
 	}
 	g.takeWakes()
-	rc := &readCounter{q: q, g: g}
+	rc := &readCounter{q: q, g: g, paused: g.pausedNow(ctx)}
 	got, err := g.sq.receive(ctx, max, visibility, rc)
 	if rc.gone && q.discover != nil {
 		// A queue deleted: list the queues again at the next receive
@@ -289,13 +290,21 @@ type readCounter struct {
 	// capped is set when a queue was passed over at its cap, or its read
 	// cut by it; gone when a queue was found deleted.
 	capped, gone bool
+	// paused holds, by queue, whether its pause holds (nil: none does).
+	paused []bool
 }
 
-// arrange orders a receive's candidates by the set's shares and caps.
-func (r *readCounter) arrange(now time.Time, order []readCandidate) ([]readCandidate, bool) {
+// arrange orders a receive's candidates by the set's shares and caps,
+// leaving out the queues paused.
+func (r *readCounter) arrange(now time.Time, order []readCandidate) ([]readCandidate, bool, bool) {
+	held := false
+	if r.paused != nil {
+		order = slices.DeleteFunc(slices.Clone(order), func(c readCandidate) bool { return r.paused[c.Index] })
+		held = true
+	}
 	arranged, capped := r.g.policy.Arrange(now, order)
 	r.capped = capped
-	return arranged, capped
+	return arranged, capped, held
 }
 
 // take reserves c's room under its cap, just before its read.
@@ -540,6 +549,10 @@ type SetQueueState struct {
 	// delivery, by the service's clock (see [MessageInfo.TimeInQueue]).
 	TimeInQueue Latency
 	Health      ShardHealth
+	// Paused is its pause as the set last read it (see [Pauser]): zero if
+	// none, or if it has ended. While it holds the set reads nothing from
+	// the queue.
+	Paused PauseState
 }
 
 // State returns each queue's state, in order. It makes no request.
@@ -558,7 +571,7 @@ func (q *QueueSet) State() []SetQueueState {
 		out[i] = SetQueueState{
 			Queue: m.Queue.Name(), Weight: m.Weight, Cap: m.Cap,
 			InHand: counts[i].InHand, Received: counts[i].Received, LastRead: counts[i].LastRead,
-			TimeInQueue: Latency(g.waits[i].Summary(now)), Health: health[i],
+			TimeInQueue: Latency(g.waits[i].Summary(now)), Health: health[i], Paused: g.pauseOf(i),
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/latency"
+	"github.com/azdispatch/azdispatch/internal/pause"
 	"github.com/azdispatch/azdispatch/internal/shares"
 )
 
@@ -25,6 +26,7 @@ type generation struct {
 	policy  *shares.Policy
 	waits   []*latency.Window // per queue: first deliveries' time in queue
 	sent    []*atomic.Bool    // per queue: a wake-up said it was sent to (see QueueSet.sent)
+	pauses  []*pause.Gate     // per queue: its pause, nil if it cannot be paused
 }
 
 // caps are the generation's queues' capabilities.
@@ -77,6 +79,7 @@ func (q *QueueSet) setMembers(members []SetMember) error {
 		sq.set.owner = q
 		sq.readNext = 0 // the order decides, not a random start
 		g.sq = sq
+		g.pauses = newSetPauses(sq.set)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -128,6 +131,9 @@ func (g *generation) carryFrom(prev *generation) {
 		g.sq.set.carry(prev.sq.set, from, to)
 		g.policy.Carry(to, prev.policy, from)
 		g.waits[to] = prev.waits[from]
+		if g.pauses[to] != nil && prev.pauses[from] != nil {
+			g.pauses[to].CarryFrom(prev.pauses[from])
+		}
 	}
 }
 

@@ -100,6 +100,10 @@ type Occurrence struct {
 	// Item is the message's index among the occurrence's messages, from 0
 	// (on a [Message]; 0 for [Schedule.Messages]).
 	Item int
+	// RunNow says it was asked for by a run-now ([Scheduler.RunNow],
+	// [PayloadStore.RunScheduleNow]), besides the timetable: At is when
+	// it was asked, by the storage service's clock.
+	RunNow bool
 }
 
 // ScheduleState is a schedule's state as its record holds it: shared by
@@ -124,12 +128,23 @@ type ScheduleState struct {
 	ClaimedBy string
 	// Ended says the schedule's Next said there were no more.
 	Ended bool
+	// Paused is the schedule's pause (see [Scheduler.Pause]): zero if none,
+	// or once the first scheduler to wake after its end has decided the
+	// occurrences it held. Judge whether it holds with its Active and the
+	// service's time.
+	Paused PauseState
+	// RunNow is when a run-now was asked for (see [Scheduler.RunNow]),
+	// while no scheduler has sent it yet; zero if none is waiting.
+	// LastRunNow is the time of the last one sent.
+	RunNow     time.Time
+	LastRunNow time.Time
 }
 
 // stateOf is what a record's state says, for the API.
 func stateOf(s *timetable.State) ScheduleState {
 	return ScheduleState{Name: s.Name, Queue: s.Queue, Spec: s.Spec, Next: s.Next, Last: s.Last, LastBy: s.LastBy,
-		LastSent: s.LastSent, LastLate: s.LastLate, Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimBy, Ended: s.Done}
+		LastSent: s.LastSent, LastLate: s.LastLate, Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimBy, Ended: s.Done,
+		Paused: PauseState(s.Pause), RunNow: s.RunNow, LastRunNow: s.LastRunNow}
 }
 
 // timetableOf checks a schedule and returns its timetable and how it reads.

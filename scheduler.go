@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -46,8 +45,18 @@ import (
 //
 // Requests: per occurrence, the sending instance makes 3 (a read, the
 // claim, the move on) besides its sends, each other instance 1 read, and
-// the listener 1 write per message; nothing between occurrences. A
-// [Lease] held for the same purpose renews all day.
+// the listener 1 write per message; between occurrences further apart
+// than [SchedulerOptions.Watch], each instance reads each schedule once per
+// Watch (2,880 reads a day at the default 30 s), to see a pause or a
+// run-now asked elsewhere. A [Lease] held for the same purpose renews all
+// day.
+//
+// An operator pauses a schedule ([Scheduler.Pause],
+// [PayloadStore.PauseSchedule], the command-line tool, the dashboard)
+// until a time on the store's clock, after which its schedule's [Misfire]
+// policy decides the occurrences that fell in the pause, and asks for a
+// run now ([Scheduler.RunNow]): one occurrence besides the timetable,
+// sent once across the instances.
 //
 // A Scheduler over a memqueue.Queue keeps its records in the queue's
 // payload store, in memory on the queue's clock: for tests, and for
@@ -132,6 +141,9 @@ type scheduled[T any] struct {
 	spec   string
 	record string
 	stop   context.CancelFunc // ends its loop, if running
+	// poke wakes its loop to read the state at once: this scheduler's own
+	// Pause, Resume or RunNow changed it.
+	poke chan struct{}
 }
 
 // schedulerRun is what Add and Remove need of a running Run.
@@ -188,7 +200,7 @@ func (s *Scheduler[T]) Add(sch Schedule[T]) error {
 		sch.CatchUp = 10
 	}
 	sc := &scheduled[T]{Schedule: sch, next: next, spec: spec,
-		record: recordName(payload.KindSchedule, s.p.target.Name(), sch.Name)}
+		record: recordName(payload.KindSchedule, s.p.target.Name(), sch.Name), poke: make(chan struct{}, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.schedules[sch.Name]; old != nil && old.stop != nil {
@@ -310,7 +322,12 @@ func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
 		// claim: the first claims, and the others, reading after, find
 		// its claim and wait (one read each, instead of a refused claim
 		// and a read again).
-		if s.store.Sleep(ctx, wake, nil) {
+		// A pause, a resume or a run-now asked in another process is
+		// seen at the next look, so look at least once per Watch.
+		if s.opts.Watch > 0 {
+			wake = timeMin(wake, s.store.Now().Add(s.opts.Watch))
+		}
+		if s.store.Sleep(ctx, wake, sc.poke) {
 			syncx.Sleep(ctx, s.stagger, nil)
 		}
 	}
@@ -346,10 +363,10 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 		}
 		return lapses, nil
 	}
-	if due := s.wakeFor(sc, st.Next); now.Before(due) {
-		return due, nil
+	plan, wait := s.plan(sc, st, now)
+	if !wait.IsZero() {
+		return wait, nil
 	}
-	plan := timetable.Decide(st.Next, now, sc.next, timetable.Misfire(sc.Misfire), sc.CatchUp, s.opts.Grace+sc.Jitter)
 	// Claim, so that the other instances wait for this one rather than
 	// send too.
 	claimed := time.Now()
@@ -369,10 +386,43 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 		last := plan.Send[n-1]
 		st.Last, st.LastBy, st.LastSent, st.LastLate = last.At, s.opts.Instance, s.store.Now().Truncate(time.Second), last.Late
 	}
+	if !st.RunNow.IsZero() {
+		st.LastRunNow, st.RunNow = st.RunNow, time.Time{}
+	}
+	if !st.Pause.Holds(now) && !st.Next.Before(st.Pause.Until) {
+		st.Pause = timetable.Pause{} // over, and its occurrences decided
+	}
 	if plan.Skipped > 0 {
 		s.log.Warn("occurrences missed (not sent within the grace) were skipped", "schedule", sc.Name, "skipped", plan.Skipped)
 	}
 	return s.write(ctx, sc, r, st)
+}
+
+// plan says what a wake at now sends of st: the occurrences due, unless a
+// pause holds, and a run-now if one was asked for. With nothing to send it
+// returns, instead, when to look again: the next occurrence, or the
+// pause's end.
+func (s *Scheduler[T]) plan(sc *scheduled[T], st *timetable.State, now time.Time) (timetable.Plan, time.Time) {
+	due := s.wakeFor(sc, st.Next)
+	paused := st.Pause.Holds(now)
+	var plan timetable.Plan
+	switch {
+	case paused || now.Before(due):
+		if st.RunNow.IsZero() {
+			if paused {
+				return plan, st.Pause.Until
+			}
+			return plan, due
+		}
+		plan.Next = st.Next // the run-now alone
+	default:
+		grace := st.Pause.Grace(now, s.opts.Grace+sc.Jitter)
+		plan = timetable.Decide(st.Next, now, sc.next, timetable.Misfire(sc.Misfire), sc.CatchUp, grace)
+	}
+	if !st.RunNow.IsZero() {
+		plan.Send = append(plan.Send, timetable.Occurrence{At: st.RunNow, RunNow: true})
+	}
+	return plan, time.Time{}
 }
 
 // read reads sc's record, creating it first with the schedule's first
@@ -437,7 +487,7 @@ func (s *Scheduler[T]) lost(err error) (time.Time, error) {
 // are duplicates for the listeners to drop.
 func (s *Scheduler[T]) send(ctx context.Context, sc *scheduled[T], occs []timetable.Occurrence, claimed time.Time) (int, error) {
 	for n, o := range occs {
-		occ := Occurrence{Schedule: sc.Name, At: o.At.UTC(), Late: o.Late, Missed: o.Missed}
+		occ := Occurrence{Schedule: sc.Name, At: o.At.UTC(), Late: o.Late, Missed: o.Missed, RunNow: o.RunNow}
 		bodies, err := messagesFor(ctx, sc, occ)
 		if err != nil {
 			return n, fmt.Errorf("schedule %q: messages for %s: %w", sc.Name, occ.At.Format(time.RFC3339), err)
@@ -463,8 +513,12 @@ var errClaimLapsing = errors.New("half the claim timeout has passed; looking aga
 // delivery writes (see Listener.deliverOnce).
 func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int) route {
 	at := o.At.UTC()
-	once := recordName(payload.KindOnce, s.p.target.Name(), fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item))
-	return route{at: at, occ: &wire.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, Once: once}}
+	key := fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item)
+	if o.RunNow {
+		key = fmt.Sprintf("%s\x00now\x00%d\x00%d", sc.Name, at.Unix(), item) // never a timetable's
+	}
+	once := recordName(payload.KindOnce, s.p.target.Name(), key)
+	return route{at: at, occ: &wire.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, RunNow: o.RunNow, Once: once}}
 }
 
 // messagesFor calls the schedule's Messages, turning a panic into a
@@ -490,51 +544,4 @@ func timeMin(a, b time.Time) time.Time {
 // jitter, which every instance shares.
 func (s *Scheduler[T]) wakeFor(sc *scheduled[T], at time.Time) time.Time {
 	return at.Add(timetable.Jitter(sc.Name, at, sc.Jitter))
-}
-
-// SchedulerOptions configures a [Scheduler]. Nil, or a zero field, means
-// the default.
-type SchedulerOptions struct {
-	// Instance names this scheduler in the schedules' state: who sent an
-	// occurrence, who is sending one. Defaults to the host name, the
-	// process ID and a random suffix.
-	Instance string
-	// ClaimTimeout is how long an instance's claim on an occurrence holds:
-	// an instance that has not sent it by then (it died, or paused) is
-	// taken over by another, so an occurrence is sent at most about this
-	// late after a crash. It must exceed the time one wake's sends take.
-	// Defaults to 15 s; at least 2 s.
-	ClaimTimeout time.Duration
-	// Grace is how late an occurrence may be sent and still count as on
-	// time (after its [Schedule.Jitter]); one later was missed, and the
-	// schedule's [Misfire] policy says what becomes of it. Defaults to,
-	// and is at least, twice ClaimTimeout, so that a taken-over occurrence
-	// is on time.
-	Grace time.Duration
-	// Logger receives the scheduler's events. Defaults to [slog.Default].
-	Logger *slog.Logger
-}
-
-// withDefaults fills zero fields and checks the rest.
-func (o SchedulerOptions) withDefaults() (SchedulerOptions, error) {
-	if o.Instance == "" {
-		host, _ := os.Hostname()
-		o.Instance = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.N(1<<16))
-	}
-	if o.ClaimTimeout == 0 {
-		o.ClaimTimeout = 15 * time.Second
-	}
-	if o.ClaimTimeout < 2*time.Second {
-		return o, &ConfigError{Field: "SchedulerOptions.ClaimTimeout", Reason: fmt.Sprintf("%v: at least 2s", o.ClaimTimeout)}
-	}
-	if o.Grace == 0 {
-		o.Grace = 2 * o.ClaimTimeout
-	}
-	if o.Grace < 2*o.ClaimTimeout {
-		return o, &ConfigError{Field: "SchedulerOptions.Grace", Reason: fmt.Sprintf("%v: at least twice ClaimTimeout (%v)", o.Grace, o.ClaimTimeout)}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return o, nil
 }

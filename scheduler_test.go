@@ -86,7 +86,8 @@ func (r *schedRig) occurrences() []time.Time {
 }
 
 // settle waits until the schedule's state says its next occurrence is
-// after the clock, or it ended, and every message sent was handled.
+// after the clock, or it ended, no run-now waits, and every message sent
+// was handled.
 func (r *schedRig) settle(s *azdispatch.Scheduler[string], name string) azdispatch.ScheduleState {
 	r.t.Helper()
 	var st azdispatch.ScheduleState
@@ -97,8 +98,9 @@ func (r *schedRig) settle(s *azdispatch.Scheduler[string], name string) azdispat
 		}
 		for _, x := range states {
 			st = x
-			// Not yet due, with its jitter (up to r.jitter) or claimed.
-			if x.Name == name && x.ClaimedBy == "" && (x.Ended || x.Next.Add(r.jitter).After(r.clock.Now())) {
+			// Not yet due, with its jitter (up to r.jitter), claimed, or
+			// asked to run now.
+			if x.Name == name && x.ClaimedBy == "" && x.RunNow.IsZero() && (x.Ended || x.Next.Add(r.jitter).After(r.clock.Now())) {
 				st = x
 				depth, err := r.q.Depth(r.ctx)
 				return err == nil && depth == 0 && r.l.State().InFlight == 0
@@ -162,24 +164,30 @@ func (r *schedRig) schedulerUntil(instance string, schedules ...azdispatch.Sched
 	}
 }
 
+// policyCase is what a schedule every minute with CatchUp 3, whose
+// occurrences 12:01 to 12:10 were missed, sends by a policy at 12:11:05.
+type policyCase struct {
+	policy azdispatch.Misfire
+	want   []azdispatch.Occurrence
+}
+
+var missedTenByPolicy = []policyCase{
+	{azdispatch.MisfireOne, []azdispatch.Occurrence{
+		{At: schedStart.Add(10 * time.Minute), Late: true, Missed: 9},
+		{At: schedStart.Add(11 * time.Minute)},
+	}},
+	{azdispatch.MisfireSkip, []azdispatch.Occurrence{{At: schedStart.Add(11 * time.Minute)}}},
+	{azdispatch.MisfireEach, []azdispatch.Occurrence{
+		{At: schedStart.Add(8 * time.Minute), Late: true, Missed: 7},
+		{At: schedStart.Add(9 * time.Minute), Late: true},
+		{At: schedStart.Add(10 * time.Minute), Late: true},
+		{At: schedStart.Add(11 * time.Minute)},
+	}},
+}
+
 func TestMissedOccurrencesAreSentByTheSchedulesPolicy(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		policy azdispatch.Misfire
-		want   []azdispatch.Occurrence
-	}{
-		{azdispatch.MisfireOne, []azdispatch.Occurrence{
-			{At: schedStart.Add(10 * time.Minute), Late: true, Missed: 9},
-			{At: schedStart.Add(11 * time.Minute)},
-		}},
-		{azdispatch.MisfireSkip, []azdispatch.Occurrence{{At: schedStart.Add(11 * time.Minute)}}},
-		{azdispatch.MisfireEach, []azdispatch.Occurrence{
-			{At: schedStart.Add(8 * time.Minute), Late: true, Missed: 7},
-			{At: schedStart.Add(9 * time.Minute), Late: true},
-			{At: schedStart.Add(10 * time.Minute), Late: true},
-			{At: schedStart.Add(11 * time.Minute)},
-		}},
-	} {
+	for _, tc := range missedTenByPolicy {
 		r := newSchedRig(t, schedStart.Add(30*time.Second))
 		sched := azdispatch.Schedule[string]{Name: "report", Every: time.Minute, Messages: echo, Misfire: tc.policy, CatchUp: 3}
 		first, stop := r.schedulerUntil("a", sched)

@@ -47,9 +47,9 @@ func (s *ShardedQueue) Receive(ctx context.Context, max int, visibility time.Dur
 // readArranger orders the shards a receive reads, bounds each read, and
 // hears what it read: a [QueueSet], whose shares and caps decide.
 type readArranger interface {
-	// arrange orders the candidates, leaving out those at their cap
-	// (it reports whether it did).
-	arrange(now time.Time, order []readCandidate) (arranged []readCandidate, capped bool)
+	// arrange orders the candidates, leaving out those at their cap and
+	// those paused (it reports whether it did).
+	arrange(now time.Time, order []readCandidate) (arranged []readCandidate, capped, paused bool)
 	// take reserves the room of c's queue for a read about to be made:
 	// the most it may bring (0: no bound), or false to pass it over.
 	take(c readCandidate) (limit int, ok bool)
@@ -74,16 +74,16 @@ func (s *ShardedQueue) receive(ctx context.Context, max int, visibility time.Dur
 	s.reappearing(look, now)
 	order := s.readOrder(now, all)
 	if p != nil {
-		var capped bool
-		order, capped = p.arrange(now, order)
+		var capped, paused bool
+		order, capped, paused = p.arrange(now, order)
 		if capped && all {
 			// Messages due again may be on a queue at its cap: a
 			// listener that knows of them comes back for them, woken
 			// sooner if a message of such a queue is let go.
 			look.skipped(now.Add(cappedRecheck))
 		}
-		if len(order) == 0 && capped {
-			return nil, nil // every queue that could be asked has its fill in hand
+		if len(order) == 0 && (capped || paused) {
+			return nil, nil // every queue that could be asked has its fill in hand, or is paused
 		}
 	}
 	r := s.readShards(ctx, order, max, visibility, look, all, p)

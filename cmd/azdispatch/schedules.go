@@ -29,6 +29,16 @@ type scheduleView struct {
 	Skipped   int64      `json:"skipped"`
 	ClaimedBy string     `json:"claimed_by"` // the instance sending the next occurrences now, if any
 	Ended     bool       `json:"ended"`
+	// PausedSince, PausedUntil and PausedBy are the schedule's pause: null
+	// and empty if none, or once a scheduler has decided the occurrences
+	// it held (until then one that has ended still shows).
+	PausedSince *time.Time `json:"paused_since"`
+	PausedUntil *time.Time `json:"paused_until"`
+	PausedBy    string     `json:"paused_by"`
+	// RunNow is when a run-now was asked, while no scheduler has sent it;
+	// LastRunNow the time of the last one sent.
+	RunNow     *time.Time `json:"run_now"`
+	LastRunNow *time.Time `json:"last_run_now"`
 }
 
 // schedulesDoc is the schedules command's result.
@@ -39,6 +49,11 @@ type schedulesDoc struct {
 }
 
 func runSchedules(ctx context.Context, c *cli, args []string) error {
+	if len(args) > 0 {
+		if run, ok := scheduleControls[args[0]]; ok {
+			return run(ctx, c, args[1:])
+		}
+	}
 	var o common
 	fs := c.flagSet("schedules", "schedules [-queue NAME | -base NAME] [flags]",
 		`Lists the schedules whose state a Scheduler keeps in the payload container of the first
@@ -47,7 +62,14 @@ its next occurrence (or "ended"), the last one sent, by which instance, how many
 and skipped (missed, not sent), and the instance that holds a claim on the next ones now,
 if any (a claim may be stale: one older than the schedulers' ClaimTimeout is taken over).
 -queue or -base narrows it to the schedules sending to that queue or set. One List Blobs
-request per 5,000 blobs of the container, and one read per schedule.`)
+request per 5,000 blobs of the container, and one read per schedule.
+
+  azdispatch schedules pause -queue NAME -name SCHEDULE -for DURATION [-by TEXT]
+  azdispatch schedules resume -queue NAME -name SCHEDULE
+  azdispatch schedules run -queue NAME -name SCHEDULE
+
+pause, resume and run (one occurrence now, besides the timetable) change a schedule's
+state; run azdispatch schedules <command> -h for more.`)
 	o.register(fs)
 	if err := c.parseNoArgs(fs, args); err != nil {
 		return err
@@ -77,7 +99,7 @@ request per 5,000 blobs of the container, and one read per schedule.`)
 			fmt.Fprintf(tw, "No schedules %s.\n", where)
 			return
 		}
-		row(tw, "QUEUE", "SCHEDULE", "SPEC", "NEXT", "LAST", "LAST BY", "SENT", "SKIPPED", "CLAIMED BY")
+		row(tw, "QUEUE", "SCHEDULE", "SPEC", "NEXT", "LAST", "LAST BY", "SENT", "SKIPPED", "CLAIMED BY", "PAUSED UNTIL")
 		for _, s := range doc.Schedules {
 			next := stampOf(s.Next)
 			if s.Ended {
@@ -87,7 +109,7 @@ request per 5,000 blobs of the container, and one read per schedule.`)
 			if s.LastLate {
 				last += " (late)"
 			}
-			row(tw, oneLine(s.Queue), oneLine(s.Name), oneLine(s.Spec), next, last, orDash(s.LastBy), s.Sent, s.Skipped, orDash(s.ClaimedBy))
+			row(tw, oneLine(s.Queue), oneLine(s.Name), oneLine(s.Spec), next, last, orDash(s.LastBy), s.Sent, s.Skipped, orDash(s.ClaimedBy), stampOf(s.PausedUntil))
 		}
 		tw.Flush()
 		fmt.Fprintf(tw, "%d schedule(s) %s.\n", len(doc.Schedules), where)
@@ -102,6 +124,8 @@ func newScheduleView(s azdispatch.ScheduleState) scheduleView {
 		Queue: s.Queue, Name: s.Name, Spec: s.Spec,
 		Next: timeOrNil(s.Next), Last: timeOrNil(s.Last), LastBy: s.LastBy, LastSent: timeOrNil(s.LastSent), LastLate: s.LastLate,
 		Sent: s.Sent, Skipped: s.Skipped, ClaimedBy: s.ClaimedBy, Ended: s.Ended,
+		PausedSince: timeOrNil(s.Paused.Since), PausedUntil: timeOrNil(s.Paused.Until), PausedBy: s.Paused.By,
+		RunNow: timeOrNil(s.RunNow), LastRunNow: timeOrNil(s.LastRunNow),
 	}
 }
 

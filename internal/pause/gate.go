@@ -73,58 +73,17 @@ func (g *Gate) State() (State, bool) {
 // reading it first if that reading is Every old, or was of a pause that
 // has since ended (it may have been extended); it returns ctx's error if
 // ctx ends first. While one caller reads, the others wait for its reading
-// only if there is none yet, or the last was of a pause. paused is called once, with the state, when Wait first
-// finds the queue paused.
+// only if there is none yet, or the last was of a pause. paused is called
+// once, with the state, when Wait first finds the queue paused.
 func (g *Gate) Wait(ctx context.Context, paused func(State)) error {
 	told := false
 	for {
+		if err := g.fresh(ctx); err != nil {
+			return err
+		}
 		g.mu.Lock()
 		now := g.now()
 		svcNow := now.Add(g.offset)
-		stale := g.readAt.IsZero() || now.Sub(g.readAt) >= g.every ||
-			!g.state.Until.IsZero() && !g.state.ActiveAt(svcNow)
-		if stale && g.reading == nil {
-			done := make(chan struct{})
-			g.reading = done
-			g.mu.Unlock()
-			r, err := g.read(ctx)
-			g.mu.Lock()
-			g.reading = nil
-			close(done)
-			switch {
-			case err == nil:
-				g.take(r, g.now())
-			case ctx.Err() == nil:
-				// Keep what was known; the receive that follows meets the
-				// storage's trouble itself. Ended pauses are not read again
-				// until the next interval.
-				g.readAt = g.now()
-				if !g.state.ActiveAt(svcNow) {
-					g.state = State{}
-				}
-			}
-			g.mu.Unlock()
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			continue
-		}
-		if stale && !g.readAt.IsZero() && !g.state.ActiveAt(svcNow) {
-			// Another caller is reading: go on by the last reading rather
-			// than wait for a read that may hang (one caller pays for it).
-			g.mu.Unlock()
-			return nil
-		}
-		if stale {
-			reading := g.reading
-			g.mu.Unlock()
-			select {
-			case <-reading:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
 		if !g.state.ActiveAt(svcNow) {
 			g.mu.Unlock()
 			return nil
@@ -146,5 +105,96 @@ func (g *Gate) Wait(ctx context.Context, paused func(State)) error {
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// Holds reports, as Wait would find it, whether the queue is paused now,
+// reading it first as Wait does; it never waits for the pause to end. A
+// reader of many queues asks it of each, and reads from those not paused.
+func (g *Gate) Holds(ctx context.Context) (State, bool) {
+	_ = g.fresh(ctx) // on ctx's end, the last reading stands
+	return g.State()
+}
+
+// Stale reports whether the next Wait or Holds would read: so that a
+// reader of many queues reads theirs at once rather than one after another.
+func (g *Gate) Stale() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stale(g.now())
+}
+
+// CarryFrom starts g with what prev has read: a reader whose queues
+// change keeps the pauses of those that stay without reading them again.
+func (g *Gate) CarryFrom(prev *Gate) {
+	prev.mu.Lock()
+	state, offset, readAt := prev.state, prev.offset, prev.readAt
+	prev.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.state, g.offset, g.readAt = state, offset, readAt
+}
+
+// stale reports whether the last reading must be read again: it is Every
+// old, or there is none, or it was of a pause that has since ended. Hold
+// g.mu.
+func (g *Gate) stale(now time.Time) bool {
+	return g.readAt.IsZero() || now.Sub(g.readAt) >= g.every ||
+		!g.state.Until.IsZero() && !g.state.ActiveAt(now.Add(g.offset))
+}
+
+// fresh makes the last reading one to judge by: it reads if that reading
+// is stale and no one else is reading; it waits for another caller's read
+// only if there is no reading yet, or the last was of a pause. It returns
+// ctx's error if ctx ends first.
+func (g *Gate) fresh(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		now := g.now()
+		svcNow := now.Add(g.offset)
+		if !g.stale(now) {
+			g.mu.Unlock()
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			g.mu.Unlock()
+			return err // a read now would be made, and paid for, in vain
+		}
+		if g.reading == nil {
+			done := make(chan struct{})
+			g.reading = done
+			g.mu.Unlock()
+			r, err := g.read(ctx)
+			g.mu.Lock()
+			g.reading = nil
+			close(done)
+			switch {
+			case err == nil:
+				g.take(r, g.now())
+			case ctx.Err() == nil:
+				// Keep what was known; the receive that follows meets the
+				// storage's trouble itself. Ended pauses are not read again
+				// until the next interval.
+				g.readAt = g.now()
+				if !g.state.ActiveAt(svcNow) {
+					g.state = State{}
+				}
+			}
+			g.mu.Unlock()
+			return ctx.Err()
+		}
+		if !g.readAt.IsZero() && !g.state.ActiveAt(svcNow) {
+			// Another caller is reading: go on by the last reading rather
+			// than wait for a read that may hang (one caller pays for it).
+			g.mu.Unlock()
+			return nil
+		}
+		reading := g.reading
+		g.mu.Unlock()
+		select {
+		case <-reading:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }

@@ -132,3 +132,32 @@ func TestWhileOneReadsTheOthersGoOnByTheLastReading(t *testing.T) {
 	close(hang)
 	require.NoError(t, <-first)
 }
+
+func TestAGateReadsNothingForAnEndedContext(t *testing.T) {
+	q := &fakeQueue{}
+	g := New(time.Hour, q.read, time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, g.Wait(ctx, nil), context.Canceled)
+	_, on := g.Holds(ctx)
+	assert.False(t, on)
+	assert.Zero(t, q.reads.Load(), "a read then would be paid for in vain")
+}
+
+func TestHoldsNeverWaitsOutAPause(t *testing.T) {
+	q := &fakeQueue{}
+	q.set(State{Until: time.Now().Add(time.Hour), By: "ops"})
+	g := New(time.Hour, q.read, time.Now)
+	assert.True(t, g.Stale(), "never read")
+	st, on := g.Holds(context.Background())
+	assert.True(t, on)
+	assert.Equal(t, "ops", st.By)
+	assert.False(t, g.Stale())
+
+	// Carried to a new gate for the same queue: no read again.
+	next := New(time.Hour, q.read, time.Now)
+	next.CarryFrom(g)
+	_, on = next.Holds(context.Background())
+	assert.True(t, on)
+	assert.EqualValues(t, 1, q.reads.Load())
+}

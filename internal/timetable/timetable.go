@@ -28,6 +28,7 @@ type Occurrence struct {
 	At     time.Time
 	Late   bool  // sent more than the grace after its time
 	Missed int64 // missed occurrences before it that it stands for (One)
+	RunNow bool  // asked for by a run-now, besides the timetable
 }
 
 // Plan is what to do at a wake.
@@ -173,6 +174,37 @@ type State struct {
 	ClaimBy string `json:"claim_by,omitempty"`
 	// Done says the schedule has no more occurrences.
 	Done bool `json:"done,omitempty"`
+	// Pause holds the schedule's sends until its Until, by the store's
+	// clock: the occurrences before its end are missed, for the misfire
+	// policy, when the first scheduler to wake after it sends. Zero: not
+	// paused, or that scheduler has decided them.
+	Pause Pause `json:"pause,omitzero"`
+	// RunNow asks for one occurrence besides the timetable's, at this time
+	// (the store's clock when it was asked): the next scheduler to wake
+	// sends it. LastRunNow is the time of the last one sent.
+	RunNow     time.Time `json:"run_now,omitzero"`
+	LastRunNow time.Time `json:"last_run_now,omitzero"`
+}
+
+// Pause is a schedule's pause: from when until when, on the store's clock,
+// and who paused it.
+type Pause struct {
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	By    string    `json:"by,omitempty"`
+}
+
+// Holds reports whether the pause holds at now, on the store's clock.
+func (p Pause) Holds(now time.Time) bool { return !p.Until.IsZero() && now.Before(p.Until) }
+
+// Grace is the grace a plan at now uses once the pause has ended: no more
+// than the time since its end, so that every occurrence that fell in it is
+// missed, however short the pause, and the misfire policy decides it.
+func (p Pause) Grace(now time.Time, grace time.Duration) time.Duration {
+	if p.Until.IsZero() {
+		return grace
+	}
+	return max(min(grace, now.Sub(p.Until)), 0)
 }
 
 // Encode returns s as a record's value.

@@ -174,3 +174,17 @@ func TestAWakeSendsAtMostMaxSendOnTimeAndTheRestNext(t *testing.T) {
 	assert.False(t, rest.Send[0].Late)
 	assert.Zero(t, rest.Skipped)
 }
+
+func TestAnEndedPauseLeavesNoOccurrenceInItOnTime(t *testing.T) {
+	p := Pause{Since: t0, Until: t0.Add(9 * time.Second)}
+	assert.True(t, p.Holds(t0.Add(8*time.Second)))
+	assert.False(t, p.Holds(t0.Add(9*time.Second)))
+	assert.Equal(t, 30*time.Second, Pause{}.Grace(t0, 30*time.Second), "no pause: the grace")
+	now := t0.Add(10 * time.Second)
+	grace := p.Grace(now, 30*time.Second)
+	assert.Equal(t, time.Second, grace, "the time since its end")
+	plan := Decide(t0.Add(2*time.Second), now, Every(2*time.Second), Skip, 10, grace)
+	assert.Equal(t, []Occurrence{{At: t0.Add(10 * time.Second)}}, plan.Send, "12:00:02 to :08 fell in it; :10 is after it")
+	assert.EqualValues(t, 4, plan.Skipped)
+	assert.Zero(t, p.Grace(t0.Add(5*time.Second), 30*time.Second), "never below zero")
+}

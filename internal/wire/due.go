@@ -76,6 +76,7 @@ type Occurrence struct {
 	Item     int    `json:"i,omitempty"`
 	Late     bool   `json:"late,omitempty"`
 	Missed   int64  `json:"missed,omitempty"` // earlier occurrences this one stands for
+	RunNow   bool   `json:"now,omitempty"`    // asked for by a run-now, besides the timetable
 	// Once names the record that the first listener to deliver the
 	// message writes, so that another message of the same occurrence and
 	// item is found to be a duplicate: 32 hexadecimal digits.
