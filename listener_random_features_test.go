@@ -58,13 +58,25 @@ type features struct {
 	largeSent     int
 
 	sched *azdispatch.Scheduler[string]
-	// occFirst is, by occurrence (its time in Unix seconds), the message
-	// whose handler ran for it first; occSettled, the occurrences handled
-	// or poisoned; schedMessages, the messages of the schedule seen.
-	occFirst      map[int64]string
-	occSettled    map[int64]bool
+	// occFirst is, by occurrence (its message's body: "s" and its time in
+	// Unix seconds, or "n" for a run now), the message whose handler ran
+	// for it first; occSettled, the occurrences handled or poisoned;
+	// schedMessages, the messages of the schedule seen.
+	occFirst      map[string]string
+	occSettled    map[string]bool
 	schedMessages map[string]bool
+	// pauses are the schedule's pauses as the round made them (see
+	// controlSchedule), and inPause, by pause, the occurrences of the
+	// timetable handled whose time fell in it.
+	pauses  []schedPause
+	inPause map[int]map[string]bool
+	runNows int // run nows asked
 }
+
+// schedPause is a pause of the round's schedule: occurrences after since
+// and before until are missed, and by the default policy one catch-up,
+// late, stands for them all.
+type schedPause struct{ since, until time.Time }
 
 // msgEntry is what one queue message carries: one number, or a batch's.
 type msgEntry struct {
@@ -80,7 +92,7 @@ type cancellable struct {
 
 func newFeatures() features {
 	return features{msgs: map[string]msgEntry{}, notSent: map[int]bool{}, cancelled: map[int]bool{}, uncertain: map[int]bool{},
-		called: map[int]bool{}, cancelOther: map[string]int{}, due: map[int]time.Time{}, occFirst: map[int64]string{}, occSettled: map[int64]bool{}, schedMessages: map[string]bool{}}
+		called: map[int]bool{}, cancelOther: map[string]int{}, due: map[int]time.Time{}, occFirst: map[string]string{}, occSettled: map[string]bool{}, schedMessages: map[string]bool{}, inPause: map[int]map[string]bool{}}
 }
 
 // chooseFeatures draws the round's features. Delays past the hop and a
@@ -208,8 +220,8 @@ func (e *engineRound) handlerCalled(n int, m *azdispatch.Message[string]) {
 // poisonedAs records what a poison envelope stands for. The caller holds
 // mu.
 func (e *engineRound) poisonedAs(env *azdispatch.PoisonEnvelope) error {
-	if at, ok := occurrenceOf(env.Body); ok {
-		e.occSettled[at] = true
+	if occ, ok := occurrenceOf(env.Body); ok {
+		e.occSettled[occ] = true
 		e.schedMessages[env.MessageID] = true
 		return nil
 	}
@@ -556,7 +568,11 @@ func (e *engineRound) startScheduler(t *testing.T) (stop func()) {
 		Name:  "tick",
 		Every: time.Duration(1+e.r.IntN(3)) * time.Second,
 		Messages: func(_ context.Context, o azdispatch.Occurrence) ([]string, error) {
-			return []string{"s" + strconv.FormatInt(o.At.Unix(), 10)}, nil
+			kind := "s"
+			if o.RunNow {
+				kind = "n"
+			}
+			return []string{kind + strconv.FormatInt(o.At.Unix(), 10)}, nil
 		},
 	}))
 	e.sched = s
@@ -569,28 +585,88 @@ func (e *engineRound) startScheduler(t *testing.T) (stop func()) {
 	}
 }
 
-// occurrenceOf reads a schedule's message body: its occurrence's time.
-func occurrenceOf(body string) (int64, bool) {
-	rest, ok := strings.CutPrefix(body, "s")
-	if !ok {
-		return 0, false
+// occurrenceOf reads a schedule's message body, which names its
+// occurrence: "s" and its time, or "n" and the time of a run now.
+func occurrenceOf(body string) (string, bool) {
+	if len(body) < 2 || body[0] != 's' && body[0] != 'n' {
+		return "", false
 	}
-	at, err := strconv.ParseInt(rest, 10, 64)
-	return at, err == nil
+	_, err := strconv.ParseInt(body[1:], 10, 64)
+	return body, err == nil
+}
+
+// controlSchedule pauses the round's schedule for a few seconds, resumes
+// it, or asks for a run now, at random. A pause is recorded once made, and
+// shortened before its resume, so that no occurrence is judged by a pause
+// longer than the one it met.
+func (e *engineRound) controlSchedule() {
+	if e.sched == nil {
+		return
+	}
+	ctx := context.Background()
+	switch e.r.IntN(3) {
+	case 0:
+		d := time.Duration(1+e.r.IntN(8)) * time.Second
+		st, err := e.sched.Pause(ctx, "tick", d, nil)
+		if err == nil {
+			e.mu.Lock()
+			e.pauses = append(e.pauses, schedPause{since: st.Paused.Since, until: st.Paused.Until})
+			e.mu.Unlock()
+		}
+	case 1:
+		e.mu.Lock()
+		if n := len(e.pauses); n > 0 && e.now().Before(e.pauses[n-1].until) {
+			e.pauses[n-1].until = e.now()
+		}
+		e.mu.Unlock()
+		_, _ = e.sched.Resume(ctx, "tick") // may meet a blob fault
+	default:
+		if _, err := e.sched.RunNow(ctx, "tick"); err == nil {
+			e.mu.Lock()
+			e.runNows++
+			e.mu.Unlock()
+		}
+	}
+}
+
+// checkPaused checks an occurrence of the timetable handled against the
+// pauses: one whose time fell in a pause is late, and is the only one of
+// that pause. The caller holds mu.
+func (e *engineRound) checkPaused(m *azdispatch.Message[string], occ string) {
+	o := m.Occurrence
+	if o.RunNow {
+		return
+	}
+	for i, p := range e.pauses {
+		if !o.At.After(p.since) || !o.At.Before(p.until) {
+			continue
+		}
+		if !o.Late {
+			e.violationf("occurrence %v fell in the pause from %v to %v, and was handled on time", o.At, p.since, p.until)
+		}
+		if e.inPause[i] == nil {
+			e.inPause[i] = map[string]bool{}
+		}
+		if e.inPause[i][occ] = true; len(e.inPause[i]) > 1 {
+			e.violationf("occurrences %v fell in the pause from %v to %v and were handled: one catch-up stands for them all", e.inPause[i], p.since, p.until)
+		}
+	}
 }
 
 // handleOccurrence handles a schedule's message: the handler may run for
 // one message of each occurrence only (the listener drops the others).
 func (e *engineRound) handleOccurrence(ctx context.Context, m *azdispatch.Message[string]) error {
 	at := m.Occurrence.At.Unix()
+	occ := m.Body
 	e.mu.Lock()
 	e.schedMessages[m.ID] = true
-	if first, ok := e.occFirst[at]; !ok {
-		e.occFirst[at] = m.ID
+	if first, ok := e.occFirst[occ]; !ok {
+		e.occFirst[occ] = m.ID
 	} else if first != m.ID {
-		e.violationf("occurrence %v: the handler ran for message %s after it ran for message %s of the same occurrence",
-			m.Occurrence.At, m.ID, first)
+		e.violationf("occurrence %s: the handler ran for message %s after it ran for message %s of the same occurrence",
+			occ, m.ID, first)
 	}
+	e.checkPaused(m, occ)
 	e.running++
 	e.mostRun = max(e.mostRun, e.running)
 	e.mu.Unlock()
@@ -602,7 +678,7 @@ func (e *engineRound) handleOccurrence(ctx context.Context, m *azdispatch.Messag
 	err := e.behave(ctx, int(at), m.DequeueCount)
 	if err == nil {
 		e.mu.Lock()
-		e.occSettled[at] = true
+		e.occSettled[occ] = true
 		e.mu.Unlock()
 	}
 	return err
@@ -628,11 +704,14 @@ func (e *engineRound) checkFeaturesEnd(t *testing.T, s azdispatch.State) {
 		settled := int64(len(e.occSettled))
 		e.mu.Unlock()
 		for _, st := range states {
-			t.Logf("schedule %s: %d occurrences sent, %d skipped; %d handled or poisoned; %d duplicates dropped", st.Name, st.Sent, st.Skipped, settled, s.Duplicates)
+			e.mu.Lock()
+			t.Logf("schedule %s: %d occurrences sent (%d run nows asked), %d skipped; %d pauses; %d handled or poisoned; %d duplicates dropped",
+				st.Name, st.Sent, e.runNows, st.Skipped, len(e.pauses), settled, s.Duplicates)
+			e.mu.Unlock()
 			require.GreaterOrEqual(t, settled, st.Sent, "occurrences handled or poisoned, against those the schedule's record says were sent")
 			if !st.Last.IsZero() {
 				e.mu.Lock()
-				last := e.occSettled[st.Last.Unix()]
+				last := e.occSettled["s"+strconv.FormatInt(st.Last.Unix(), 10)]
 				e.mu.Unlock()
 				require.True(t, last, "the last occurrence sent, %v, handled or poisoned", st.Last)
 			}

@@ -390,6 +390,8 @@ func (e *engineRound) step(t *testing.T, l *azdispatch.Listener[string], run **r
 		e.cancelSome()
 	case k < 91:
 		e.sendUnique(t)
+	case k < 98:
+		e.controlSchedule()
 	default:
 		time.Sleep(time.Duration(e.r.IntN(250)) * time.Millisecond)
 	}

@@ -115,9 +115,10 @@ type ScheduleState struct {
 	// Next is the first occurrence not yet sent; zero once the schedule has
 	// ended.
 	Next time.Time
-	// Last is the last occurrence sent, LastBy the instance that sent it,
-	// LastSent when (by the storage service's clock) and LastLate whether
-	// it was late. Zero before the first.
+	// Last is the last occurrence of the timetable sent (a run now is
+	// LastRunNow's), LastBy the instance that sent it, LastSent when (by
+	// the storage service's clock) and LastLate whether it was late. Zero
+	// before the first.
 	Last     time.Time
 	LastBy   string
 	LastSent time.Time

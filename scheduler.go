@@ -382,9 +382,10 @@ func (s *Scheduler[T]) step(ctx context.Context, sc *scheduled[T]) (time.Time, e
 	st.Next, st.ClaimBy, st.Done = plan.Next, "", plan.Next.IsZero()
 	st.Sent += int64(sent)
 	st.Skipped += plan.Skipped
-	if n := len(plan.Send); n > 0 {
-		last := plan.Send[n-1]
-		st.Last, st.LastBy, st.LastSent, st.LastLate = last.At, s.opts.Instance, s.store.Now().Truncate(time.Second), last.Late
+	for _, o := range plan.Send {
+		if !o.RunNow { // a run now is LastRunNow's
+			st.Last, st.LastBy, st.LastSent, st.LastLate = o.At, s.opts.Instance, s.store.Now().Truncate(time.Second), o.Late
+		}
 	}
 	if !st.RunNow.IsZero() {
 		st.LastRunNow, st.RunNow = st.RunNow, time.Time{}
