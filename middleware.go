@@ -420,7 +420,10 @@ const (
 	opBlobLease  Op = "blob lease"  // Lease Blob
 	opBlobList   Op = "blob list"   // List Blobs
 	opPeek       Op = "peek"        // Peek Messages, counted in Other
-	opOther      Op = "other"       // whatever else
+	// opQueueMetadata is Set Queue Metadata (a pause, a resume), counted
+	// in Other.
+	opQueueMetadata Op = "set queue metadata"
+	opOther         Op = "other" // whatever else
 )
 
 // counted is where o is counted in a [Transactions].

@@ -149,8 +149,8 @@ func (q *Queue) metadata(ctx context.Context) (map[string]*string, int, error) {
 
 // setMetadata replaces the queue's metadata: one Set Queue Metadata.
 func (q *Queue) setMetadata(ctx context.Context, md map[string]*string) error {
-	_, err := q.client.SetMetadata(tagRequest(ctx, opOther, q.tx), &azqueue.SetMetadataOptions{Metadata: md})
-	return storageError(opOther, q.name, err)
+	_, err := q.client.SetMetadata(tagRequest(ctx, opQueueMetadata, q.tx), &azqueue.SetMetadataOptions{Metadata: md})
+	return storageError(opQueueMetadata, q.name, err)
 }
 
 // Pause pauses every shard for d (see [Pauser]): two requests per shard,

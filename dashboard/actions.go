@@ -34,6 +34,14 @@ var notices = map[string]string{
 	"read-only":    "This dashboard is read-only: nothing was changed.",
 	"failed":       "The action failed; nothing more was changed. The log says why.",
 	"sweep-queued": "The sweep has started.",
+	"paused":       "The pause is written: the queue's listeners, in every process, receive nothing until it ends or is resumed (each notices within its scale interval).",
+	"resumed":      "The pause is ended: the queue's listeners receive again (each notices within its scale interval).",
+	"schedule-paused": "The schedule is paused: no scheduler sends its occurrences until the pause ends or is resumed " +
+		"(each notices within its watch period).",
+	"schedule-resumed": "The schedule's pause is ended: its misfire policy says which of the occurrences it held are sent " +
+		"(each scheduler notices within its watch period).",
+	"schedule-run": "A run now is asked: the first scheduler to read the schedule sends one occurrence, once across every instance " +
+		"(within its watch period).",
 }
 
 func notice(r *http.Request) string { return notices[bounded(r.URL.Query().Get("done"), 20)] }
@@ -46,12 +54,17 @@ type action struct {
 }
 
 var actions = map[string]action{
-	"requeue":     {"Requeue one message", "Requeue", true},
-	"purge":       {"Delete one poison message", "Delete for good", true},
-	"requeue-all": {"Requeue every matching message", "Requeue all matching", true},
-	"purge-all":   {"Delete every matching poison message", "Delete all matching for good", true},
-	"sweep":       {"Run a sweep", "Sweep", true},
-	"send":        {"Send a test message", "Send", false},
+	"requeue":         {"Requeue one message", "Requeue", true},
+	"purge":           {"Delete one poison message", "Delete for good", true},
+	"requeue-all":     {"Requeue every matching message", "Requeue all matching", true},
+	"purge-all":       {"Delete every matching poison message", "Delete all matching for good", true},
+	"sweep":           {"Run a sweep", "Sweep", true},
+	"send":            {"Send a test message", "Send", false},
+	"pause":           {"Pause a queue", "Pause", true},
+	"resume":          {"Resume a queue", "Resume", true},
+	"schedule-pause":  {"Pause a schedule", "Pause", true},
+	"schedule-resume": {"Resume a schedule", "Resume", true},
+	"schedule-run":    {"Run a schedule now", "Run now", true},
 }
 
 // target names one poison envelope, as a form carries it.
@@ -76,6 +89,7 @@ type hidden struct{ Name, Value string }
 type confirmBody struct {
 	Do, Title, Question, Button string
 	Fields                      []hidden
+	Inputs                      []input // what the operator chooses (a pause's duration)
 	Cancel                      string
 	Write                       bool
 }
@@ -122,6 +136,10 @@ func (h *Handler) confirmation(do string, get func(string) string) (confirmBody,
 			}
 		}
 		b.Cancel = "poison?" + q.Encode()
+	case "pause", "resume":
+		return h.pauseConfirmation(b, do, get)
+	case "schedule-pause", "schedule-resume", "schedule-run":
+		return h.scheduleConfirmation(b, do, get)
 	case "sweep":
 		if h.topo.store == nil {
 			return b, false
@@ -176,6 +194,12 @@ func (h *Handler) serveAct(w http.ResponseWriter, r *http.Request) {
 		h.actAll(w, r, do, readFilter(get))
 	case "sweep":
 		h.actSweep(w, r)
+	case "pause":
+		h.actPause(ctx, w, r, get)
+	case "resume":
+		h.actResume(ctx, w, r, get)
+	case "schedule-pause", "schedule-resume", "schedule-run":
+		h.actSchedule(ctx, w, r, do, get)
 	case "send":
 		name := bounded(get("queue"), 100)
 		text := get("text")

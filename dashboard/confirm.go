@@ -8,6 +8,21 @@ import (
 	"github.com/azdispatch/azdispatch"
 )
 
+// input is a field the operator fills in on a confirmation form (a pause's
+// duration, who paused), beside the hidden fields that name what the action
+// acts on. The server checks what comes back: the form only offers.
+type input struct {
+	Name, Label, Value string
+	Options            []option // a choice among these; a text field when none
+	Max                int      // a text field's bound, in bytes
+}
+
+// option is one choice of an input.
+type option struct {
+	Value, Label string
+	Selected     bool
+}
+
 // confirmView is a confirmation page with what the action would touch, as
 // the last reading saw it: an operator about to delete "every matching
 // message" sees how many that is before the button.
@@ -48,8 +63,16 @@ func (h *Handler) serveConfirmPage(w http.ResponseWriter, r *http.Request) {
 
 // matching counts what action do with the form's values would touch, by
 // the shared reading of the poison queues (or of the payload store, for a
-// sweep), and says it in a sentence. It fails only when the viewer left.
+// sweep), and says it in a sentence; for a pause, a resume or a run now,
+// what the last reading found of the queue's or the schedule's state. It
+// fails only when the viewer left.
 func (h *Handler) matching(r *http.Request, do string, get func(string) string) (string, error) {
+	switch do {
+	case "pause", "resume":
+		return h.pauseNow(r, get)
+	case "schedule-pause", "schedule-resume", "schedule-run":
+		return h.scheduleNow(r, get)
+	}
 	if do == "sweep" {
 		rd, _, err := h.payloads.get(r.Context())
 		switch {

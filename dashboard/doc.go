@@ -21,15 +21,17 @@
 //
 //   - overview (prefix/): each queue, sharded set, shard and account with its
 //     depth, poison depth and the age of its oldest message
-//     ([azdispatch.OldestAge]), its account's endpoint host
-//     ([azdispatch.Account.Host]), a shard's health as its
-//     [azdispatch.ShardedQueue] sees it, and a sparkline of each over the
-//     last hour;
+//     ([azdispatch.OldestAge]), whether it is paused, by whom and until
+//     when ([azdispatch.Pauser]; nothing for a queue that cannot be),
+//     its account's endpoint host ([azdispatch.Account.Host]), a shard's
+//     health as its [azdispatch.ShardedQueue] sees it, and a sparkline of
+//     each over the last hour;
 //   - poison (prefix/poison): the envelopes at the front of each poison
 //     queue, decoded, grouped and filtered by reason, source and age, bodies
 //     hidden until revealed;
 //   - payloads (prefix/payloads): what a [azdispatch.Sweep] would remove;
-//   - schedules (prefix/schedules): [azdispatch.PayloadStore.Schedules];
+//   - schedules (prefix/schedules): [azdispatch.PayloadStore.Schedules],
+//     with each schedule's pause and a run now waiting for a scheduler;
 //   - latency (prefix/latency): time in queue of registered listeners and
 //     the oldest age against [Options.TargetAge];
 //   - listeners (prefix/listeners): the live [azdispatch.State] of each
@@ -50,8 +52,11 @@
 // belongs to no viewer: one who leaves stops waiting for it, but it goes on
 // for the others (bounded by a timeout of its own, and ended by
 // [Handler.Close]). A reading of
-// the overview costs three requests per queue or shard (its depth, its poison
-// queue's depth, and a peek of the front messages for the oldest age); the poison
+// the overview costs three requests per queue (its depth, which brings its
+// pause with it, its poison queue's depth, and a peek of the front messages
+// for the oldest age), and one more for the pause of a queue that can be
+// paused but reads it apart from its depth (a shard of a sharded queue, a
+// memqueue); the poison
 // page one peek per poison queue; the payloads page one blob listing per
 // 5,000 blobs. The dashboard counts its own requests and shows them on the
 // cost page.
@@ -64,7 +69,10 @@
 // matching a filter (a background job with progress, stopped by
 // [Handler.Close]), send a test message (no default text: the listener's
 // handler processes it like any other message, and an empty one is
-// refused), and run a sweep. Every destructive
+// refused), run a sweep, pause a queue (for 15 minutes, 1, 4 or 24 hours,
+// saying who and why in up to 256 bytes) or a whole sharded set and resume
+// it, and pause, resume or run now a schedule
+// ([azdispatch.PayloadStore.PauseSchedule]). Every destructive
 // action goes through a confirmation page, and no GET changes anything.
 //
 // Every response carries a strict Content-Security-Policy (no inline script

@@ -96,6 +96,7 @@ type listenerRow struct {
 	Fatal   string
 	Rate    string // settled messages per second, and over what
 	Retries string // Retried by cause, the causes that happened
+	Paused  string // the source's pause as the listener last read it; "" for none
 }
 
 // classify names the state a listener is in. A Ready method (a
@@ -158,6 +159,9 @@ func (h *Handler) listenerRows() []listenerRow {
 		row.State, row.Why = classify(rs[i].l, s)
 		if s.Fatal != nil {
 			row.Fatal = "fatal since " + stamp(s.FatalSince) + ": " + cleanError(s.Fatal)
+		}
+		if s.Paused != (azdispatch.PauseState{}) {
+			row.Paused = describePause(s.Paused) + ": receiving nothing"
 		}
 		h.listeners.mu.Lock()
 		row.Rate = rs[i].rate.add(now, settled(s))

@@ -33,7 +33,9 @@ type Options struct {
 	// indented JSON.
 	Codec azdispatch.Codec
 
-	// Write enables the actions: requeue, purge, test sends and sweeps.
+	// Write enables the actions: requeue, purge, test sends, sweeps, and
+	// the pauses and resumes of queues and schedules (and a schedule's run
+	// now).
 	// Defaults to false: read-only, as a dashboard left open should be.
 	Write bool
 

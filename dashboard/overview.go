@@ -29,6 +29,7 @@ type ovRow struct {
 	// the set received, its cap and its messages in hand, in words.
 	Share   string
 	AgeOver bool // older than Options.TargetAge
+	Pause   pauseCell
 }
 
 type overviewBody struct {
@@ -40,7 +41,7 @@ type overviewBody struct {
 	Target                 time.Duration
 }
 
-var ovKeys = []string{"name", "", "depth", "poison", "age", "", "", ""}
+var ovKeys = []string{"name", "", "depth", "poison", "age", "", "", "", ""}
 
 func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 	rd, at, err := h.overview.get(r.Context())
@@ -75,6 +76,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 			kind = fmt.Sprintf("sharded set (%d shards)", len(s.units))
 		}
 		sr := row("set-", s.name, s.name, kind, aggregate(rd, s.units))
+		sr.Pause = h.pauseCell(r, rd, s.name, s.units, s.shares != nil)
 		if len(s.units) == 1 && !s.isSharded() {
 			sr.Host, sr.Where = s.units[0].where()
 		} else {
@@ -116,6 +118,7 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 				rr.Kind, rr.Share = "queue of a set", shares[u.name]
 			}
 			rr.Host, rr.Where = u.where()
+			rr.Pause = h.pauseCell(r, rd, u.name, []*unit{u}, false)
 			rr.Health, rr.HealthClass = health[u.name], classes[u.name]
 			switch ur := rd.Units[u.name]; {
 			case rr.HealthClass == "bad":
@@ -158,8 +161,8 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 	sortRows(b.Sets)
 	sortRows(b.Shards)
 	sortRows(b.Accounts)
-	labels := []string{"Name", "Kind", "Depth", "Poison", "Oldest age", "Depth, last hour", "Poison, last hour", "Oldest age, last hour"}
-	nums := []bool{false, false, true, true, true, false, false, false}
+	labels := []string{"Name", "Kind", "Depth", "Poison", "Oldest age", "Pause", "Depth, last hour", "Poison, last hour", "Oldest age, last hour"}
+	nums := []bool{false, false, true, true, true, false, false, false, false}
 	b.SetCols = columns(r, "./", ovKeys, labels, nums, sortKey)
 	b.ShardCols = columns(r, "./", ovKeys, labels, nums, sortKey)
 	b.AccountCols = columns(r, "./", ovKeys, labels, nums, sortKey)
@@ -167,6 +170,18 @@ func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		Title: "Overview", Nav: "overview", Write: h.writable(r), ReadAgo: fmtDuration(h.since(at)),
 		Notice: notice(r), Body: b,
 	})
+}
+
+// pauseCell is the Pause column of the row named name, over units: what
+// the reading found, and whether the viewer may pause or resume it there
+// (a row that is a pause target: see pauseTarget).
+func (h *Handler) pauseCell(r *http.Request, rd overviewReading, name string, units []*unit, queueSet bool) pauseCell {
+	c := pauseWords(rd, units, queueSet)
+	if t := h.topo.pausable[name]; t != nil && slices.Equal(t.units, units) {
+		c.Target = t.name
+		c.Act = h.writable(r)
+	}
+	return c
 }
 
 // where is the host of u's endpoint, and a line naming its account there:

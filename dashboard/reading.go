@@ -73,6 +73,7 @@ func readVal(ctx context.Context, read func(context.Context) (int, error)) val {
 // unitReading is what one reading found for a queue or shard.
 type unitReading struct {
 	Depth, Poison, Age val // Age in nanoseconds
+	Pause              pauseVal
 }
 
 // overviewReading is one reading of every unit, shared by every viewer.
@@ -80,9 +81,11 @@ type overviewReading struct {
 	Units map[string]unitReading
 }
 
-// readOverview reads every unit: its depth, its poison queue's depth and
-// the age of its oldest message, three requests each, in parallel, with
-// at most readParallel units at once, all within overviewTimeout.
+// readOverview reads every unit: its depth (and its pause with it), its
+// poison queue's depth and the age of its oldest message, three requests
+// each (a fourth for the pause of a queue whose depth does not bring it:
+// see readDepthAndPause), in parallel, with at most readParallel units at
+// once, all within overviewTimeout.
 func (h *Handler) readOverview(ctx context.Context) overviewReading {
 	ctx, cancel := context.WithTimeoutCause(ctx, overviewTimeout, errNoAnswerInTime)
 	defer cancel()
@@ -106,7 +109,8 @@ func (h *Handler) readOverview(ctx context.Context) overviewReading {
 		if backedOff[u.name] {
 			skipped := val{Err: "not read: the sharded queue has backed this shard off (see its health)"}
 			mu.Lock() // the units read before it are being written
-			out.Units[u.name] = unitReading{Depth: skipped, Poison: skipped, Age: skipped}
+			out.Units[u.name] = unitReading{Depth: skipped, Poison: skipped, Age: skipped,
+				Pause: pauseVal{Pausable: u.caps.Pauser != nil, Err: skipped.Err}}
 			mu.Unlock()
 			continue
 		}
@@ -115,7 +119,7 @@ func (h *Handler) readOverview(ctx context.Context) overviewReading {
 			defer func() { <-sem }()
 			var r unitReading
 			var each sync.WaitGroup
-			each.Go(func() { r.Depth = readVal(ctx, func(ctx context.Context) (int, error) { return u.read.Depth(ctx) }) })
+			each.Go(func() { r.Depth, r.Pause = readDepthAndPause(ctx, u) })
 			switch {
 			case u.poison == nil:
 				r.Poison = val{Err: "no poison queue"}

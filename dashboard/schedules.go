@@ -42,15 +42,6 @@ func (h *Handler) readSchedules(ctx context.Context) scheduleReading {
 // one the schedulers go by (the storage service's).
 const overdueGrace = time.Minute
 
-// scheduleRow is one schedule as the page shows it.
-type scheduleRow struct {
-	azdispatch.ScheduleState
-	// Overdue is how far its next occurrence is past, if by more than
-	// overdueGrace: no scheduler has sent it (none runs, or none reaches
-	// storage). Zero otherwise.
-	Overdue time.Duration
-}
-
 // overdue is how far past s's next time now is, if by more than
 // overdueGrace; zero for one on time, ended, or without a next time.
 func overdue(s azdispatch.ScheduleState, now time.Time) time.Duration {
@@ -67,7 +58,8 @@ type schedulesBody struct {
 	Store   string
 	Err     string
 	Rows    []scheduleRow
-	Overdue int // rows flagged overdue
+	Overdue int  // rows flagged overdue
+	Write   bool // the viewer may pause, resume and run now
 }
 
 func (h *Handler) serveSchedules(w http.ResponseWriter, r *http.Request) {
@@ -75,10 +67,10 @@ func (h *Handler) serveSchedules(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	b := schedulesBody{Err: rd.Err}
+	b := schedulesBody{Err: rd.Err, Write: h.writable(r)}
 	now := h.opts.Now()
 	for _, st := range rd.States {
-		row := scheduleRow{ScheduleState: st, Overdue: overdue(st, now)}
+		row := h.scheduleRow(st, now)
 		if row.Overdue > 0 {
 			b.Overdue++
 		}
@@ -88,6 +80,6 @@ func (h *Handler) serveSchedules(w http.ResponseWriter, r *http.Request) {
 		b.Store = h.topo.store.Container()
 	}
 	h.render(w, r, http.StatusOK, "schedules", pageData{
-		Title: "Schedules", Nav: "schedules", Write: h.writable(r), ReadAgo: fmtDuration(h.since(at)), Body: b,
+		Title: "Schedules", Nav: "schedules", Write: b.Write, ReadAgo: fmtDuration(h.since(at)), Notice: notice(r), Body: b,
 	})
 }

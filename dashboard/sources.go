@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"sort"
+	"time"
 
 	"github.com/azdispatch/azdispatch"
 )
@@ -49,6 +50,12 @@ type topology struct {
 	// account (a memqueue.Queue): the cost page adds their counts.
 	counted []func() azdispatch.Transactions
 	store   *azdispatch.PayloadStore
+	// pausable are what the pause and resume actions act on, by name.
+	pausable map[string]*pauseTarget
+	// storeTime is the service's time as the store's account (or else
+	// the first source that can tell) knows it: a schedule's pause ends
+	// by it. Nil when no source can tell.
+	storeTime func() time.Time
 }
 
 func newTopology(o *Options) *topology {
@@ -129,7 +136,28 @@ func newTopology(o *Options) *topology {
 		}
 	}
 	sort.SliceStable(t.accounts, func(i, j int) bool { return t.accounts[i].Name() < t.accounts[j].Name() })
+	t.pausable = pauseTargets(t.sets)
+	t.storeTime = storeClock(t)
 	return t
+}
+
+// storeClock is the service's time as known by a source whose payload
+// store is the one the dashboard shows (an account's queues and blobs
+// share one clock), or else by the first source that can tell.
+func storeClock(t *topology) func() time.Time {
+	var first func() time.Time
+	for _, s := range t.sets {
+		if s.caps.ServiceTime == nil {
+			continue
+		}
+		if first == nil {
+			first = s.caps.ServiceTime
+		}
+		if s.caps.PayloadStore != nil && s.caps.PayloadStore() == t.store {
+			return s.caps.ServiceTime
+		}
+	}
+	return first
 }
 
 // unitByPoison finds the unit whose poison queue is named name.

@@ -52,6 +52,8 @@ func accessFor(o string, req *http.Request) (a access, ok bool) {
 		return a, true
 	case "depth": // Get Queue Metadata (the approximate message count)
 		return queue("Read", "Container"), true
+	case "set queue metadata": // Set Queue Metadata: a pause, a resume
+		return queue("Write", "Container"), true
 	case "create": // Create Queue; a queue SAS cannot grant it
 		return queue("Create", "Container"), true
 	case "blob read": // Get Blob, Get Blob Properties
