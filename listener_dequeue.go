@@ -149,18 +149,27 @@ func (dq *dequeuer[T]) leave() {
 // receiving.
 func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 	l, ctx, slots := dq.l, dq.ctx, dq.slots
-	if !l.awaitUnpaused(ctx) {
-		return receiveResult{}, nil, false
-	}
-	n, err := slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize)
-	if err != nil {
-		return receiveResult{}, nil, false
-	}
-	if ctx.Err() != nil {
-		// Slots were free, so Take did not wait; receiving now would
-		// only cost a try of every message it brought back.
+	var n int
+	for {
+		if !l.awaitUnpaused(ctx) {
+			return receiveResult{}, nil, false
+		}
+		var err error
+		if n, err = slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize); err != nil {
+			return receiveResult{}, nil, false
+		}
+		if ctx.Err() != nil {
+			// Slots were free, so Take did not wait; receiving now would
+			// only cost a try of every message it brought back.
+			slots.Give(n)
+			return receiveResult{}, nil, false
+		}
+		if !l.pausedMeanwhile(ctx) {
+			break
+		}
+		// Paused while this dequeuer waited for slots (handlers hanging
+		// on the downstream the pause is for): not a receive more.
 		slots.Give(n)
-		return receiveResult{}, nil, false
 	}
 	// Under a rate limit, no more messages than there are turns for
 	// soon: the rest wait in the queue, visible to other workers. The

@@ -26,7 +26,8 @@ import (
 // (with the depth it reads anyway while busy), and receives nothing while
 // it is on; handlers under way finish, and messages in hand are tried.
 type Pauser interface {
-	// Pause pauses the queue for d from now on the service's clock, and
+	// Pause pauses the queue for at least d from now on the service's
+	// clock (its end is kept to the second, up to two seconds later), and
 	// returns the pause as kept. A pause given while one is on replaces it;
 	// of two operators' pauses and resumes at once, the last written wins.
 	Pause(ctx context.Context, d time.Duration, opts *PauseOptions) (PauseState, error)
@@ -88,8 +89,8 @@ func (q *Queue) Pause(ctx context.Context, d time.Duration, opts *PauseOptions) 
 	if err != nil {
 		return PauseState{}, err
 	}
-	now := q.ServiceTime().UTC().Truncate(time.Second)
-	st := pause.State{Since: now, Until: now.Add(d + time.Second - 1).Truncate(time.Second), By: o.By}
+	now := q.ServiceTime().UTC()
+	st := pause.State{Since: now.Truncate(time.Second), Until: pause.EndOf(now, d), By: o.By}
 	if err := q.setMetadata(ctx, pause.With(md, st)); err != nil {
 		return PauseState{}, err
 	}
@@ -285,6 +286,17 @@ func (l *Listener[T]) awaitUnpaused(ctx context.Context) bool {
 			"until", st.Until, "by", st.By)
 	})
 	return err == nil
+}
+
+// pausedMeanwhile reports whether the source is paused now, reading it
+// first if the last reading is a scale interval old: for a dequeuer that
+// passed the gate and then waited for slots, however long.
+func (l *Listener[T]) pausedMeanwhile(ctx context.Context) bool {
+	if l.paused == nil {
+		return false
+	}
+	_, on := l.paused.Holds(ctx)
+	return on
 }
 
 // Paused returns the source's pause as the listener last read it, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/pause"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/syncx"
@@ -106,8 +107,7 @@ func pauseChange(d time.Duration, opts *PauseOptions) scheduleChange {
 		if err != nil {
 			return false, err
 		}
-		since := now.Truncate(time.Second)
-		st.Pause = timetable.Pause{Since: since, Until: since.Add(d), By: o.By}
+		st.Pause = timetable.Pause{Since: now.Truncate(time.Second), Until: pause.EndOf(now, d), By: o.By}
 		return true, nil
 	}
 }

@@ -33,8 +33,10 @@ func (q *Queue) Pause(ctx context.Context, d time.Duration, opts *azdispatch.Pau
 	if _, err := q.PauseState(ctx); err != nil {
 		return azdispatch.PauseState{}, err
 	}
-	now := reported(q.clock.Now())
-	st := pause.State{Since: now, Until: now.Add(wholeSeconds(d)), By: by}
+	// The queue's clock is exact, not a lower bound as a client's of the
+	// service is: the end, rounded up to the second, is at least d away.
+	now := q.clock.Now()
+	st := pause.State{Since: reported(now), Until: reported(now.Add(d + time.Second - 1)), By: by}
 	if err := q.setPause(ctx, st); err != nil {
 		return azdispatch.PauseState{}, err
 	}

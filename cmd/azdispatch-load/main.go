@@ -10,6 +10,8 @@
 //	go run ./cmd/azdispatch-load -scenario chaos -duration 10m -seed 42
 //	go run ./cmd/azdispatch-load -scenario schedule -duration 3m -json
 //	go run ./cmd/azdispatch-load -scenario latency -json
+//	go run ./cmd/azdispatch-load -scenario pause -json   # -duration sets the pause (default 30s)
+//	go run ./cmd/azdispatch-load -scenario idle-paused   # -duration sets the window (default 10m)
 package main
 
 import (
@@ -102,24 +104,27 @@ var scenarios = map[string]scenario{
 	"priority":     runPriority,
 	"fairness":     runFairness,
 	"keys":         runKeys,
+	"pause":        runQueuePause,
+	"idle-paused":  runIdlePaused,
 }
 
-// soaks judge rather than measure, and run only when named.
-var soaks = []string{"chaos", "schedule"}
+// soaks judge rather than measure, or take minutes of their own, and run
+// only when named.
+var soaks = []string{"chaos", "schedule", "pause", "idle-paused"}
 
 func main() {
 	if code, ok := runRole(); ok {
-		os.Exit(code) // a soak's child: a chaos worker, a scheduler
+		os.Exit(code) // a scenario's child: a chaos worker, a scheduler, a keys or pause worker
 	}
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but the soaks, "+strings.Join(soaks, " and ")+"), "+strings.Join(names(), ", "))
+	flag.StringVar(&o.scenario, "scenario", "all", "scenario to run: all (every one but "+strings.Join(soaks, ", ")+"), "+strings.Join(names(), ", "))
 	flag.BoolVar(&o.json, "json", false, "print one JSON object per line instead of a table")
 	flag.DurationVar(&o.latency, "latency", 0, "add this to every request, a stand-in for the round trip to a real account (latency scenario: 20ms if not given)")
 	flag.IntVar(&o.messages, "messages", 1000, "messages per run (Azurite slows past about 1,000 held)")
 	flag.IntVar(&o.rounds, "rounds", 5, "runs per variant; the median is reported")
 	flag.DurationVar(&o.limit, "limit", 15*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
-	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m); latency: each variant's measured window (default 1m)")
+	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m); latency: each variant's measured window (default 1m); pause: the pause (default 30s); idle-paused: the window (default 10m)")
 	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule; latency: of the arrivals (default random, printed)")
 	flag.IntVar(&o.keys.Keys, "keys", 0, "keys: how many keys (default 1,000)")
 	flag.IntVar(&o.keys.Each, "each", 0, "keys: messages of each key (default 50)")

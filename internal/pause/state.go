@@ -33,6 +33,15 @@ type State struct {
 	By           string
 }
 
+// EndOf is when a pause for d from now ends, now being the service's time
+// as a client knows it: a lower bound, up to a second behind, since the
+// service tells its time to the second. It is rounded up to the second,
+// as the pause is kept, from a second past now, so that the pause lasts at
+// least d on the service's clock, and at most two seconds more.
+func EndOf(now time.Time, d time.Duration) time.Time {
+	return now.Add(d + 2*time.Second - 1).Truncate(time.Second)
+}
+
 // ActiveAt reports whether the pause holds at now, a time on the service's
 // clock.
 func (s State) ActiveAt(now time.Time) bool { return !s.Until.IsZero() && now.Before(s.Until) }
