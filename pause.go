@@ -71,6 +71,8 @@ func checkPause(d time.Duration, opts *PauseOptions) (PauseOptions, error) {
 	switch {
 	case d <= 0:
 		return o, &ConfigError{Field: "pause duration", Reason: fmt.Sprintf("%v; need more than 0 (Resume ends a pause)", d)}
+	case d > pause.MaxFor:
+		return o, &ConfigError{Field: "pause duration", Reason: fmt.Sprintf("%v; at most 100 years (Resume ends a pause)", d)}
 	case len(o.By) > pause.MaxBy:
 		return o, &ConfigError{Field: "PauseOptions.By", Reason: fmt.Sprintf("%d bytes; at most %d", len(o.By), pause.MaxBy)}
 	}

@@ -2,6 +2,7 @@ package azdispatch
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,6 +182,9 @@ func TestAPauseIsChecked(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	_, err = q.Pause(ctx, time.Minute, &PauseOptions{By: string(make([]byte, pause.MaxBy+1))})
 	require.ErrorAs(t, err, &ce)
+	_, err = q.Pause(ctx, math.MaxInt64, nil) // "for good": its end would not fit
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, err.Error(), "at most 100 years")
 	assert.Zero(t, q.Transactions().Total(), "a refused pause makes no request")
 
 	missing, err := testAccount(t, nil).Queue(uniqueName(t))

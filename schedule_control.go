@@ -30,15 +30,20 @@ const runNowMerge = 10 * time.Second
 // about twice per occurrence.
 const changeTries = 5
 
-// PauseSchedule pauses the schedule name that sends to queue for d, on the
-// store's clock: no scheduler sends its occurrences until the pause ends
+// PauseSchedule pauses the schedule name that sends to queue for at least
+// d on the store's clock (its end is kept to the second, up to two seconds
+// later): no scheduler sends its occurrences until the pause ends
 // (or [PayloadStore.ResumeSchedule]); then those that fell in the pause
 // were missed, and the schedule's [Misfire] policy says which are sent. A
 // run-now is still sent. A pause given while one holds replaces it. It
 // makes a read and a write, and fails with [ErrScheduleNotFound] if no
 // scheduler has started the schedule.
 func (s *PayloadStore) PauseSchedule(ctx context.Context, queue, name string, d time.Duration, opts *PauseOptions) (ScheduleState, error) {
-	return changeSchedule(ctx, s.records, queue, name, pauseChange(d, opts))
+	f, err := pauseChange(d, opts)
+	if err != nil {
+		return ScheduleState{}, err
+	}
+	return changeSchedule(ctx, s.records, queue, name, f)
 }
 
 // ResumeSchedule ends the pause of the schedule name that sends to queue
@@ -55,14 +60,18 @@ func (s *PayloadStore) ResumeSchedule(ctx context.Context, queue, name string) (
 // (see [ScheduleState.RunNow]). It fails with [ErrScheduleEnded] for a
 // schedule whose timetable has ended.
 func (s *PayloadStore) RunScheduleNow(ctx context.Context, queue, name string) (ScheduleState, error) {
-	return changeSchedule(ctx, s.records, queue, name, runNowChange)
+	return changeSchedule(ctx, s.records, queue, name, runNowChange())
 }
 
 // Pause pauses the schedule name of this scheduler's queue for d: see
 // [PayloadStore.PauseSchedule]. This scheduler sees it at once; the others
 // within [SchedulerOptions.Watch].
 func (s *Scheduler[T]) Pause(ctx context.Context, name string, d time.Duration, opts *PauseOptions) (ScheduleState, error) {
-	return s.change(ctx, name, pauseChange(d, opts))
+	f, err := pauseChange(d, opts)
+	if err != nil {
+		return ScheduleState{}, err
+	}
+	return s.change(ctx, name, f)
 }
 
 // Resume ends the pause of the schedule name: see
@@ -75,7 +84,7 @@ func (s *Scheduler[T]) Resume(ctx context.Context, name string) (ScheduleState, 
 // timetable: see [PayloadStore.RunScheduleNow]. This scheduler, if it runs
 // the schedule, sends it at once.
 func (s *Scheduler[T]) RunNow(ctx context.Context, name string) (ScheduleState, error) {
-	return s.change(ctx, name, runNowChange)
+	return s.change(ctx, name, runNowChange())
 }
 
 // change changes the state of schedule name of this scheduler's queue, and
@@ -97,19 +106,32 @@ func (s *Scheduler[T]) change(ctx context.Context, name string, f scheduleChange
 }
 
 // A scheduleChange changes a schedule's state at now, on the store's clock,
-// and reports whether there is anything to write.
+// and reports whether there is anything to write. It is called again, with
+// the record read anew, when its write found the record changed: by a
+// scheduler or another operator in between, or by its own earlier write
+// whose answer was lost (the SDK tried again, and the condition failed).
+// So each remembers what it first wrote, and finds it there.
 type scheduleChange func(st *timetable.State, now time.Time) (bool, error)
 
-// pauseChange pauses for d.
-func pauseChange(d time.Duration, opts *PauseOptions) scheduleChange {
+// pauseChange pauses for d, or fails with the options' mistake before any
+// request.
+func pauseChange(d time.Duration, opts *PauseOptions) (scheduleChange, error) {
 	o, err := checkPause(d, opts)
-	return func(st *timetable.State, now time.Time) (bool, error) {
-		if err != nil {
-			return false, err
-		}
-		st.Pause = timetable.Pause{Since: now.Truncate(time.Second), Until: pause.EndOf(now, d), By: o.By}
-		return true, nil
+	if err != nil {
+		return nil, err
 	}
+	var mine timetable.Pause // as first written
+	return func(st *timetable.State, now time.Time) (bool, error) {
+		switch {
+		case mine.Until.IsZero():
+			mine = timetable.Pause{Since: now.Truncate(time.Second), Until: pause.EndOf(now, d), By: o.By}
+		case st.Pause.Since.Equal(mine.Since) && st.Pause.By == mine.By:
+			// Written: a resume since is another operator's, and stands.
+			return false, nil
+		}
+		st.Pause = mine
+		return true, nil
+	}, nil
 }
 
 // resumeChange ends a pause that holds. The pause is kept, ended now, so
@@ -122,24 +144,35 @@ func resumeChange(st *timetable.State, now time.Time) (bool, error) {
 	return true, nil
 }
 
-// runNowChange asks for a run-now, unless one waits or was just asked.
-func runNowChange(st *timetable.State, now time.Time) (bool, error) {
-	switch {
-	case st.Done:
-		return false, ErrScheduleEnded
-	case !st.RunNow.IsZero():
-		return false, nil
-	case !st.LastRunNow.IsZero() && now.Sub(st.LastRunNow) < runNowMerge:
-		return false, nil
+// runNowChange asks for a run now, unless one waits or was just asked.
+func runNowChange() scheduleChange {
+	var asked time.Time // as first written
+	return func(st *timetable.State, now time.Time) (bool, error) {
+		switch {
+		case st.Done:
+			return false, ErrScheduleEnded
+		case !st.RunNow.IsZero():
+			return false, nil // waiting: this one, or one it is the same as
+		case !asked.IsZero() && !st.LastRunNow.Before(asked):
+			return false, nil // written, and sent already
+		case !st.LastRunNow.IsZero() && now.Sub(st.LastRunNow) < runNowMerge:
+			return false, nil
+		}
+		if asked.IsZero() {
+			asked = now.Truncate(time.Second)
+		}
+		st.RunNow = asked
+		return true, nil
 	}
-	st.RunNow = now.Truncate(time.Second)
-	return true, nil
 }
 
 // changeSchedule applies f to the state of the schedule name of queue, and
 // writes it if f asks, under the ETag it read: a scheduler or another
 // operator that wrote in between makes it read and apply f again.
 func changeSchedule(ctx context.Context, store records.Store, queue, name string, f scheduleChange) (ScheduleState, error) {
+	if name == "" {
+		return ScheduleState{}, &ConfigError{Field: "schedule name", Reason: "empty"}
+	}
 	record := recordName(payload.KindSchedule, queue, name)
 	for try := 1; ; try++ {
 		r, err := store.Read(ctx, record)

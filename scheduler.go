@@ -86,8 +86,9 @@ type failureRun struct {
 }
 
 // readySchedulerFailures is how many failures in a row of one schedule
-// make a scheduler not ready: with the back-off of 1, 2 and 4 s, about
-// seven seconds of a store that does not answer.
+// make a scheduler not ready: with the back-off of 1 and 2 s, a few
+// seconds of a store that refuses, and about three claim timeouts (45 s
+// at the default) of one that hangs.
 const readySchedulerFailures = 3
 
 // Ready reports whether the scheduler is doing its work, for a readiness
@@ -300,7 +301,12 @@ func (s *Scheduler[T]) States(ctx context.Context) ([]ScheduleState, error) {
 func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		wake, err := s.step(ctx, sc)
+		// A step is bounded by a claim's time, which it must keep within
+		// anyway: a store that hangs fails it then, rather than after the
+		// SDK's tries of each request (minutes), and Ready says so.
+		stepCtx, cancel := context.WithTimeout(ctx, s.opts.ClaimTimeout)
+		wake, err := s.step(stepCtx, sc)
+		cancel()
 		if ctx.Err() == nil {
 			s.outcome(sc.Name, err)
 		}

@@ -18,8 +18,9 @@ type SchedulerOptions struct {
 	// ClaimTimeout is how long an instance's claim on an occurrence holds:
 	// an instance that has not sent it by then (it died, or paused) is
 	// taken over by another, so an occurrence is sent at most about this
-	// late after a crash. It must exceed the time one wake's sends take.
-	// Defaults to 15 s; at least 2 s.
+	// late after a crash. It must exceed the time one wake's sends take,
+	// and bounds each wake's requests: a store that hangs fails a wake
+	// then. Defaults to 15 s; at least 2 s.
 	ClaimTimeout time.Duration
 	// Grace is how late an occurrence may be sent and still count as on
 	// time (after its [Schedule.Jitter]); one later was missed, and the

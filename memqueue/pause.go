@@ -27,6 +27,8 @@ func (q *Queue) Pause(ctx context.Context, d time.Duration, opts *azdispatch.Pau
 	switch {
 	case d <= 0:
 		return azdispatch.PauseState{}, fmt.Errorf("memqueue: pause of %v; need more than 0", d)
+	case d > pause.MaxFor:
+		return azdispatch.PauseState{}, fmt.Errorf("memqueue: pause of %v; at most 100 years", d)
 	case len(by) > pause.MaxBy:
 		return azdispatch.PauseState{}, fmt.Errorf("memqueue: PauseOptions.By of %d bytes; at most %d", len(by), pause.MaxBy)
 	}

@@ -22,6 +22,10 @@ const MetadataName = "azdispatch_pause"
 // metadata.
 const MaxBy = 256
 
+// MaxFor bounds a pause's duration: a hundred years is for good, and
+// the end of a longer one does not fit a time.Duration from now.
+const MaxFor = 100 * 365 * 24 * time.Hour
+
 // maxValue bounds the entry a reader parses: anything longer was not
 // written by Render.
 const maxValue = 3*MaxBy + 128
