@@ -323,16 +323,16 @@ func (s *Scheduler[T]) loop(ctx context.Context, sc *scheduled[T]) {
 		default:
 			backoff = time.Second
 		}
-		// Then this instance's stagger, on this machine's clock, so
-		// that the instances do not all read at once and race for the
-		// claim: the first claims, and the others, reading after, find
-		// its claim and wait (one read each, instead of a refused claim
-		// and a read again).
 		// A pause, a resume or a run-now asked in another process is
 		// seen at the next look, so look at least once per Watch.
 		if s.opts.Watch > 0 {
 			wake = timeMin(wake, s.store.Now().Add(s.opts.Watch))
 		}
+		// Then this instance's stagger, on this machine's clock, so
+		// that the instances do not all read at once and race for the
+		// claim: the first claims, and the others, reading after, find
+		// its claim and wait (one read each, instead of a refused claim
+		// and a read again).
 		if s.store.Sleep(ctx, wake, sc.poke) {
 			syncx.Sleep(ctx, s.stagger, nil)
 		}
