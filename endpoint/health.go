@@ -219,6 +219,20 @@ type checkReport struct {
 	// Degraded says what is out while the check is still ready: a
 	// sharded queue's shards that do not answer (see Degrader).
 	Degraded string `json:"degraded,omitempty"`
+	// Paused is the pause a listener holds for (see PauseReporter): a
+	// state, not a failure.
+	Paused *pausedReport `json:"paused,omitempty"`
+}
+
+// PauseReporter is a [Checker] that can be paused: a
+// *[azdispatch.Listener] on a [azdispatch.Pauser]. While its pause holds,
+// the readiness probe shows it in the check's "paused" field (until when,
+// by whom) and stays 200: a pod that waits out a pause is doing what it
+// was told, and taking it out of service would change nothing.
+type PauseReporter interface {
+	// Paused returns the pause as last read, and whether it holds now. It
+	// must be quick and make no request.
+	Paused() (azdispatch.PauseState, bool)
 }
 
 // Degrader is a [Checker] that can be ready with part of it out: a
@@ -258,6 +272,11 @@ func (h *Health) readiness(now time.Time) []checkReport {
 		} else if d, ok := hc.c.(Degrader); ok {
 			if err := d.Degraded(); err != nil {
 				out[i].Degraded = redactedError(err)
+			}
+		}
+		if p, ok := hc.c.(PauseReporter); ok && ready {
+			if st, on := p.Paused(); on {
+				out[i].Paused = &pausedReport{Until: st.Until.UTC(), By: st.By}
 			}
 		}
 		h.mu.Lock()
