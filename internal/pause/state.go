@@ -9,13 +9,15 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 // MetadataName is the queue metadata entry that holds a pause. Metadata
 // names must be identifiers; the service keeps them as given and answers
 // them in whatever case the HTTP stack makes, so Find looks for it in any
 // case.
-const MetadataName = "azdispatch_pause"
+const MetadataName = wire.PauseEntry
 
 // MaxBy bounds who paused (PauseOptions.By), in bytes: the whole entry,
 // escaped, then stays well under the 8 KiB the service allows a queue's

@@ -23,6 +23,11 @@ const (
 	RequeuedFromEntry = "azdispatch-requeued-from"
 )
 
+// PauseEntry is the queue metadata entry (not a message's) that holds a
+// queue's pause (see internal/pause). Metadata names must be identifiers:
+// an underscore, not a hyphen.
+const PauseEntry = "azdispatch_pause"
+
 // MaxMetaLine bounds the metadata line, newline included, that a publisher
 // writes and a listener reads: room for a trace context with a full
 // tracestate (512 bytes, W3C) and some more, while a malformed or hostile
