@@ -48,7 +48,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "stopping the second Azurite:", err)
 		}
 	}
-	external := false
+	// A process a test started (see childProc) uses its parent's
+	// emulator, which keeps this process's idle connections open: as an
+	// emulator it did not start.
+	external := emulator.inst == nil && os.Getenv(azurite.EnvConnectionString) != ""
 	if emulator.inst != nil {
 		external = emulator.inst.External()
 		if err := emulator.inst.Stop(); err != nil {
