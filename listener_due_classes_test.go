@@ -68,10 +68,21 @@ func TestKeyClassesHoldAcrossListeners(t *testing.T) {
 		stop := running(t, l)
 		t.Cleanup(func() { require.NoError(t, stop()) })
 	}
-	waitUntil(t, "every message handled", func() bool {
+	// A message is settled after its handler returns: wait for both, or
+	// InFlight read below can still hold the last one.
+	waitUntil(t, "every message handled and settled", func() bool {
 		mu.Lock()
-		defer mu.Unlock()
-		return done == each*len(keys)
+		handled := done == each*len(keys)
+		mu.Unlock()
+		if !handled {
+			return false
+		}
+		for _, l := range ls {
+			if l.State().InFlight != 0 {
+				return false
+			}
+		}
+		return true
 	})
 	mu.Lock()
 	defer mu.Unlock()
