@@ -155,6 +155,17 @@
 // reason and nothing is deleted. [PayloadLimits] bound every read. [Sweep]
 // removes blobs whose messages can no longer exist.
 //
+// # Many messages in one call
+//
+// [NewBatchListener] calls a [BatchHandler] with many messages at once: the
+// messages of one receive, or up to [BatchOptions.MaxItems] gathered within
+// [BatchOptions.MaxWait], of one key with [BatchOptions.ByKey]. Each
+// message takes its own way through the listener (tries, poison, the
+// payload budget, key limits, middleware) and is settled alone, by the
+// outcome the handler gives it through [PerMessage]: one bad message is
+// retried or poisoned without the others. Without a window a call costs no
+// request more than handling its messages one at a time.
+//
 // # Sending later
 //
 // [Publisher.SendAfter], [Publisher.SendAt] and [Publisher.SendWith] send a

@@ -147,6 +147,8 @@ type Listener[T any] struct {
 	// classes hold this listener's places under Limits.Classes, one pool
 	// per class, in its order.
 	classes []*keylock.Pool
+	// batch is a batch listener's (see NewBatchListener); nil otherwise.
+	batch *batcher[T]
 	// stages are the stages of a try (see tryStages), made once.
 	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
@@ -193,11 +195,20 @@ const settleTimeout = 30 * time.Second
 // source. Nil opts means defaults; an invalid field is reported as a
 // [*ConfigError] naming it.
 func NewListener[T any](source Source, handler Handler[T], opts *ListenerOptions) (*Listener[T], error) {
-	if source == nil {
-		return nil, &ConfigError{Field: "source", Reason: "nil"}
-	}
 	if handler == nil {
 		return nil, &ConfigError{Field: "handler", Reason: "nil"}
+	}
+	if opts != nil && opts.Batch != (BatchOptions{}) {
+		return nil, badListenerOption("Batch", "is for a batch handler: see NewBatchListener")
+	}
+	return newListener(source, handler, opts)
+}
+
+// newListener is a listener with handler, or, for NewBatchListener, a nil
+// handler and a batcher it sets.
+func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions) (*Listener[T], error) {
+	if source == nil {
+		return nil, &ConfigError{Field: "source", Reason: "nil"}
 	}
 	caps := CapabilitiesOf(source)
 	o, err := opts.withDefaults(source, caps)
@@ -336,6 +347,9 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	s.settle.Base, s.settle.Timeout = s.detached, settleTimeout
 	defer s.settle.Stop()
 	defer l.startWatch(s)()
+	if l.batch != nil {
+		l.startGathering(s)
+	}
 
 	if l.caps.Subscribe != nil {
 		defer l.caps.Subscribe(l.Notify)()
@@ -426,6 +440,9 @@ const abandonAfter = 10 * time.Second
 // be stopped from outside); each settles its message if it ever returns,
 // and its message reappears after its visibility timeout meanwhile.
 func (l *Listener[T]) shutdown(s *session, stopWork context.CancelCauseFunc) error {
+	if l.batch != nil {
+		l.stopGathering()
+	}
 	drain := time.NewTimer(max(l.opts.DrainTimeout, 0))
 	defer drain.Stop()
 	abandon := time.NewTimer(time.Hour)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/azdispatch/azdispatch/internal/gather"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
@@ -117,6 +118,15 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 	b.allDone, b.running = make(chan struct{}), map[int]string{}
 	b.pending.Store(1) // the loop below, until it has started every item
 	defer b.waitItems()
+	var group *gather.Group
+	if l.batch != nil {
+		// For a batch handler, the items are the messages that gather,
+		// this loop on its way until it has started every item.
+		t.seat.Leave()
+		group = l.batch.gather.NewGroup(1)
+		t.seat.Sit(group)
+		defer t.seat.Leave()
+	}
 	for i := range b.p.Items {
 		skip := b.done.Has(i)
 		if !skip {
@@ -152,6 +162,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 			b.halted = errors.Is(err, errNotStarted)
 			return nil
 		}
+		group.Add(1)
 		b.started(i, text)
 		// Owned by the session, not by this batch alone: an item that
 		// ignores its context is waited for, and reported, by Run. Its
@@ -161,7 +172,7 @@ func (b *batchTry[T]) tryItems(data []byte) error {
 			defer b.giveItemMemory(hold)
 			defer l.giveHandler(place)
 			defer b.exited(i)
-			b.tryItem(i, text)
+			b.tryItem(i, text, group)
 		})
 	}
 	return nil
@@ -331,7 +342,7 @@ func (b *batchTry[T]) waitItems() {
 }
 
 // tryItem decodes and handles one item and records its outcome.
-func (b *batchTry[T]) tryItem(i int, text string) {
+func (b *batchTry[T]) tryItem(i int, text string, group *gather.Group) {
 	l, d := b.l, b.t.d
 	l.stats.items.Add(1)
 	item := &struct {
@@ -339,6 +350,8 @@ func (b *batchTry[T]) tryItem(i int, text string) {
 		own  itemCall
 		m    Message[T]
 	}{}
+	item.own.seat.Sit(group)
+	defer item.own.seat.Leave()
 	m := &item.m
 	if err := l.decode(text, &m.Body); err != nil {
 		if _, ok := b.finish(i); ok {
@@ -353,7 +366,7 @@ func (b *batchTry[T]) tryItem(i int, text string) {
 	// batch's try (see handlerCall).
 	var cancel context.CancelCauseFunc
 	item.call.Context, cancel = context.WithCancelCause(b.t.context())
-	item.own = itemCall{cancel: cancel, batch: b, index: i}
+	item.own.cancel, item.own.batch, item.own.index = cancel, b, i
 	item.call.item = &item.own
 	err := l.callWatched(b.t, &item.call, m, len(text))
 	cancel(nil)

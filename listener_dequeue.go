@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/dequeue"
+	"github.com/azdispatch/azdispatch/internal/gather"
 	"github.com/azdispatch/azdispatch/internal/ratelimit"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
@@ -197,9 +198,13 @@ func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 		l.reappearNow(dq.s, slots, batch)
 		return r, nil, true
 	}
+	var group *gather.Group
+	if l.batch != nil && len(batch) > 0 {
+		group = l.batch.gather.NewGroup(len(batch))
+	}
 	arrivals := dq.arrivals[:0]
 	for i, d := range batch {
-		arrivals = append(arrivals, arrival{d: d, slots: slots, received: r.started, took: r.answered.Sub(r.started), turn: turns.At(i)})
+		arrivals = append(arrivals, arrival{d: d, slots: slots, received: r.started, took: r.answered.Sub(r.started), turn: turns.At(i), group: group})
 	}
 	dq.arrivals = arrivals
 	return r, arrivals, true

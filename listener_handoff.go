@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/dequeue"
+	"github.com/azdispatch/azdispatch/internal/gather"
 	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 )
@@ -53,6 +54,9 @@ type arrival struct {
 	took     time.Duration
 	// turn is when d may start under the rate limit; zero without one.
 	turn time.Time
+	// group counts the receive's messages on their way to a batch
+	// handler's call (see gather.Group); nil otherwise.
+	group *gather.Group
 }
 
 // tryPool holds the session's try goroutines, which take each message
@@ -195,6 +199,14 @@ func (run *inlineRun) take() (arrival, bool) {
 // on with next; this goroutine finishes the try it is in, and tryHere
 // returns its role from then on: a try goroutine's.
 func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResult) role {
+	if dq.l.batch != nil {
+		// A batch handler's messages wait for one another: each waits on
+		// a goroutine of its own.
+		for _, a := range batch {
+			dq.l.startTry(dq.s, a)
+		}
+		return nil
+	}
 	run := dq.run
 	if run == nil {
 		run = &inlineRun{spilled: make(chan struct{}, 1)}

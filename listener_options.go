@@ -33,6 +33,10 @@ type ListenerOptions struct {
 	// lease or their class's place then do not leave handlers idle.
 	Concurrency int
 
+	// Batch says how a batch listener forms its calls; only for
+	// [NewBatchListener].
+	Batch BatchOptions
+
 	// Scaling says how many dequeuers (receive loops) run, how much each
 	// asks for and how fast, and when they sleep, stop and wake. Its zero
 	// value means the defaults of [ScalingOptions].

@@ -132,6 +132,8 @@ type engineRound struct {
 	// waitCheck rounds measure the CPU of a listener whose every handler
 	// waits, with a HandlerTimeout long enough not to end the wait.
 	waitCheck bool
+	// batchCalls rounds run a batch handler (opts.Batch): handleBatch.
+	batchCalls bool
 	// receiveFaults counts the steps that armed failed receives, or
 	// receives that bring messages and fail.
 	receiveFaults int
@@ -158,6 +160,7 @@ type engineRound struct {
 	succeeded  map[int]seen    // by message: when the receive of its first successful delivery started
 	deleting   map[int]int64   // by message: the tick its first delete after a success started
 	poisoned   map[int]bool
+	batchSizes []int // a batch round's calls, by their messages
 	violation  string
 }
 
@@ -234,6 +237,14 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	o.DrainTimeout = time.Duration(100+r.IntN(900)) * time.Millisecond
 	o.Middleware = []azdispatch.Middleware{e}
 	e.capacity = o.Scaling.MaxDequeuers * o.Concurrency
+	if e.batchCalls = r.IntN(3) == 0; e.batchCalls {
+		o.Batch = azdispatch.BatchOptions{MaxItems: 1 + r.IntN(40), ByKey: r.IntN(2) == 0}
+		if r.IntN(2) == 0 {
+			o.Batch.MaxWait = time.Duration(1+r.IntN(200)) * time.Millisecond
+		}
+		// Each message of a call is in a handler call of its own.
+		e.capacity *= o.Batch.MaxItems
+	}
 	e.chooseFeatures(r)
 	// A key limit or classes double what a dequeuer holds, not what it
 	// runs.
@@ -297,8 +308,8 @@ func (e *engineRound) describe() string {
 }
 
 func (e *engineRound) describeListener(o azdispatch.ListenerOptions) string {
-	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t, %s",
-		e.seed, len(e.queues), e.clock != nil, o.Scaling.PushOnly, o.Scaling.MaxDequeuers, o.Concurrency, o.Scaling.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives, e.features.describe())
+	return fmt.Sprintf("round seed %d, %d shard(s), manual clock %t, PushOnly %t, MaxDequeuers %d, Concurrency %d, BatchSize %d, visibility %v, HandlerTimeout %v, MaxDequeueCount %d, long deletes %t, slow receives %t, batch handler %t %+v, %s",
+		e.seed, len(e.queues), e.clock != nil, o.Scaling.PushOnly, o.Scaling.MaxDequeuers, o.Concurrency, o.Scaling.BatchSize, o.VisibilityTimeout, o.HandlerTimeout, o.MaxDequeueCount, e.longDeletes, e.slowReceives, e.batchCalls, o.Batch, e.features.describe())
 }
 
 // run drives the round: steps with checks, then the drain and the checks
@@ -306,7 +317,13 @@ func (e *engineRound) describeListener(o azdispatch.ListenerOptions) string {
 func (e *engineRound) run(t *testing.T) {
 	t.Logf("%s", e.describe())
 	ignore := goleak.IgnoreCurrent()
-	l, err := azdispatch.NewListener(e.src, e.handle, &e.opts)
+	var l *azdispatch.Listener[string]
+	var err error
+	if e.batchCalls {
+		l, err = azdispatch.NewBatchListener(e.src, e.handleBatch, &e.opts)
+	} else {
+		l, err = azdispatch.NewListener(e.src, e.handle, &e.opts)
+	}
 	require.NoError(t, err)
 	e.l = l
 	e.pub, err = azdispatch.NewPublisher[string](e.target, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), TTL: e.ttl})
@@ -330,6 +347,11 @@ func (e *engineRound) run(t *testing.T) {
 	drained := time.Now()
 	e.drain(t, l)
 	t.Logf("%s", e.features.summary())
+	if e.batchCalls {
+		e.mu.Lock()
+		t.Logf("%d batch calls; the largest %d", len(e.batchSizes), slices.Max(append(e.batchSizes, 0)))
+		e.mu.Unlock()
+	}
 	t.Logf("%d messages; steps took %v, the drain %v; at most %d in hand and %d handler calls at once, of %d",
 		e.sent, drained.Sub(start).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond), e.mostHeld, e.mostRun, e.capacity)
 	require.NoError(t, run.stop(), "Run's result")
@@ -661,6 +683,44 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	}
 	e.mu.Unlock()
 	return err
+}
+
+// handleBatch is a batch round's handler: each message does what handle
+// does for it, at once, and its outcome is its own (a panic too). A call
+// in fifteen fails as a whole before any message is handled, by a plain
+// error or a panic, drawn from its first message.
+func (e *engineRound) handleBatch(ctx context.Context, msgs []*azdispatch.Message[string]) error {
+	e.mu.Lock()
+	e.batchSizes = append(e.batchSizes, len(msgs))
+	if b := e.opts.Batch; len(msgs) > b.MaxItems {
+		e.violationf("a call of %d messages, past MaxItems %d", len(msgs), b.MaxItems)
+	}
+	for _, m := range msgs {
+		if e.opts.Batch.ByKey && m.Key != msgs[0].Key {
+			e.violationf("a call by key with keys %q and %q", msgs[0].Key, m.Key)
+		}
+	}
+	e.mu.Unlock()
+	switch behaviourOf(e.seed^0x5bd1e995, len(msgs), msgs[0].DequeueCount) % 30 {
+	case 0:
+		return errors.New("the batch call failed")
+	case 1:
+		panic("the batch call panicked")
+	}
+	errs := make([]error, len(msgs))
+	var calls sync.WaitGroup
+	for i, m := range msgs {
+		calls.Go(func() {
+			defer func() {
+				if v := recover(); v != nil {
+					errs[i] = fmt.Errorf("message %s panicked: %v", m.ID, v)
+				}
+			}()
+			errs[i] = e.handle(ctx, m)
+		})
+	}
+	calls.Wait()
+	return azdispatch.PerMessage(errs)
 }
 
 // errPanicked stands for a handler call that panicked.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/gather"
 	"github.com/azdispatch/azdispatch/internal/keylock"
 	"github.com/azdispatch/azdispatch/internal/keyorder"
 	"github.com/azdispatch/azdispatch/internal/memo"
@@ -77,6 +78,9 @@ type try struct {
 	waited time.Duration
 	// took is how long its handler call took, if it made one.
 	took time.Duration
+	// seat counts the message on its way to a batch handler's call with
+	// the rest of its receive (see gather.Seat); unused otherwise.
+	seat gather.Seat
 }
 
 // inHand is everything one message needs on its way, in one allocation:
@@ -141,6 +145,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 	t.s, t.d, t.origin, t.received = s, d, d.Receipt, r.received
 	t.hiddenBetween(r.received, r.received.Add(r.took), l.opts.VisibilityTimeout)
 	t.begin(s.detached)
+	t.seat.Sit(r.group)
 	s.watch.addTry(t)
 	settled := false
 	defer func() {
@@ -148,6 +153,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 			// The handler called runtime.Goexit, which ends this
 			// goroutine whatever it does: settle the message on its way
 			// out, as a failed call.
+			t.seat.Leave()
 			a := l.judge(t, t.context(), errHandlerExited)
 			l.leaveKey(t, a.kind)
 			l.settle(t, a)
@@ -156,6 +162,7 @@ func (l *Listener[T]) tryDelivery(s *session, r arrival) (took time.Duration) {
 	}()
 	a := l.runStages(h)
 	settled = true
+	t.seat.Leave() // ended on its way: not waited for by its receive's batch
 	a = l.orderUnrecorded(t, a, l.leaveKey(t, a.kind))
 	l.settle(t, a)
 	l.givePayload(t)
@@ -380,7 +387,7 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 // if turn is zero, a turn of its own (a batch's further items). It fails
 // as takeHandler does.
 func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
-	if l.gate == nil {
+	if l.gate == nil || !turn.IsZero() && !time.Now().Before(turn) {
 		return nil
 	}
 	ctx, done := t.untilRunEnds()
@@ -439,6 +446,7 @@ func (l *Listener[T]) givePayload(t *try) { l.shrinkPayload(t, 0) }
 // untilRunEnds returns a context that ends with the try's or with Run's,
 // for a wait that either ends; done releases it.
 func (t *try) untilRunEnds() (ctx context.Context, done func()) {
+	t.seat.Leave() // a batch does not wait for a message that waits
 	ctx, cancel := context.WithCancel(t.context())
 	stop := context.AfterFunc(t.s.run, cancel)
 	return ctx, func() {
@@ -452,8 +460,12 @@ func (t *try) untilRunEnds() (ctx context.Context, done func()) {
 // context, watched for HandlerTimeout.
 func (l *Listener[T]) callWatched(t *try, c *handlerCall, m *Message[T], size int) error {
 	start := time.Now()
-	t.s.watch.startCall(t, c, start)
-	defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
+	if l.batch == nil {
+		t.s.watch.startCall(t, c, start)
+		defer t.s.watch.endCall(t, c) // deferred: a handler may end its goroutine
+	} else {
+		c.try, c.timer.call = t, c // watched once its batch call starts (see callBatch)
+	}
 	err := l.callChain(c, t, m, size)
 	end := time.Now()
 	took := end.Sub(start)
@@ -468,7 +480,10 @@ func (l *Listener[T]) callWatched(t *try, c *handlerCall, m *Message[T], size in
 }
 
 // callRecovering calls the handler, turning a panic into a [*PanicError].
-func (l *Listener[T]) callRecovering(ctx context.Context, m *Message[T]) (err error) {
+func (l *Listener[T]) callRecovering(ctx context.Context, c *handlerCall, m *Message[T]) (err error) {
+	if l.batch != nil {
+		return l.awaitBatch(ctx, c, m)
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: debug.Stack()}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/azdispatch/azdispatch/internal/gather"
 )
 
 // watch is a session's one timer for every message in hand. It starts the
@@ -149,6 +151,27 @@ func (w *watch) endCall(t *try, c *handlerCall) {
 		c.timer.in.unlink(&c.timer)
 	}
 	w.mu.Unlock()
+}
+
+// watchBatchCall times out c, a message's call that a batch call took up
+// at start, as startCall would have (see callBatch). c's own deadline
+// stays unset: the message's goroutine reads it meanwhile, and its
+// handler is the batch's, whose context has the deadline.
+func (w *watch) watchBatchCall(c *handlerCall, start time.Time) {
+	if w.callLimit == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.timer.in != nil {
+		return
+	}
+	c.timer.due = start.Add(w.callLimit)
+	early := w.armed.IsZero() || c.timer.due.Before(w.armed)
+	w.calls.insert(&c.timer)
+	if early {
+		w.kickRun()
+	}
 }
 
 // fileCall puts c in the call list, due at its deadline, unless it is there.
@@ -361,6 +384,9 @@ type itemCall struct {
 	cancel context.CancelCauseFunc
 	batch  itemAbandoner
 	index  int
+	// seat counts the item on its way to a batch handler's call with the
+	// rest of its batch (see gather.Seat); unused otherwise.
+	seat gather.Seat
 }
 
 // itemAbandoner is a batch in progress, which can go on without an item.

@@ -59,6 +59,7 @@ type Call struct {
 	pos     int
 	handler func(ctx context.Context, c *Call) error
 	msg     any // the [*Message][T] the handler gets
+	call    *handlerCall
 }
 
 // Next runs the rest of the chain and then the handler with ctx, and
@@ -254,18 +255,18 @@ func (s *Outgoing) Next(ctx context.Context) error {
 // callChain calls the handler for m through the middleware, if any. Without
 // middleware it is the handler call alone: no [Call] is made, nothing is
 // allocated, and a message in hand carries no room for one.
-func (l *Listener[T]) callChain(ctx context.Context, t *try, m *Message[T], size int) error {
+func (l *Listener[T]) callChain(c *handlerCall, t *try, m *Message[T], size int) error {
 	m.Metadata = t.meta
 	if l.mw == nil {
-		return l.callRecovering(ctx, m)
+		return l.callRecovering(c, c, m)
 	}
-	c := &Call{MessageInfo: m.MessageInfo, Size: size, Body: &m.Body, chain: l.mw, handler: l.invoke, msg: m}
-	return c.runChain(ctx)
+	mc := &Call{MessageInfo: m.MessageInfo, Size: size, Body: &m.Body, chain: l.mw, handler: l.invoke, msg: m, call: c}
+	return mc.runChain(c)
 }
 
 // invokeHandler is the end of every middleware chain: the handler itself.
 func (l *Listener[T]) invokeHandler(ctx context.Context, c *Call) error {
-	return l.callRecovering(ctx, c.msg.(*Message[T]))
+	return l.callRecovering(ctx, c.call, c.msg.(*Message[T]))
 }
 
 // The listener's storage requests for messages go through these, so that

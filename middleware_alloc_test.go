@@ -39,11 +39,11 @@ func TestMiddlewareSeamAllocations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := NewListener(noSource{}, handler, &ListenerOptions{PoisonQueue: &Queue{}, Middleware: tc.mw})
 			require.NoError(t, err)
-			ctx := context.Background()
 			tr := &try{}
+			c := &handlerCall{Context: context.Background(), try: tr}
 			m := &Message[job]{MessageInfo: MessageInfo{ID: "1"}}
 			got := testing.AllocsPerRun(1000, func() {
-				if err := l.callChain(ctx, tr, m, 10); err != nil {
+				if err := l.callChain(c, tr, m, 10); err != nil {
 					t.Fatal(err)
 				}
 			})

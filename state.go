@@ -187,6 +187,10 @@ type State struct {
 	ItemsSkipped   int64 // items not run because a checkpoint says they were done
 	Checkpoints    int64 // checkpoints written to batch blobs
 
+	// Calls of a batch handler (see [NewBatchListener]), and the messages
+	// they were given: CallMessages / Calls is the mean batch.
+	Calls, CallMessages int64
+
 	// Paused is the source's pause as last read (see [Pauser]); zero when
 	// it is not paused.
 	Paused PauseState
@@ -245,6 +249,7 @@ type stats struct {
 	orderWaits, orderSkips                                 atomic.Int64
 
 	items, itemsSucceeded, itemsPoisoned, itemsSkipped, checkpoints atomic.Int64
+	calls, callMessages                                             atomic.Int64
 
 	retriedFor               [retryCauses]atomic.Int64
 	wanted                   atomic.Int64
@@ -317,6 +322,8 @@ func (s *stats) snapshot() State {
 		ReceiveErrors:      s.receiveErrors.Load(),
 		PoisonErrors:       s.poisonErrors.Load(),
 		Items:              s.items.Load(),
+		Calls:              s.calls.Load(),
+		CallMessages:       s.callMessages.Load(),
 		ItemsSucceeded:     s.itemsSucceeded.Load(),
 		ItemsPoisoned:      s.itemsPoisoned.Load(),
 		ItemsSkipped:       s.itemsSkipped.Load(),

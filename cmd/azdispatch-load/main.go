@@ -12,6 +12,7 @@
 //	go run ./cmd/azdispatch-load -scenario latency -json
 //	go run ./cmd/azdispatch-load -scenario pause -json   # -duration sets the pause (default 30s)
 //	go run ./cmd/azdispatch-load -scenario idle-paused   # -duration sets the window (default 10m)
+//	go run ./cmd/azdispatch-load -scenario batch-handler -json
 package main
 
 import (
@@ -47,6 +48,8 @@ type options struct {
 	priority priorityConfig  // zero: the priority scenario's defaults
 	fairness fairnessConfig  // zero: the fairness scenario's defaults
 	keys     keysConfig      // zero: the keys scenario's defaults
+	// batchHandler sizes the batch-handler scenario; zero: its defaults.
+	batchHandler batchHandlerConfig
 }
 
 // record is one line of -json output.
@@ -89,28 +92,29 @@ type record struct {
 type scenario func(ctx context.Context, o options, progress io.Writer) ([]record, []string, error)
 
 var scenarios = map[string]scenario{
-	"drain":        runDrain,
-	"idle":         runIdle,
-	"burst":        runBurst,
-	"wake":         runWake,
-	"simulated":    runSimulated,
-	"sharded":      runSharded,
-	"idle-sharded": runIdleSharded,
-	"batch":        runBatch,
-	"overhead":     runOverhead,
-	"chaos":        runChaos,
-	"schedule":     runSchedule,
-	"latency":      runLatency,
-	"priority":     runPriority,
-	"fairness":     runFairness,
-	"keys":         runKeys,
-	"pause":        runQueuePause,
-	"idle-paused":  runIdlePaused,
+	"drain":         runDrain,
+	"idle":          runIdle,
+	"burst":         runBurst,
+	"wake":          runWake,
+	"simulated":     runSimulated,
+	"sharded":       runSharded,
+	"idle-sharded":  runIdleSharded,
+	"batch":         runBatch,
+	"overhead":      runOverhead,
+	"chaos":         runChaos,
+	"schedule":      runSchedule,
+	"latency":       runLatency,
+	"priority":      runPriority,
+	"fairness":      runFairness,
+	"keys":          runKeys,
+	"pause":         runQueuePause,
+	"idle-paused":   runIdlePaused,
+	"batch-handler": runBatchHandler,
 }
 
 // soaks judge rather than measure, or take minutes of their own, and run
 // only when named.
-var soaks = []string{"chaos", "schedule", "pause", "idle-paused"}
+var soaks = []string{"chaos", "schedule", "pause", "idle-paused", "batch-handler"}
 
 func main() {
 	if code, ok := runRole(); ok {

@@ -62,8 +62,11 @@ const (
 	// ListenerMiddleware is Listener with one middleware that only calls
 	// on: what the middleware seam costs when it is used.
 	ListenerMiddleware = "listener-mw"
-	Raw                = "raw"      // receive 32, a goroutine per message under a 64-wide semaphore, decode, delete
-	RawPool            = "raw-pool" // the same on 64 goroutines that live for the whole drain
+	// ListenerBatch is a batch listener with its defaults: one call per
+	// receive, the handler run for each of its messages in turn.
+	ListenerBatch = "listener-batch"
+	Raw           = "raw"      // receive 32, a goroutine per message under a 64-wide semaphore, decode, delete
+	RawPool       = "raw-pool" // the same on 64 goroutines that live for the whole drain
 	// RawLoop is the floor: one goroutine that receives 32, decodes each
 	// message, calls the handler and deletes it, in turn. No handoff
 	// between goroutines at all: what any consumer must spend per message.
@@ -71,7 +74,7 @@ const (
 )
 
 // Variants are the variants in the order they are reported.
-var Variants = []string{Listener, ListenerMiddleware, Raw, RawPool, RawLoop}
+var Variants = []string{Listener, ListenerMiddleware, ListenerBatch, Raw, RawPool, RawLoop}
 
 // Result is one drain.
 type Result struct {
@@ -114,7 +117,8 @@ func Drain(ctx context.Context, variant string, q azdispatch.Source, n int) (Res
 		ListenerMiddleware: func(ctx context.Context, q azdispatch.Source, n int) error {
 			return drainListener(ctx, q, n, &azdispatch.ListenerOptions{Middleware: []azdispatch.Middleware{azdispatch.MiddlewareFunc(passThrough)}})
 		},
-		Raw: drainRaw, RawPool: drainRawPool, RawLoop: drainRawLoop,
+		ListenerBatch: drainBatchListener,
+		Raw:           drainRaw, RawPool: drainRawPool, RawLoop: drainRawLoop,
 	}[variant]
 	if drain == nil {
 		return Result{}, fmt.Errorf("overhead: unknown variant %q", variant)
@@ -180,6 +184,36 @@ func drainListener(ctx context.Context, q azdispatch.Source, n int, opts *azdisp
 	if err != nil {
 		return err
 	}
+	return runUntilSettled(ctx, l, n, done)
+}
+
+// drainBatchListener is drainListener with a batch listener, whose
+// handler runs handle for each message of a call in turn.
+func drainBatchListener(ctx context.Context, q azdispatch.Source, n int) error {
+	var opts *azdispatch.ListenerOptions
+	if _, ok := q.(*Stream); ok {
+		opts = &azdispatch.ListenerOptions{PoisonQueue: memqueue.New("overhead-poison", nil)}
+	}
+	var handled atomic.Int64
+	done := make(chan struct{})
+	l, err := azdispatch.NewBatchListener(q, func(ctx context.Context, msgs []*azdispatch.Message[Order]) error {
+		errs := make([]error, len(msgs))
+		for i, m := range msgs {
+			errs[i] = handle(ctx, &m.Body)
+		}
+		if handled.Add(int64(len(msgs))) == int64(n) {
+			close(done)
+		}
+		return azdispatch.PerMessage(errs)
+	}, opts)
+	if err != nil {
+		return err
+	}
+	return runUntilSettled(ctx, l, n, done)
+}
+
+// runUntilSettled runs l until done is closed and n messages are settled.
+func runUntilSettled(ctx context.Context, l *azdispatch.Listener[Order], n int, done chan struct{}) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var run sync.WaitGroup
