@@ -23,8 +23,9 @@ import (
 // to 32), or those gathered within [BatchOptions.MaxWait]. It returns nil
 // when every message is handled; a [*BatchError] (see [PerMessage]) with an
 // outcome for each message, so that one bad message is retried, poisoned
-// or snoozed alone; or another error, the outcome of every message. A
-// panic fails every message. Each outcome means what a [Handler]'s error
+// or snoozed alone (found with [errors.As], so it may be wrapped; one
+// without exactly one outcome per message fails every message); or another
+// error, the outcome of every message. A panic fails every message. Each outcome means what a [Handler]'s error
 // means: nil deletes the message, [Permanent] poisons it, [Snooze] puts it
 // back without counting a try, and any other error retries it after
 // [ListenerOptions.Retry]'s delay.
@@ -191,6 +192,9 @@ func PerMessage(errs []error) error {
 
 // Error says how many messages failed, and the first failure.
 func (e *BatchError) Error() string {
+	if e == nil {
+		return "batch: no outcomes (a nil *BatchError)"
+	}
 	failed, first := 0, -1
 	for i, err := range e.Errs {
 		if err != nil {
@@ -208,6 +212,9 @@ func (e *BatchError) Error() string {
 
 // Unwrap returns the failures, for [errors.Is] and [errors.As].
 func (e *BatchError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	var errs []error
 	for _, err := range e.Errs {
 		if err != nil {
@@ -358,18 +365,24 @@ func (l *Listener[T]) callBatchRecovering(ctx context.Context, in []*member[T], 
 }
 
 // outcomesOf is each of n messages' outcome of a batch call that returned
-// err: nil for all, a [*BatchError]'s own (if it has one per message),
-// or err for all.
+// err: nil for all, a [*BatchError]'s own (if it has one per message; it
+// may be wrapped), or err for all. A *BatchError without one outcome per
+// message (a nil one too) fails every message with a plain error that
+// says so: none of its outcomes (a Permanent, a Snooze) applies to all.
 func outcomesOf(err error, n int) []error {
 	if err == nil {
 		return nil
 	}
 	var be *BatchError
 	if errors.As(err, &be) {
-		if len(be.Errs) == n {
+		if be != nil && len(be.Errs) == n {
 			return be.Errs
 		}
-		err = fmt.Errorf("the batch handler returned %d outcomes for %d messages: %w", len(be.Errs), n, err)
+		got := 0
+		if be != nil {
+			got = len(be.Errs)
+		}
+		err = fmt.Errorf("azdispatch: the batch handler returned %d outcomes for %d messages (%v)", got, n, err)
 	}
 	errs := make([]error, n)
 	for i := range errs {

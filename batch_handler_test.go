@@ -163,6 +163,15 @@ func TestABatchHandlersPlainErrorPanicAndMiscountApplyToAll(t *testing.T) {
 			runtime.Goexit()
 			return nil
 		},
+		"typed nil": func([]*azdispatch.Message[string]) error {
+			var none *azdispatch.BatchError
+			return none
+		},
+		"miscount with a Permanent": func(msgs []*azdispatch.Message[string]) error {
+			// Not every message is poisoned: the Permanent was one
+			// message's, and the count says the outcomes are not theirs.
+			return &azdispatch.BatchError{Errs: append(make([]error, len(msgs)), azdispatch.Permanent(errors.New("one")))}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -186,6 +195,7 @@ func TestABatchHandlersPlainErrorPanicAndMiscountApplyToAll(t *testing.T) {
 			s := l.State()
 			assert.EqualValues(t, 10, s.Failed, "every message of the first call failed")
 			assert.EqualValues(t, 10, s.Retried)
+			assert.Zero(t, s.Poisoned)
 			if name == "panic" {
 				assert.EqualValues(t, 10, s.Panics)
 			}
@@ -396,4 +406,24 @@ func TestABatchHandlerTakesItemsClaimChecksAndDelayedMessages(t *testing.T) {
 		assert.Equal(t, 1, n, k)
 	}
 	t.Logf("%d messages in %d calls", len(want), s.Calls)
+}
+
+// A nil *BatchError is an error like another: reading it does not panic,
+// in a listener for one message at a time either.
+func TestANilBatchErrorCanBeRead(t *testing.T) {
+	t.Parallel()
+	var none *azdispatch.BatchError
+	var err error = none
+	assert.NotPanics(t, func() {
+		assert.False(t, errors.Is(err, azdispatch.ErrHandlerTimeout))
+		assert.NotEmpty(t, err.Error())
+	})
+	q := memqueue.New(queueNameOf(t), nil)
+	sendN(t, q, 1)
+	l, err := azdispatch.NewListener(q, func(context.Context, *azdispatch.Message[string]) error { return none },
+		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), MaxDequeueCount: 1, Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
+	require.NoError(t, err)
+	stop := running(t, l)
+	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	require.NoError(t, stop())
 }
