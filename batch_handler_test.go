@@ -427,3 +427,43 @@ func TestANilBatchErrorCanBeRead(t *testing.T) {
 	waitUntil(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
 	require.NoError(t, stop())
 }
+
+// Messages waiting for their call hold their bodies against the payload
+// budget; the next ones wait for it, and the calls go on with what fits
+// (a window closes at MaxWait, or with its receive, without them).
+func TestABatchHandlerKeepsToThePayloadBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, batch := range map[string]azdispatch.BatchOptions{
+		"no window": {},
+		"window":    {MaxItems: 10, MaxWait: 100 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			q := memqueue.New(queueNameOf(t), nil)
+			pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+			require.NoError(t, err)
+			const n = 10
+			for i := range n {
+				_, err := pub.Send(ctx, fmt.Sprint(i, strings.Repeat("x", 100<<10)))
+				require.NoError(t, err)
+			}
+			var mu sync.Mutex
+			most := int64(0)
+			var l *azdispatch.Listener[string]
+			l = batchListener(t, q, func(_ context.Context, msgs []*azdispatch.Message[string]) error {
+				mu.Lock()
+				most = max(most, l.State().PayloadBytes)
+				mu.Unlock()
+				return nil
+			}, &azdispatch.ListenerOptions{Batch: batch, Payloads: azdispatch.PayloadOptions{Memory: 1 << 20}})
+			stop := running(t, l)
+			waitUntil(t, "every message handled", func() bool { return l.State().Succeeded == n })
+			require.NoError(t, stop())
+			mu.Lock()
+			defer mu.Unlock()
+			assert.LessOrEqual(t, most, int64(1<<20))
+			t.Logf("%d calls; at most %d payload bytes held", l.State().Calls, most)
+		})
+	}
+}

@@ -38,6 +38,11 @@ type batchHandlerConfig struct {
 	Trickle  time.Duration // window-trickle: how long messages come in
 	Rate     int           // window-trickle: messages a second
 	Hold     time.Duration // a call's time
+	// Margin is how late past MaxWait and a receive a call may start (the
+	// timer's goroutine, a call's place), and how much longer than it was
+	// seen a message may have been held (from its receive to its delete).
+	// A loaded test machine needs more.
+	Margin time.Duration
 }
 
 func (c batchHandlerConfig) withDefaults() batchHandlerConfig {
@@ -45,6 +50,7 @@ func (c batchHandlerConfig) withDefaults() batchHandlerConfig {
 	setIf(&c.Trickle, 20*time.Second)
 	setIf(&c.Rate, 20)
 	setIf(&c.Hold, 50*time.Millisecond)
+	setIf(&c.Margin, 250*time.Millisecond)
 	return c
 }
 
@@ -315,7 +321,7 @@ func batchPerReceive(ctx context.Context, o options, c batchHandlerConfig) (batc
 		return r, err
 	}
 	s := l.State()
-	w.fill(&r, s, c.Messages)
+	w.fill(&r, s, c.Messages, c.Margin)
 	r.TxPerMsg = perMessage(s.Transactions)
 	r.FullReceives = s.Transactions.Receive - s.Transactions.EmptyReceive
 	r.OK = r.Lost == 0 && r.Repeated == 0 && s.Calls == r.FullReceives && r.TxPerMsg <= r.SingleTxPerMsg+2.0/float64(c.Messages) &&
@@ -385,14 +391,14 @@ func batchWindow(ctx context.Context, o options, c batchHandlerConfig, name stri
 		return r, err
 	}
 	s := l.State()
-	w.fill(&r, s, n)
+	w.fill(&r, s, n, c.Margin)
 	r.TxPerMsg = float64(s.Transactions.Total()-s.Transactions.EmptyReceive) / float64(n)
 	r.ReceiveMaxMS = ms(time.Duration(w.receive.Load()))
 	bound := batchWindowWait + time.Duration(w.receive.Load())
 	r.FormBoundMS = ms(bound)
 	// A call's first message waits MaxWait, then for the timer's goroutine
-	// and a call's place: a margin of 250 ms.
-	const margin = 250 * time.Millisecond
+	// and a call's place: the margin.
+	margin := c.Margin
 	r.OK = r.Lost == 0 && r.Repeated == 0 && r.Renewals <= r.RenewalBound &&
 		time.Duration(r.FormedMaxMS*float64(time.Millisecond)) <= bound+margin &&
 		time.Duration(r.FullFormedMaxMS*float64(time.Millisecond)) <= bound+margin
@@ -403,8 +409,9 @@ func batchWindow(ctx context.Context, o options, c batchHandlerConfig, name stri
 	return r, nil
 }
 
-// fill sets r's figures from what w saw and l's state s, for n messages sent.
-func (w *batchWatch) fill(r *batchHandlerRecord, s azdispatch.State, n int) {
+// fill sets r's figures from what w saw and l's state s, for n messages
+// sent, each held up to margin longer than seen.
+func (w *batchWatch) fill(r *batchHandlerRecord, s azdispatch.State, n int, margin time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r.Calls = s.Calls
@@ -430,7 +437,8 @@ func (w *batchWatch) fill(r *batchHandlerRecord, s azdispatch.State, n int) {
 	half := batchVisibility / 2
 	for _, h := range w.held {
 		// Held from its receive, a moment before it joined: a receive's
-		// time more at most, and its delete's after.
-		r.RenewalBound += int64((h + time.Duration(w.receive.Load()) + 200*time.Millisecond) / half)
+		// time more at most, and the margin for the way to its call and
+		// to its delete after.
+		r.RenewalBound += int64((h + time.Duration(w.receive.Load()) + margin) / half)
 	}
 }
