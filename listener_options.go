@@ -30,7 +30,10 @@ type ListenerOptions struct {
 	// message. With [LimitOptions.PerKey] or [LimitOptions.Classes] a
 	// dequeuer has up to twice Concurrency in hand, while handler calls
 	// stay at Concurrency per dequeuer: messages waiting for their key, its
-	// lease or their class's place then do not leave handlers idle.
+	// lease or their class's place then do not leave handlers idle. For a
+	// batch listener ([NewBatchListener]) it is the most batch calls of one
+	// dequeuer at once, 2 by default, each of up to [BatchOptions.MaxItems]
+	// messages.
 	Concurrency int
 
 	// Batch says how a batch listener forms its calls; only for
