@@ -252,6 +252,7 @@ func (l *Listener[T]) startGathering(s *session) {
 		func(b *gather.Batch[*member[T]]) { s.handlers.Go(func() { l.callBatch(s, b) }) })
 }
 
+// stopGathering: see startGathering.
 func (l *Listener[T]) stopGathering() { l.batch.gather.Stop(errNotStarted) }
 
 // seatOf is where a handler call's message is counted on its way to a
@@ -321,9 +322,9 @@ func (l *Listener[T]) callBatch(s *session, b *gather.Batch[*member[T]]) {
 		}
 	}()
 	ctx, cancel := l.batchContext(s)
+	defer cancel() // deferred: a handler may end its goroutine
 	err := l.callBatchRecovering(ctx, in, msgs)
 	cause := context.Cause(ctx)
-	cancel()
 	end := time.Now()
 	l.stats.handlerTime.Add(end, end.Sub(start))
 	l.stats.calls.Add(1)
