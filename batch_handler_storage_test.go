@@ -3,12 +3,19 @@ package azdispatch
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/storagefault"
 )
 
 // Against Azurite: a batch handler with no window costs no request per
@@ -102,3 +109,70 @@ func TestABatchByKeyGathersAKeysMessagesInOneListener(t *testing.T) {
 	defer mu.Unlock()
 	assert.Len(t, byListener, keys)
 }
+
+// Against Azurite, with deletes that fail: some refused with 503 before
+// they reach the emulator, some carried out and their answer lost. Each
+// message is still handled once (a batch's messages are remembered as
+// handled until their delete succeeds, however it failed), and every one
+// is deleted in the end.
+func TestABatchHandlerSurvivesFailedAndLostDeletes(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	deletes := 0
+	next := newHTTPClient()
+	acct := testAccount(t, &AccountOptions{Client: &azqueue.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: transportFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodDelete || !strings.Contains(req.URL.Path, "/messages/") {
+				return next.Do(req)
+			}
+			mu.Lock()
+			deletes++
+			k := deletes
+			mu.Unlock()
+			switch {
+			case k%5 == 0: // refused, never carried out
+				return storagefault.ServiceError(req, http.StatusServiceUnavailable, "ServerBusy", nil), nil
+			case k%3 == 0: // carried out, its answer lost
+				if resp, err := next.Do(req); err == nil {
+					resp.Body.Close()
+				}
+				return storagefault.ServiceError(req, http.StatusInternalServerError, "InternalError", nil), nil
+			}
+			return next.Do(req)
+		}),
+		Retry: policy.RetryOptions{MaxRetries: -1},
+	}}})
+	q, err := acct.Queue(uniqueName(t))
+	require.NoError(t, err)
+	createQueue(t, q.Name())
+	const n = 96
+	sendJobs(t, q, n)
+	var hmu sync.Mutex
+	calls := map[int]int{}
+	l, err := NewBatchListener(q, func(_ context.Context, msgs []*Message[job]) error {
+		hmu.Lock()
+		defer hmu.Unlock()
+		for _, m := range msgs {
+			calls[m.Body.N]++
+		}
+		return nil
+	}, &ListenerOptions{VisibilityTimeout: time.Second, Retry: func(int64) time.Duration { return 0 },
+		Scaling: ScalingOptions{Idle: ExponentialIdle(0, 50*time.Millisecond)}})
+	require.NoError(t, err)
+	stop := started(t, l)
+	waitFor(t, "every message deleted", func() bool { return depth(t, q) == 0 && l.State().InFlight == 0 })
+	require.NoError(t, stop())
+	hmu.Lock()
+	defer hmu.Unlock()
+	assert.Len(t, calls, n)
+	for i, c := range calls {
+		assert.Equal(t, 1, c, "message %d handled %d times", i, c)
+	}
+	s := l.State()
+	t.Logf("%d deletes tried; %d deliveries only deleted (handled before); %d lost", deletes, s.HandledBefore, s.Lost)
+}
+
+// transportFunc is a policy.Transporter of a function.
+type transportFunc func(*http.Request) (*http.Response, error)
+
+func (f transportFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
