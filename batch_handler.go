@@ -272,6 +272,9 @@ func (l *Listener[T]) awaitBatch(ctx context.Context, c *handlerCall, m *Message
 	if b == nil {
 		return errNotStarted
 	}
+	if ctx == context.Context(c) && c.item == nil {
+		return awaitUnwatched(c.try, b, i)
+	}
 	select {
 	case <-b.Done():
 		return b.Outcome(i)
@@ -286,6 +289,23 @@ func (l *Listener[T]) awaitBatch(ctx context.Context, c *handlerCall, m *Message
 		<-b.Done()
 		return b.Outcome(i)
 	}
+}
+
+// awaitUnwatched is awaitBatch for a message's call whose context nobody
+// has asked for (no middleware, no item): rather than make the try's
+// context to select on, it has the try's end take the message out of its
+// batch, if its call has not begun, and waits for the batch.
+func awaitUnwatched[T any](t *try, b *gather.Batch[*member[T]], i int) error {
+	if !t.whenEnded(func() { b.Leave(i) }) {
+		b.Leave(i)
+	}
+	<-b.Done()
+	t.stopWhenEnded()
+	// A member that left has no outcome of the call: its try's end is why.
+	if err := b.Outcome(i); err != nil || b.Called(i) {
+		return err
+	}
+	return t.cause()
 }
 
 // callBatch calls the batch handler with b's messages once a call is

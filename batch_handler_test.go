@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -466,4 +468,34 @@ func TestABatchHandlerKeepsToThePayloadBudget(t *testing.T) {
 			t.Logf("%d calls; at most %d payload bytes held", l.State().Calls, most)
 		})
 	}
+}
+
+// A message whose ownership is lost while it waits for its call (its
+// renewal finds its receipt stale) leaves its batch: it is not called, and
+// a batch left empty makes no call. Its next delivery is handled.
+func TestAMessageLostWhileWaitingForItsCallLeavesIt(t *testing.T) {
+	t.Parallel()
+	var stale atomic.Int64
+	q := memqueue.New(queueNameOf(t), &memqueue.Options{Intercept: func(_ context.Context, queue string, op azdispatch.Op) error {
+		if op == azdispatch.OpUpdate && stale.Add(1) <= 3 {
+			return &azdispatch.StorageError{Op: op, Queue: queue, StatusCode: http.StatusNotFound, Code: "MessageNotFound", Err: errors.New("stale")}
+		}
+		return nil
+	}})
+	sendN(t, q, 3)
+	var rec batchRecorder
+	l := batchListener(t, q, func(_ context.Context, msgs []*azdispatch.Message[string]) error {
+		rec.record(msgs)
+		return nil
+	}, &azdispatch.ListenerOptions{VisibilityTimeout: time.Second, Concurrency: 1,
+		Scaling: azdispatch.ScalingOptions{MaxDequeuers: 1},
+		Batch:   azdispatch.BatchOptions{MaxItems: 10, MaxWait: 3 * time.Second}})
+	stop := running(t, l)
+	waitUntil(t, "every message handled", func() bool { return l.State().Succeeded == 3 })
+	require.NoError(t, stop())
+	s := l.State()
+	assert.EqualValues(t, 3, s.Lost, "the three lost while waiting")
+	calls := rec.snapshot()
+	require.Len(t, calls, 1, "the batch they left made no call: %v", calls)
+	assert.Len(t, calls[0], 3)
 }

@@ -510,7 +510,8 @@ type tryContext struct {
 	parent context.Context
 	ctx    context.Context // nil until asked for
 	cancel context.CancelCauseFunc
-	cause  error // set once ended
+	cause  error  // set once ended
+	onEnd  func() // called once it ends (see whenEnded)
 }
 
 // begin sets the parent of t's context: the session's, for its values.
@@ -536,8 +537,8 @@ func (t *try) context() context.Context {
 func (t *try) end(cause error) {
 	c := &t.tc
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.ended.Load() {
+		c.mu.Unlock()
 		return
 	}
 	if cause == nil {
@@ -548,6 +549,34 @@ func (t *try) end(cause error) {
 	if c.cancel != nil {
 		c.cancel(cause)
 	}
+	onEnd := c.onEnd
+	c.onEnd = nil
+	c.mu.Unlock()
+	if onEnd != nil {
+		onEnd()
+	}
+}
+
+// whenEnded has f called once t ends, unless stopWhenEnded comes first,
+// without making t's context: for a wait that does not select on it. It
+// reports false, and keeps nothing, if t has ended already.
+func (t *try) whenEnded(f func()) bool {
+	c := &t.tc
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended.Load() {
+		return false
+	}
+	c.onEnd = f
+	return true
+}
+
+// stopWhenEnded drops what whenEnded kept.
+func (t *try) stopWhenEnded() {
+	c := &t.tc
+	c.mu.Lock()
+	c.onEnd = nil
+	c.mu.Unlock()
 }
 
 // ended reports whether t's context has ended, without making it.

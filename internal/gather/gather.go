@@ -304,6 +304,14 @@ func (b *Batch[M]) FinishAll(err error) {
 	close(b.done)
 }
 
+// Called reports whether member i was given to the call (Begin): false
+// for one that left first, or if the call never began.
+func (b *Batch[M]) Called(i int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.begun && !b.gone[i]
+}
+
 // Done is closed once b's outcomes are in.
 func (b *Batch[M]) Done() <-chan struct{} { return b.done }
 
