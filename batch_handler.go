@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -369,11 +368,7 @@ func (l *Listener[T]) batchContext(s *session) (context.Context, context.CancelF
 // callBatchRecovering calls the batch handler for the messages in, through
 // the batch middleware if any, turning a panic into a [*PanicError].
 func (l *Listener[T]) callBatchRecovering(ctx context.Context, in []*member[T], msgs []*Message[T]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
+	defer catchPanic(&err)
 	if l.batch.mw == nil {
 		return l.batch.handler(ctx, msgs)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -294,6 +295,14 @@ type PanicError struct {
 
 // Error gives the panic value (the stack is in Stack).
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// catchPanic, deferred by a call of user code, turns its panic into a
+// [*PanicError] in *err.
+func catchPanic(err *error) {
+	if v := recover(); v != nil {
+		*err = &PanicError{Value: v, Stack: debug.Stack()}
+	}
+}
 
 // decodeFailed is the poison reason of a message text the codec could not
 // turn into the listener's type: such messages are poisoned without

@@ -475,3 +475,36 @@ func (r *reruns) add(id string) int {
 	r.n[id]++
 	return r.n[id]
 }
+
+// storageFailed records a failed storage request of the listener. The first
+// fatal error of a kind is logged as an error and reported as [EventFatal];
+// the listener goes on trying, and Run returns it after FatalTimeout if set.
+func (l *Listener[T]) storageFailed(err error) {
+	if err == nil || !l.storageFault(err) {
+		return
+	}
+	l.alerts().Error("storage refuses the listener in a way that will not pass without a change (credential, permissions, the queue); it keeps trying", "err", err)
+	l.event(Event{Kind: EventFatal, Err: err})
+}
+
+// storageSucceeded records a successful request of kind o, which ends a
+// fatal state of that kind.
+func (l *Listener[T]) storageSucceeded(o Op) {
+	if err := l.health.Succeed(o); err != nil {
+		l.log.Info("storage accepts the listener again", "op", o, "was", err)
+		l.event(Event{Kind: EventRecovered, Err: err})
+	}
+}
+
+// storageFault records err in the listener's health, keyed by the kind of
+// request that failed; it reports whether a fatal state of that kind began
+// (see [StorageError.Fatal]).
+func (l *Listener[T]) storageFault(err error) (began bool) {
+	var se *StorageError
+	fatal := errors.As(err, &se) && se.Fatal()
+	var op Op
+	if fatal {
+		op = se.Op
+	}
+	return l.health.Fail(op, err, fatal, time.Now())
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -484,11 +483,7 @@ func (l *Listener[T]) callRecovering(ctx context.Context, c *handlerCall, m *Mes
 	if l.batch != nil {
 		return l.awaitBatch(ctx, c, m)
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
+	defer catchPanic(&err)
 	return l.handler(ctx, m)
 }
 

@@ -163,15 +163,7 @@ func (w *watch) watchBatchCall(c *handlerCall, start time.Time) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c.timer.in != nil {
-		return
-	}
-	c.timer.due = start.Add(w.callLimit)
-	early := w.armed.IsZero() || c.timer.due.Before(w.armed)
-	w.calls.insert(&c.timer)
-	if early {
-		w.kickRun()
-	}
+	w.fileCallAt(c, start.Add(w.callLimit))
 }
 
 // fileCall puts c in the call list, due at its deadline, unless it is there.
@@ -182,12 +174,16 @@ func (w *watch) fileCall(c *handlerCall) {
 }
 
 // fileCallLocked is fileCall for a caller that holds w.mu.
-func (w *watch) fileCallLocked(c *handlerCall) {
+func (w *watch) fileCallLocked(c *handlerCall) { w.fileCallAt(c, c.deadline) }
+
+// fileCallAt puts c in the call list, due at due, unless it is there. The
+// caller holds w.mu.
+func (w *watch) fileCallAt(c *handlerCall, due time.Time) {
 	if c.timer.in != nil {
 		return
 	}
-	c.timer.due = c.deadline
-	early := w.armed.IsZero() || c.deadline.Before(w.armed)
+	c.timer.due = due
+	early := w.armed.IsZero() || due.Before(w.armed)
 	w.calls.insert(&c.timer)
 	if early {
 		w.kickRun()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -78,11 +77,7 @@ func (c *Call) Next(ctx context.Context) error {
 // runChain runs c through its chain and the handler, turning a panic in a
 // middleware into a [*PanicError] as the handler's own is.
 func (c *Call) runChain(ctx context.Context) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
+	defer catchPanic(&err)
 	c.pos = 0
 	return c.Next(ctx)
 }

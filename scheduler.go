@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -531,11 +530,7 @@ func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int)
 // messagesFor calls the schedule's Messages, turning a panic into a
 // [*PanicError]: the occurrence is tried again, as for an error.
 func messagesFor[T any](ctx context.Context, sc *scheduled[T], o Occurrence) (bodies []T, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
+	defer catchPanic(&err)
 	return sc.Messages(ctx, o)
 }
 

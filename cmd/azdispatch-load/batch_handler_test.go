@@ -17,6 +17,7 @@ import (
 // the program.
 func TestBatchHandlerScenarioHoldsItsThresholds(t *testing.T) {
 	azurite.SkipUnlessLong(t)
+	azurite.SkipIfShort(t)
 	// The margin for a loaded machine under -race; the scenario holds 250 ms.
 	o := options{batchHandler: batchHandlerConfig{Messages: 640, Trickle: 5 * time.Second, Margin: 3 * time.Second}}
 	recs, lines, err := runBatchHandler(context.Background(), o, io.Discard)

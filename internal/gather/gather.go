@@ -272,13 +272,6 @@ func (b *Batch[M]) Begin() []M {
 	return ms
 }
 
-// Size is how many members joined b, those that left included.
-func (b *Batch[M]) Size() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.members)
-}
-
 // Finish gives the members Begin returned their outcomes: errs[i] is the
 // i-th's, and a nil errs is success for all.
 func (b *Batch[M]) Finish(errs []error) {

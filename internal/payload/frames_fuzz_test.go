@@ -41,7 +41,7 @@ func FuzzFrames(f *testing.F) {
 		framesHeader + "1073741824\n",
 		framesHeader + "99999999999999999999\n",
 		framesHeader + strings.Repeat("1", 40) + "\n",
-		"azdispatch-items/2\n1\na",
+		strings.Replace(framesHeader, "/1\n", "/2\n", 1) + "1\na", // a version this reader does not know
 		"",
 	} {
 		f.Add([]byte(s), uint16(1024), uint16(4096))
