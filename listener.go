@@ -61,6 +61,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/dequeue"
 	"github.com/azdispatch/azdispatch/internal/health"
 	"github.com/azdispatch/azdispatch/internal/keygate"
 	"github.com/azdispatch/azdispatch/internal/keylock"
@@ -93,7 +94,7 @@ type Listener[T any] struct {
 
 	floor     int // dequeuers kept when idle: MinDequeuers, or 0 when PushOnly
 	threshold int // free slots a dequeuer needs before receiving again
-	scale     scaler
+	scale     dequeue.Scaler
 	wake      *syncx.Signal
 	want      atomic.Int64  // dequeuers asked for, read by Run
 	asked     chan struct{} // tells Run that want changed, or that the last dequeuer stopped
@@ -228,7 +229,7 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
 		threshold: min(o.Scaling.BatchSize, max(1, o.Concurrency/2)),
-		scale:     scaler{interval: o.Scaling.ScaleInterval, min: floor, max: o.Scaling.MaxDequeuers},
+		scale:     dequeue.Scaler{Interval: o.Scaling.ScaleInterval, Min: floor, Max: o.Scaling.MaxDequeuers},
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),
 		seats:     make(chan *syncx.Slots, o.Scaling.MaxDequeuers),

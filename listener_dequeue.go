@@ -341,7 +341,7 @@ func (dq *dequeuer[T]) idleWait(next dequeue.Step, woken <-chan struct{}) bool {
 		// it (another dequeuer's, made once it had tried its last
 		// messages, while messages were still in hand and counted in the
 		// depth).
-		l.scale.drained()
+		l.scale.Drained()
 		l.stats.wanted.Store(0)
 	}
 	delay, stop := l.opts.Scaling.Idle(l.State(), dq.idle)
@@ -454,12 +454,12 @@ func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Del
 // scaleUp, after a full receive, reads the queue's depth, at most once per
 // ScaleInterval across the listener, and asks Run for the dequeuers the
 // Scale hook wants. Between two readings the full receives themselves say
-// the queue holds more: a round of them adds a dequeuer (see scaler.full).
+// the queue holds more: a round of them adds a dequeuer (see dequeue.Scaler.Full).
 func (l *Listener[T]) scaleUp(ctx context.Context) {
 	now := time.Now()
-	if !l.scale.claimDepthRead(now) {
+	if !l.scale.ClaimDepthRead(now) {
 		active := int(l.stats.active.Load())
-		if l.scale.full(now, active) {
+		if l.scale.Full(now, active) {
 			l.stats.scaleUps.Add(1)
 			l.ask(active + 1)
 			l.log.Debug("scaling up on full receives", "dequeuers", active+1)
@@ -467,7 +467,7 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 		}
 		return
 	}
-	defer l.scale.readDone()
+	defer l.scale.ReadDone()
 	depth, err := l.readDepth(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -481,12 +481,12 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 	active := int(l.stats.active.Load())
 	want := l.opts.Scaling.Scale(l.State(), depth)
 	l.stats.wanted.Store(int64(want))
-	if l.opts.Scaling.TargetWait > 0 && l.scale.unmet(want) {
+	if l.opts.Scaling.TargetWait > 0 && l.scale.Unmet(want) {
 		l.log.Warn("the latency target calls for more dequeuers than Scaling.MaxDequeuers", "target", l.opts.Scaling.TargetWait,
 			"dequeuers", want, "max", l.opts.Scaling.MaxDequeuers, "depth", depth)
 		l.event(Event{Kind: EventTargetUnmet, Dequeuers: want, Depth: depth})
 	}
-	add := l.scale.target(now, want, active)
+	add := l.scale.Target(now, want, active)
 	if add == 0 {
 		return
 	}
@@ -516,7 +516,7 @@ func (l *Listener[T]) surplus() bool {
 // receive: a wake-up since then, which may have seen the dequeuer as running
 // and started none, asks for one again.
 func (l *Listener[T]) retire(woken <-chan struct{}) bool {
-	if !l.scale.mayRetire(time.Now()) {
+	if !l.scale.MayRetire(time.Now()) {
 		return false
 	}
 	for {

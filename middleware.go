@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
+	"github.com/azdispatch/azdispatch/internal/route"
 	"github.com/azdispatch/azdispatch/internal/txcount"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
@@ -201,7 +202,7 @@ type Outgoing struct {
 	chain   []SendMiddleware
 	pos     int
 	send    func(ctx context.Context, s *Outgoing) error
-	route   route         // how it goes: Delay and Key, which a middleware may change, are taken at the send
+	route   route.Route   // how it goes: Delay and Key, which a middleware may change, are taken at the send
 	sent    sentMessage   // what the target said of the message
 	ownMeta bool          // Metadata is a map Set made for this send
 	isBatch bool          // sent with SendBatch
@@ -227,12 +228,12 @@ func (s *Outgoing) takeRoute() error {
 	if s.Delay < 0 || s.Delay > wire.MaxAfter {
 		return &ConfigError{Field: "Outgoing.Delay", Reason: fmt.Sprintf("%v: a send middleware set it outside 0 to a century", s.Delay)}
 	}
-	if d := upToSecond(s.Delay); d != s.route.delay {
+	if d := route.UpToSecond(s.Delay); d != s.route.Delay {
 		// A delay of its own, not SendAt's time: one the service counts
 		// from its insertion, so no line is needed for lack of its clock.
-		s.route.delay, s.route.at, s.route.line = d, time.Time{}, false
+		s.route.Delay, s.route.At, s.route.Line = d, time.Time{}, false
 	}
-	s.route.key = s.Key
+	s.route.Key = s.Key
 	return nil
 }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/keyorder"
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/route"
 	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
@@ -70,8 +70,11 @@ type Publisher[T any] struct {
 	target Target
 	caps   Capabilities // what target can do, read once
 	codec  Codec
-	ttl    time.Duration
-	plain  bool // PlainDelays
+	// policy is what the options say of every message's route: its TTL,
+	// whether a delay within the service's own carries a due line, and the
+	// longest the service hides a message (shorter in this package's
+	// tests, which cannot wait a week).
+	policy route.Policy
 	onSent func(ctx context.Context, id string)
 	store  *PayloadStore // nil: nothing can be offloaded
 	limits payload.Limits
@@ -79,9 +82,6 @@ type Publisher[T any] struct {
 	// chain, is made once rather than per send.
 	mw      []SendMiddleware
 	sendOut func(ctx context.Context, s *Outgoing) error
-	// hop is the longest the service hides a message: MaxVisibility, or
-	// less in this package's tests, which cannot wait a week.
-	hop time.Duration
 	// order stamps keyed messages with their place in their key's order.
 	order *keyorder.Sequencer
 }
@@ -114,8 +114,8 @@ func NewPublisher[T any](target Target, opts *PublisherOptions) (*Publisher[T], 
 			return nil, &ConfigError{Field: "PublisherOptions.Middleware", Reason: fmt.Sprintf("[%d] is nil", i)}
 		}
 	}
-	p := &Publisher[T]{target: target, order: keyorder.NewSequencer(), caps: caps, codec: o.Codec, ttl: o.TTL, onSent: o.OnSent,
-		store: o.Payloads, limits: payload.Limits(limits), hop: MaxVisibility, plain: o.PlainDelays}
+	p := &Publisher[T]{target: target, order: keyorder.NewSequencer(), caps: caps, codec: o.Codec, onSent: o.OnSent,
+		store: o.Payloads, limits: payload.Limits(limits), policy: route.Policy{Hop: MaxVisibility, TTL: o.TTL, Plain: o.PlainDelays}}
 	if len(o.Middleware) > 0 {
 		p.mw, p.sendOut = slices.Clone(o.Middleware), p.sendOutgoing
 	}
@@ -151,175 +151,10 @@ func (p *Publisher[T]) SendKeyed(ctx context.Context, key string, body T) (Sent,
 	return p.SendWith(ctx, body, &SendOptions{Key: key})
 }
 
-// SendBatch sends items as one batch: their encoded texts, compressed
-// together into one blob in the payload store, and one small pointer message
-// on the queue. A listener calls its handler once per item, in any order and
-// in parallel (within the listener's [ScalingOptions.MaxDequeuers] ×
-// [ListenerOptions.Concurrency] handler calls at once, shared with single
-// messages and other batches), with the same outcome rules as for single
-// messages; items that succeed are not run again when the batch is redelivered,
-// and one item that keeps failing is poisoned alone. A batch costs about six
-// requests end to end, whatever n (write the blob, send the pointer, a share of
-// a receive, read the blob, delete the message, delete the blob), where n
-// single messages cost about 2n.
-//
-// opts are those of [Publisher.SendWith] (nil: sent visible at once): a
-// batch can be delayed, by any length, keyed, made unique and cancelled like
-// a single message, and its blob lives as long as its pointer message. It
-// returns the [Sent] of its pointer message, with [Sent.BatchID],
-// [Sent.Items] and [Sent.BatchBytes] set.
-//
-// It fails before any request with a [*ConfigError] for no items or bad
-// options, with [ErrNoBlobService] when the publisher has no payload store,
-// and with [ErrMessageTooLarge] when the batch exceeds the publisher's
-// [PayloadLimits] (the error names the limit to raise).
-func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptions) (Sent, error) {
-	if len(items) == 0 {
-		return Sent{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
-	}
-	if p.store == nil {
-		return Sent{}, wrapf(p.noStore(), "send batch")
-	}
-	o, r, err := p.routeFor(ctx, opts)
-	if err != nil {
-		return Sent{}, err
-	}
-	var m sentMessage
-	var ptr *wire.Pointer
-	err = p.unique(ctx, o, func() error {
-		if p.mw == nil {
-			m, ptr, _, err = p.sendBatch(ctx, items, nil, r)
-			return err
-		}
-		s := p.outgoing(&items, r)
-		s.Items, s.isBatch = len(items), true
-		err := s.Next(ctx)
-		m, ptr, r = s.sent, s.batch, s.route
-		return err
-	})
-	if err != nil || ptr == nil { // nil: a middleware sent nothing
-		return Sent{}, err
-	}
-	sent := p.sent(m, r)
-	sent.BatchID, sent.Items, sent.BatchBytes = ptr.Blob, ptr.Items, ptr.Size
-	return sent, nil
-}
-
-// sendBatch is SendBatch past the middleware, with the metadata to carry,
-// sent as r says. It returns what the target said of the pointer message,
-// the pointer, and the length of the pointer message's text.
-func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route) (sentMessage, *wire.Pointer, int, error) {
-	fail := func(err error) (sentMessage, *wire.Pointer, int, error) { return sentMessage{}, nil, 0, err }
-	msg := wire.Text{Due: p.dueLine(r)}
-	meta, stamp := p.withKey(meta, r.key)
-	var err error
-	if msg.Meta, err = wire.NewMeta(meta); err != nil {
-		return fail(err)
-	}
-	w := payload.NewWriter(p.limits)
-	for i, item := range items {
-		text, err := p.codec.Encode(item)
-		if err != nil {
-			return fail(wrapf(err, "encode item %d", i))
-		}
-		if err := w.Add(text); err != nil {
-			return fail(limitOption(err, "PublisherOptions"))
-		}
-	}
-	ptr, err := p.offload(ctx, payload.KindBatch, w, r)
-	if err != nil {
-		return fail(limitOption(err, "PublisherOptions"))
-	}
-	msg.Pointer = ptr
-	text := msg.Render()
-	m, err := p.deliver(ctx, text, r)
-	p.keySent(r.key, stamp, err)
-	if err != nil {
-		return fail(err)
-	}
-	m.Blob = ptr.Blob
-	return m, ptr, len(text), nil
-}
-
-// route is how a message goes on the queue: visible at once or after a
-// delay (to at, for SendAt), with a key or not, and with the publisher's
-// TTL or its own.
-type route struct {
-	delay  time.Duration // whole seconds
-	at     time.Time     // SendAt's time
-	key    string        // "": no key
-	ttl    time.Duration
-	ownTTL bool             // ttl is the send's, not the publisher's
-	line   bool             // a due line even within the hop: SendAt's time, before the target's clock is known
-	occ    *wire.Occurrence // a Scheduler's occurrence the message is sent for: a due line always
-}
-
-// dueLine is the line that records when the message is due: for a
-// message the service cannot keep hidden until then alone (see hops), and
-// for one it can, so that a listener counts its time in queue from its due
-// time rather than its insertion (see [wire.DueLine.Kept]). A message sent
-// for now has none (nil).
-func (p *Publisher[T]) dueLine(r route) *wire.DueLine {
-	switch {
-	case r.occ != nil:
-		return &wire.DueLine{At: r.at, Occ: r.occ}
-	case !p.hops(r) && (r.delay <= 0 || p.plain):
-		return nil
-	case !p.hops(r):
-		return &wire.DueLine{After: int64(r.delay / time.Second)}
-	case !r.at.IsZero():
-		return &wire.DueLine{At: r.at}
-	}
-	return &wire.DueLine{After: int64(r.delay / time.Second)}
-}
-
-// hops reports whether a message sent as r may be hidden again by
-// listeners until it is due: one due beyond the service's longest hiding,
-// one sent for a time before the target's clock is known, and a
-// scheduler's (which a listener may hold).
-func (p *Publisher[T]) hops(r route) bool {
-	return r.occ != nil || r.delay > p.hop || r.line
-}
-
-// ttlOf is how long a message sent as r says lives: a delayed one lives
-// its TTL past its due time (the service would refuse a delay longer than
-// the TTL, and a message that expired unseen would be lost).
-func (p *Publisher[T]) ttlOf(r route) time.Duration {
-	ttl := p.ttl
-	if r.ownTTL {
-		ttl = r.ttl
-	}
-	if ttl < 0 || !p.hops(r) && r.delay <= 0 {
-		return ttl
-	}
-	if ttl == 0 {
-		ttl = defaultTTL
-	}
-	if ttl > math.MaxInt32*time.Second-r.delay {
-		return -1 // beyond what the service counts (68 years): never expires
-	}
-	return r.delay + ttl
-}
-
-// expires is when a message sent as r says, inserted at inserted, expires,
-// in Unix seconds; 0 if never. The service counts the TTL it was sent with
-// from the insertion, whatever the message's due time: a SendAt for a time
-// already past is due before it was inserted.
-func (p *Publisher[T]) expires(r route, inserted time.Time) int64 {
-	ttl := p.ttlOf(r)
-	switch {
-	case ttl < 0:
-		return 0
-	case ttl == 0:
-		ttl = defaultTTL
-	}
-	return inserted.Add(ttl).Unix()
-}
-
 // publish is the path of every single message: through the middleware, if
 // any, to send.
 // It returns the route taken: a middleware may have changed the delay.
-func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (sentMessage, route, error) {
+func (p *Publisher[T]) publish(ctx context.Context, body T, r route.Route) (sentMessage, route.Route, error) {
 	if p.mw == nil {
 		m, _, err := p.send(ctx, body, r, nil)
 		return m, r, err
@@ -334,24 +169,24 @@ func (p *Publisher[T]) publish(ctx context.Context, body T, r route) (sentMessag
 // send encodes body, offloads it when the text cannot go on the queue as
 // it is, and delivers it with its due line and meta's line before it. It
 // returns what the target said of the message and the text sent.
-func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata) (m sentMessage, sent string, err error) {
+func (p *Publisher[T]) send(ctx context.Context, body T, r route.Route, meta Metadata) (m sentMessage, sent string, err error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
 		return m, "", wrapf(err, "encode")
 	}
-	msg := wire.Text{Due: p.dueLine(r), Body: text}
-	meta, stamp := p.withKey(meta, r.key)
+	msg := wire.Text{Due: p.policy.DueLine(r), Body: text}
+	meta, stamp := p.withKey(meta, r.Key)
 	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return m, "", err
 	}
 	head := len(msg.Head())
 	limit := MaxMessageSize
-	if r.key != "" {
+	if r.Key != "" {
 		// Room for the line a listener adds when it snoozes the message
 		// while its key is at its limit, so that it need not count a try.
 		limit -= snoozeRoom
 	}
-	if !p.hops(r) && head+len(text) > limit && len(msg.Meta.Line())+len(text) <= limit {
+	if !p.policy.Hops(r) && head+len(text) > limit && len(msg.Meta.Line())+len(text) <= limit {
 		// A line the service's own delay needs only for the time in
 		// queue is not worth a blob: without it the text fits.
 		msg.Due, head = nil, len(msg.Meta.Line())
@@ -368,7 +203,7 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 	}
 	sent = msg.Render()
 	m, err = p.deliver(ctx, sent, r)
-	p.keySent(r.key, stamp, err)
+	p.keySent(r.Key, stamp, err)
 	if msg.Pointer != nil {
 		m.Blob = msg.Pointer.Blob
 	}
@@ -376,8 +211,8 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route, meta Metadata)
 }
 
 // outgoing describes a send to the middleware; body is a *T or a *[]T.
-func (p *Publisher[T]) outgoing(body any, r route) *Outgoing {
-	return &Outgoing{Queue: p.target.Name(), Body: body, Key: r.key, Delay: r.delay,
+func (p *Publisher[T]) outgoing(body any, r route.Route) *Outgoing {
+	return &Outgoing{Queue: p.target.Name(), Body: body, Key: r.Key, Delay: r.Delay,
 		route: r, chain: p.mw, send: p.sendOut}
 }
 
@@ -391,7 +226,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 		if err := s.takeRoute(); err != nil {
 			return err
 		}
-		if err := checkKey("Outgoing.Key", s.route.key); err != nil {
+		if err := checkKey("Outgoing.Key", s.route.Key); err != nil {
 			return err
 		}
 		m, ptr, size, err := p.sendBatch(ctx, *items, s.Metadata, s.route)
@@ -408,7 +243,7 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 	if err := s.takeRoute(); err != nil {
 		return err
 	}
-	if err := checkKey("Outgoing.Key", s.route.key); err != nil {
+	if err := checkKey("Outgoing.Key", s.route.Key); err != nil {
 		return err
 	}
 	m, text, err := p.send(ctx, *body, s.route, s.Metadata)
@@ -420,22 +255,22 @@ func (p *Publisher[T]) sendOutgoing(ctx context.Context, s *Outgoing) error {
 }
 
 // deliver sends text as r says, and tells OnSent of a message visible at once.
-func (p *Publisher[T]) deliver(ctx context.Context, text string, r route) (sentMessage, error) {
-	opts := &SendOptions{Delay: min(r.delay, p.hop), TTL: p.ttlOf(r)}
+func (p *Publisher[T]) deliver(ctx context.Context, text string, r route.Route) (sentMessage, error) {
+	opts := &SendOptions{Delay: min(r.Delay, p.policy.Hop), TTL: p.policy.TTLOf(r)}
 	var m sentMessage
 	var err error
 	switch {
-	case r.key != "" && p.caps.sendKeyed != nil:
-		m, err = p.caps.sendKeyed(ctx, r.key, text, opts)
-	case r.key != "" && p.caps.SendKeyed != nil:
-		m.ID, err = p.caps.SendKeyed(ctx, r.key, text, opts)
+	case r.Key != "" && p.caps.sendKeyed != nil:
+		m, err = p.caps.sendKeyed(ctx, r.Key, text, opts)
+	case r.Key != "" && p.caps.SendKeyed != nil:
+		m.ID, err = p.caps.SendKeyed(ctx, r.Key, text, opts)
 	default:
 		m, err = p.caps.send(ctx, text, opts)
 	}
 	if err != nil {
 		return sentMessage{}, err
 	}
-	if r.delay == 0 && p.onSent != nil {
+	if r.Delay == 0 && p.onSent != nil {
 		p.onSent(ctx, m.ID)
 	}
 	return m, nil
@@ -498,7 +333,7 @@ func (p *Publisher[T]) noStore() error {
 // same body either way.
 //
 // size is what the message would take on the queue, metadata included.
-func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route) (*wire.Pointer, error) {
+func (p *Publisher[T]) claimCheck(ctx context.Context, text string, size int, r route.Route) (*wire.Pointer, error) {
 	if p.store == nil {
 		var why error = &MessageTooLargeError{Size: size, Limit: MaxMessageSize}
 		switch {
@@ -531,9 +366,6 @@ func limitOption(err error, options string) error {
 	return fmt.Errorf("%w: set by ListenerOptions.Payloads.Limits.%s", err, le.Limit)
 }
 
-// defaultTTL is the service's message lifetime when none is given.
-const defaultTTL = 7 * 24 * time.Hour
-
 // offload writes a payload built in w, for a message sent as r says, to a
 // blob and returns its pointer. The blob expires when the message does.
 // The blob is written before the pointer is sent: a pointer must never name
@@ -541,18 +373,184 @@ const defaultTTL = 7 * 24 * time.Hour
 // for [Sweep] rather than deleted, because a send that failed on the client
 // may have succeeded at the service, and deleting would leave a dangling
 // pointer, which is a lost message; a leftover blob is only waste.
-func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer, r route) (*wire.Pointer, error) {
+func (p *Publisher[T]) offload(ctx context.Context, kind string, w *payload.Writer, r route.Route) (*wire.Pointer, error) {
 	data, err := w.Finish()
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	meta := payload.Meta{Kind: kind, Queue: p.target.Name(), Created: now, Items: w.Items()}
-	switch ttl := p.ttlOf(r); {
-	case ttl == 0:
-		meta.Expires = now.Add(defaultTTL)
-	case ttl > 0:
-		meta.Expires = now.Add(ttl)
-	}
+	meta := payload.Meta{Kind: kind, Queue: p.target.Name(), Created: now, Items: w.Items(), Expires: p.policy.BlobExpires(r, now)}
 	return p.store.put(ctx, meta, data)
+}
+
+// Sent is a message a [Publisher] sent: what every send returns
+// ([Publisher.Send], [Publisher.SendKeyed], [Publisher.SendWith],
+// [Publisher.SendAfter], [Publisher.SendAt] and [Publisher.SendBatch]).
+type Sent struct {
+	// ID is the message's ID: for a batch, its pointer message's.
+	ID string
+	// Due is when a listener may first handle it, on the service's clock,
+	// to the second: the time [Publisher.SendAt] named (even one past), or
+	// the insertion time plus the delay.
+	Due time.Time
+	// Token is what [Publisher.Cancel] needs to cancel the message: safe to
+	// store (in a database, say) and to use from another process. It holds
+	// no secret (a cancel still needs the queue's credentials). Empty if
+	// the target cannot tell what a cancel needs (a [Target] of your own
+	// that is not a [CancelTarget]).
+	Token string
+
+	// BatchID, Items and BatchBytes describe a batch ([Publisher.SendBatch]);
+	// they are zero for a single message. BatchID is the payload blob's
+	// name, each item's [MessageInfo.BatchID]; Items is how many items it
+	// holds; BatchBytes is what the blob stores (gzip).
+	BatchID    string
+	Items      int
+	BatchBytes int64
+}
+
+// SendWith is [Publisher.Send] with per-send options:
+//   - [SendOptions.Delay] or [SendOptions.At]: handled no sooner than then,
+//     by the service's clock, however far ahead (see [Publisher.SendAfter]);
+//   - [SendOptions.TTL]: the message's life, instead of [PublisherOptions.TTL];
+//   - [SendOptions.Key]: every message of the key on one shard of a
+//     [KeyedTarget] (see [Publisher.SendKeyed]);
+//   - [SendOptions.UniqueKey]: a second send with the same key within
+//     [SendOptions.UniqueFor] fails with [ErrDuplicate], across processes
+//     and machines. The key is held by a blob in the payload store (one
+//     conditional write, If-None-Match: *), released if the send fails, and
+//     taken over once its window has passed on the service's clock;
+//     [Sweep] removes expired keys. A send whose answer was lost after the
+//     service took the message releases its key too: a retry may then send
+//     it twice, as with any send (delivery is at least once).
+//
+// It returns what [Publisher.Cancel] needs.
+func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) (Sent, error) {
+	o, r, err := p.routeFor(ctx, opts)
+	if err != nil {
+		return Sent{}, err
+	}
+	var m sentMessage
+	err = p.unique(ctx, o, func() error {
+		m, r, err = p.publish(ctx, body, r)
+		return err
+	})
+	if err != nil {
+		return Sent{}, err
+	}
+	return p.sent(m, r), nil
+}
+
+// SendAfter is [Publisher.SendWith] with [SendOptions.Delay]: the message
+// is handled no sooner than delay from now (rounded up to whole seconds),
+// counted on the service's clock.
+//
+// A delay up to [MaxVisibility] (7 days) is the service's own: the message is
+// sent hidden for it, in one send, its text what [Publisher.Send] would
+// send after a short line that says when it is due (a marker of the
+// format and its version, then a JSON object), so that a listener counts its time in
+// queue from then ([MessageInfo.TimeInQueue]); nothing else reads it. A
+// longer one, of any length, is recorded in the message's text (a line
+// before the body, relative to the service's insertion time), and the
+// message is sent hidden for 7 days; a listener that receives it before it
+// is due hides it again, for what remains or 7 days, without running the
+// handler: one Update Message a week while it waits, riding on a receive the
+// listener makes anyway, and nothing else (no table, no poller). Those hops
+// are not tries: they never count towards [ListenerOptions.MaxDequeueCount],
+// and the handler's [MessageInfo.DequeueCount] counts only real deliveries.
+// Listeners must be of a version that reads due lines to read a delayed
+// message (an earlier one poisons it as undecodable): upgrade listeners
+// first.
+//
+// A delayed message lives its TTL past its due time (see
+// [PublisherOptions.TTL]), and so does its payload blob, if offloaded.
+func (p *Publisher[T]) SendAfter(ctx context.Context, body T, delay time.Duration) (Sent, error) {
+	return p.SendWith(ctx, body, &SendOptions{Delay: delay})
+}
+
+// SendAt is [Publisher.SendWith] with [SendOptions.At]: the message is
+// handled no sooner than at (rounded up to a whole second) by the service's
+// clock, however far ahead (to the end of the year 9999); a time already
+// past sends it visible at once. The publisher hides it for the time that
+// remains by the service's clock (see [Queue.ServiceTime]), never by its
+// own: if no answer of the target's account has told it the service's
+// time yet, it asks first (one Get Queue Properties, whose answer tells it
+// even when it refuses). Through a [ShardedQueue] the wait is counted on
+// the clock of the first shard that tells it: the accounts of its shards
+// are taken to share one clock, as the service's accounts do (emulators
+// set to different clocks do not). Beyond 7 days the time is recorded in
+// the message's text, as for [Publisher.SendAfter], whose notes on hops,
+// TTL and upgrades apply; a message due more than 68 years ahead, the
+// longest TTL the service counts, never expires. The message lives its
+// TTL from its send, or from its due time if that is later.
+func (p *Publisher[T]) SendAt(ctx context.Context, body T, at time.Time) (Sent, error) {
+	if at.IsZero() {
+		return Sent{}, &ConfigError{Field: "SendAt's time", Reason: "zero"}
+	}
+	return p.SendWith(ctx, body, &SendOptions{At: at})
+}
+
+// routeFor checks a send's options (nil: the defaults) before anything
+// is written (a large body's blob, a unique key), and says how the message
+// goes. A send at a time learns the service's first, if nothing has told
+// it yet: its wait is counted on that clock.
+func (p *Publisher[T]) routeFor(ctx context.Context, opts *SendOptions) (SendOptions, route.Route, error) {
+	var o SendOptions
+	if opts != nil {
+		o = *opts
+	}
+	if err := p.checkSendOptions(o); err != nil {
+		return o, route.Route{}, err
+	}
+	if !o.At.IsZero() {
+		if err := p.caps.learnServiceTime(ctx); err != nil {
+			return o, route.Route{}, wrapf(err, "send at %s", o.At.UTC().Format(time.RFC3339))
+		}
+	}
+	return o, p.routeOf(o), nil
+}
+
+// checkSendOptions refuses a send's options that make no sense, before
+// any request.
+func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
+	switch {
+	case o.Delay < 0 || o.Delay > wire.MaxAfter:
+		return &ConfigError{Field: "SendOptions.Delay", Reason: fmt.Sprintf("%v: must be between 0 and a century (SendOptions.At takes any time to the end of 9999)", o.Delay)}
+	case !o.At.IsZero() && !wire.InRange(o.At.Add(time.Second-1)):
+		return &ConfigError{Field: "SendOptions.At", Reason: fmt.Sprintf("%v: must be within the years 1970 to 9999", o.At)}
+	case o.Delay > 0 && !o.At.IsZero():
+		return &ConfigError{Field: "SendOptions.At", Reason: "set with Delay: give one"}
+	case o.UniqueKey == "" && o.UniqueFor != 0:
+		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: "set without UniqueKey"}
+	case o.UniqueKey != "" && o.UniqueFor <= 0:
+		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: fmt.Sprintf("%v: a unique key needs a window", o.UniqueFor)}
+	case o.UniqueKey != "" && p.store == nil:
+		return wrapf(p.noStore(), "a unique send keeps its key in the payload store")
+	}
+	return checkKey("SendOptions.Key", o.Key)
+}
+
+// routeOf says how a message sent with o (checked) goes: for SendAt's
+// time, hidden for what remains of the wait by the service's clock.
+func (p *Publisher[T]) routeOf(o SendOptions) route.Route {
+	return route.For(o.Delay, o.At, o.Key, o.TTL, serviceTime(p.caps), p.caps.serviceTimeKnown())
+}
+
+// sent describes a message sent as r says to a caller.
+func (p *Publisher[T]) sent(m sentMessage, r route.Route) Sent {
+	inserted := m.Inserted
+	if inserted.IsZero() { // a Target of your own: the best guess
+		inserted = serviceTime(p.caps).Truncate(time.Second)
+	}
+	s := Sent{ID: m.ID, Due: r.At}
+	if s.Due.IsZero() {
+		s.Due = inserted.Add(r.Delay).UTC()
+	}
+	if m.Receipt != "" {
+		s.Token = cancelToken{
+			Queue: m.Queue, ID: m.ID, Receipt: m.Receipt, Due: s.Due.Unix(),
+			Hops: p.policy.Hops(r), Blob: m.Blob, Expires: p.policy.Expires(r, inserted),
+		}.encode()
+	}
+	return s
 }

@@ -42,7 +42,7 @@ func newCancelRig(t *testing.T) *cancelRig {
 	require.NoError(t, err)
 	r.pub, err = NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store})
 	require.NoError(t, err)
-	r.pub.hop = testHop
+	r.pub.policy.Hop = testHop
 	o := quick()
 	o.Payloads.Store = r.store
 	// Messages due within a visibility timeout are held by the listener,
@@ -93,7 +93,7 @@ func TestCancelBeforeTheFirstHop(t *testing.T) {
 	ctx := context.Background()
 	pub, err := NewPublisher[job](r.q, &PublisherOptions{Payloads: r.store, TTL: time.Second})
 	require.NoError(t, err)
-	pub.hop = testHop
+	pub.policy.Hop = testHop
 	s, err := pub.SendAfter(ctx, job{N: 1}, 3*time.Second)
 	require.NoError(t, err)
 	require.NotEmpty(t, s.Token)
@@ -171,7 +171,7 @@ func TestCancelRemovesTheBlobOfAClaimCheck(t *testing.T) {
 		r := newCancelRig(t)
 		p, err := NewPublisher[string](r.q, &PublisherOptions{Codec: Raw(), Payloads: r.store})
 		require.NoError(t, err)
-		p.hop = testHop
+		p.policy.Hop = testHop
 		s, err := p.SendAfter(ctx, string(make([]byte, MaxMessageSize+1)), 5*time.Second)
 		require.NoError(t, err)
 		l, err := NewListener(r.q, func(context.Context, *Message[string]) error { return errors.New("must not run") },

@@ -13,6 +13,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/route"
 	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/timetable"
 	"github.com/azdispatch/azdispatch/internal/wire"
@@ -517,14 +518,14 @@ var errClaimLapsing = errors.New("half the claim timeout has passed; looking aga
 // route is how message item of occurrence o of sc goes: due at its time,
 // with the occurrence in its due line, and the name of the mark its first
 // delivery writes (see Listener.deliverOnce).
-func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int) route {
+func (s *Scheduler[T]) route(sc *scheduled[T], o timetable.Occurrence, item int) route.Route {
 	at := o.At.UTC()
 	key := fmt.Sprintf("%s\x00%d\x00%d", sc.Name, at.Unix(), item)
 	if o.RunNow {
 		key = fmt.Sprintf("%s\x00now\x00%d\x00%d", sc.Name, at.Unix(), item) // never a timetable's
 	}
 	once := recordName(payload.KindOnce, s.p.target.Name(), key)
-	return route{at: at, occ: &wire.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, RunNow: o.RunNow, Once: once}}
+	return route.Route{At: at, Occ: &wire.Occurrence{Schedule: sc.Name, At: at.Unix(), Item: item, Late: o.Late, Missed: o.Missed, RunNow: o.RunNow, Once: once}}
 }
 
 // messagesFor calls the schedule's Messages, turning a panic into a

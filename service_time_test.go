@@ -164,7 +164,7 @@ func TestCancelFromAClockAheadOfTheService(t *testing.T) {
 	// only an hour from now, though it runs 50 minutes ahead.
 	pub, err := NewPublisher[job](q, &PublisherOptions{Payloads: store, TTL: 20 * time.Minute})
 	require.NoError(t, err)
-	pub.hop = testHop
+	pub.policy.Hop = testHop
 	s, err := pub.SendAfter(ctx, job{N: 1}, 40*time.Minute)
 	require.NoError(t, err)
 	// A short-lived one, expired by this machine's clock, not yet by the
@@ -294,7 +294,7 @@ func TestACancelLongAfterADeliveryCannotTell(t *testing.T) {
 	require.NoError(t, err)
 	pub, err := NewPublisher[job](q, &PublisherOptions{Payloads: store, TTL: -1})
 	require.NoError(t, err)
-	pub.hop = testHop
+	pub.policy.Hop = testHop
 	delivered, err := pub.SendAfter(ctx, job{N: 1}, 3*time.Second)
 	require.NoError(t, err)
 

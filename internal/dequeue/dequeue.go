@@ -2,7 +2,8 @@
 // after each receive: receive again, scale up, back off, pause, wait, or go
 // idle. The decision is a pure function of what the receive brought, so it
 // is tested without storage, goroutines or a clock; the listener gathers
-// the inputs and carries out the answer.
+// the inputs and carries out the answer. [Scaler] keeps what scaling
+// decisions remember between receives: depth reads and scale-ups.
 package dequeue
 
 import (

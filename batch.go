@@ -12,8 +12,103 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/gather"
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/route"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
+
+// A batch is many items in one payload blob behind one pointer message:
+// sent by SendBatch below, and tried by a listener item by item, with a
+// checkpoint on the blob of the items done (batchTry).
+
+// SendBatch sends items as one batch: their encoded texts, compressed
+// together into one blob in the payload store, and one small pointer message
+// on the queue. A listener calls its handler once per item, in any order and
+// in parallel (within the listener's [ScalingOptions.MaxDequeuers] ×
+// [ListenerOptions.Concurrency] handler calls at once, shared with single
+// messages and other batches), with the same outcome rules as for single
+// messages; items that succeed are not run again when the batch is redelivered,
+// and one item that keeps failing is poisoned alone. A batch costs about six
+// requests end to end, whatever n (write the blob, send the pointer, a share of
+// a receive, read the blob, delete the message, delete the blob), where n
+// single messages cost about 2n.
+//
+// opts are those of [Publisher.SendWith] (nil: sent visible at once): a
+// batch can be delayed, by any length, keyed, made unique and cancelled like
+// a single message, and its blob lives as long as its pointer message. It
+// returns the [Sent] of its pointer message, with [Sent.BatchID],
+// [Sent.Items] and [Sent.BatchBytes] set.
+//
+// It fails before any request with a [*ConfigError] for no items or bad
+// options, with [ErrNoBlobService] when the publisher has no payload store,
+// and with [ErrMessageTooLarge] when the batch exceeds the publisher's
+// [PayloadLimits] (the error names the limit to raise).
+func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptions) (Sent, error) {
+	if len(items) == 0 {
+		return Sent{}, &ConfigError{Field: "items", Reason: "empty: a batch needs at least one"}
+	}
+	if p.store == nil {
+		return Sent{}, wrapf(p.noStore(), "send batch")
+	}
+	o, r, err := p.routeFor(ctx, opts)
+	if err != nil {
+		return Sent{}, err
+	}
+	var m sentMessage
+	var ptr *wire.Pointer
+	err = p.unique(ctx, o, func() error {
+		if p.mw == nil {
+			m, ptr, _, err = p.sendBatch(ctx, items, nil, r)
+			return err
+		}
+		s := p.outgoing(&items, r)
+		s.Items, s.isBatch = len(items), true
+		err := s.Next(ctx)
+		m, ptr, r = s.sent, s.batch, s.route
+		return err
+	})
+	if err != nil || ptr == nil { // nil: a middleware sent nothing
+		return Sent{}, err
+	}
+	sent := p.sent(m, r)
+	sent.BatchID, sent.Items, sent.BatchBytes = ptr.Blob, ptr.Items, ptr.Size
+	return sent, nil
+}
+
+// sendBatch is SendBatch past the middleware, with the metadata to carry,
+// sent as r says. It returns what the target said of the pointer message,
+// the pointer, and the length of the pointer message's text.
+func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route.Route) (sentMessage, *wire.Pointer, int, error) {
+	fail := func(err error) (sentMessage, *wire.Pointer, int, error) { return sentMessage{}, nil, 0, err }
+	msg := wire.Text{Due: p.policy.DueLine(r)}
+	meta, stamp := p.withKey(meta, r.Key)
+	var err error
+	if msg.Meta, err = wire.NewMeta(meta); err != nil {
+		return fail(err)
+	}
+	w := payload.NewWriter(p.limits)
+	for i, item := range items {
+		text, err := p.codec.Encode(item)
+		if err != nil {
+			return fail(wrapf(err, "encode item %d", i))
+		}
+		if err := w.Add(text); err != nil {
+			return fail(limitOption(err, "PublisherOptions"))
+		}
+	}
+	ptr, err := p.offload(ctx, payload.KindBatch, w, r)
+	if err != nil {
+		return fail(limitOption(err, "PublisherOptions"))
+	}
+	msg.Pointer = ptr
+	text := msg.Render()
+	m, err := p.deliver(ctx, text, r)
+	p.keySent(r.Key, stamp, err)
+	if err != nil {
+		return fail(err)
+	}
+	m.Blob = ptr.Blob
+	return m, ptr, len(text), nil
+}
 
 // batchTry is one delivery of a batch being tried: its items run
 // in parallel on the listener's handler tokens, each judged like a single
