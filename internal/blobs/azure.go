@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/appendblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -188,6 +189,39 @@ func (a *Azure) CreateContainer(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// CreateAppend implements [Backend]: one Put Blob (append blob),
+// If-None-Match: *; and, if the container is missing, one Create Container
+// and the Put Blob again.
+func (a *Azure) CreateAppend(ctx context.Context, name string, meta map[string]string) (Info, error) {
+	create := func() (appendblob.CreateResponse, error) {
+		return a.client.NewAppendBlobClient(name).Create(a.tag(ctx, OpWrite), &appendblob.CreateOptions{
+			Metadata:         toPtrs(meta),
+			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
+		})
+	}
+	resp, err := create()
+	if err != nil && bloberror.HasCode(err, bloberror.ContainerNotFound) {
+		if err := a.CreateContainer(ctx); err != nil {
+			return Info{}, err
+		}
+		resp, err = create()
+	}
+	if err != nil {
+		return Info{}, classify(err, false)
+	}
+	return Info{Name: name, Metadata: meta, ETag: string(deref(resp.ETag)), Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
+}
+
+// Append implements [Backend]: one Append Block.
+func (a *Azure) Append(ctx context.Context, name string, data []byte) (Info, error) {
+	resp, err := a.client.NewAppendBlobClient(name).AppendBlock(a.tag(ctx, OpWrite), nopCloser{bytes.NewReader(data)}, nil)
+	if err != nil {
+		return Info{}, classify(err, false)
+	}
+	return Info{Name: name, ETag: string(deref(resp.ETag)), Blocks: int(deref(resp.BlobCommittedBlockCount)),
+		Modified: deref(resp.LastModified), Date: deref(resp.Date)}, nil
 }
 
 // AcquireLease implements [Backend]: one Lease Blob (acquire), with id

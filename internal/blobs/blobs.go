@@ -1,5 +1,5 @@
 // Package blobs is the one layer every blob of the library goes through:
-// payloads, records and marks. A [Backend] is a container of blobs with the
+// payloads, records, marks and groups' tallies (append blobs). A [Backend] is a container of blobs with the
 // few requests they need, each conditional where a race could lose a
 // write, and each answer carrying the service's time. Two backends
 // implement it: [Azure], a container of the Azure blob service, and
@@ -36,6 +36,10 @@ var ErrConflict = errors.New("blob exists or changed")
 // release of a lease that was lost), and of a delete of a leased blob.
 var ErrLeased = errors.New("blob leased by another holder")
 
+// MaxBlocks is the most blocks an append blob holds, as the service
+// counts them.
+const MaxBlocks = 50_000
+
 // Op is the kind of a request, as the library counts and names requests:
 // the same strings as azdispatch.Op.
 type Op string
@@ -43,7 +47,7 @@ type Op string
 // The kinds of request a Backend makes.
 const (
 	OpRead   Op = "blob read"   // Get Blob, Get Blob Properties
-	OpWrite  Op = "blob write"  // Put Blob, Set Blob Metadata, Create Container
+	OpWrite  Op = "blob write"  // Put Blob, Append Block, Set Blob Metadata, Create Container
 	OpDelete Op = "blob delete" // Delete Blob
 	OpList   Op = "blob list"   // List Blobs
 	OpLease  Op = "blob lease"  // Lease Blob: acquire, renew, release
@@ -57,6 +61,9 @@ type Info struct {
 	Size     int64     // its content's length
 	Created  time.Time // when it was first written; zero if not told
 	Modified time.Time // its last write, to the second
+	// Blocks is, in an Append's answer, how many blocks the append blob
+	// holds now, the one appended included; 0 in other answers.
+	Blocks int
 	// Leased says, in a List's answer, that the blob was under a lease
 	// that had not expired or been released; false in other answers.
 	Leased bool
@@ -108,6 +115,17 @@ type Backend interface {
 	List(ctx context.Context, prefix string, page func(blobs []Info, date time.Time) error) error
 	// CreateContainer creates the container; one that exists is fine.
 	CreateContainer(ctx context.Context) error
+
+	// CreateAppend makes an empty append blob with meta, if none of that
+	// name exists (If-None-Match: *); one that does gives ErrConflict.
+	CreateAppend(ctx context.Context, name string, meta map[string]string) (Info, error)
+	// Append adds data as one block at the end of an append blob, and
+	// says in Info.Blocks how many blocks it holds then. Blocks from
+	// several writers at once are kept whole and in some order. A block
+	// appended again after its answer was lost is there twice: what is
+	// appended must be safe to read twice. A missing blob gives
+	// ErrNotFound; the service holds at most MaxBlocks blocks.
+	Append(ctx context.Context, name string, data []byte) (Info, error)
 
 	// AcquireLease takes a lease for d (15 to 60 s, as the service
 	// takes them) on a blob, under id, a holder's own lease ID. A lease

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,5 +239,64 @@ func run(t *testing.T, newBackend func(t *testing.T) blobs.Backend) {
 		require.ErrorIs(t, err, blobs.ErrLeased, "a lease lost is not renewed")
 		_, err = b.SetLeasedMetadata(ctx, "k", map[string]string{"a": "3"}, mine)
 		require.ErrorIs(t, err, blobs.ErrLeased, "nor written under")
+	})
+	t.Run("an append blob counts its blocks, however many writers append at once", func(t *testing.T) {
+		t.Parallel()
+		b := newBackend(t)
+		_, err := b.Append(ctx, "tally", []byte("x"))
+		require.ErrorIs(t, err, blobs.ErrNotFound, "no blob yet (nor a container)")
+		created, err := b.CreateAppend(ctx, "tally", map[string]string{"Kind": "tally"})
+		require.NoError(t, err, "makes the container too")
+		assert.NotEmpty(t, created.ETag)
+		assert.False(t, created.Date.IsZero(), "the answer carries the service's time")
+		_, err = b.CreateAppend(ctx, "tally", nil)
+		require.ErrorIs(t, err, blobs.ErrConflict, "a second create conflicts")
+
+		const writers = 16
+		counts := make(chan int, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				info, err := b.Append(ctx, "tally", []byte(fmt.Sprintf("%02d;", i)))
+				assert.NoError(t, err)
+				assert.False(t, info.Date.IsZero())
+				counts <- info.Blocks
+			})
+		}
+		wg.Wait()
+		close(counts)
+		var seen []int
+		for c := range counts {
+			seen = append(seen, c)
+		}
+		slices.Sort(seen)
+		want := make([]int, writers)
+		for i := range want {
+			want[i] = i + 1
+		}
+		assert.Equal(t, want, seen, "each append is told the count with it: one of them is told all")
+
+		_, err = b.SetMetadata(ctx, "tally", map[string]string{"kind": "tally", "done": "yes"}, "")
+		require.NoError(t, err)
+		info, err := b.Append(ctx, "tally", []byte("last;"))
+		require.NoError(t, err, "an append blob stays one when its metadata changes")
+		assert.Equal(t, writers+1, info.Blocks)
+
+		r, props, err := b.Read(ctx, "tally")
+		require.NoError(t, err)
+		data, err := io.ReadAll(r)
+		require.NoError(t, r.Close())
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(data)), props.Size)
+		assert.Equal(t, map[string]string{"kind": "tally", "done": "yes"}, props.Metadata)
+		blocks := strings.Split(strings.TrimSuffix(string(data), ";"), ";")
+		assert.Len(t, blocks, writers+1, "blocks are kept whole")
+		assert.Equal(t, "last", blocks[writers], "and in the order their answers came")
+
+		_, err = b.Create(ctx, "plain", write("1", nil))
+		require.NoError(t, err)
+		_, err = b.Append(ctx, "plain", []byte("2"))
+		require.Error(t, err, "a block blob takes no append")
+		assert.NotErrorIs(t, err, blobs.ErrNotFound)
 	})
 }

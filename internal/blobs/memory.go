@@ -50,6 +50,9 @@ type memBlob struct {
 	lease    string
 	leaseEnd time.Time
 	leaseFor time.Duration
+	// blocks counts an append blob's blocks; appendable says it is one.
+	blocks     int
+	appendable bool
 }
 
 var _ Backend = (*Memory)(nil)
@@ -78,6 +81,48 @@ func (m *Memory) Create(ctx context.Context, name string, w Write) (Info, error)
 		}
 		return nil
 	}, w.Data, w.Metadata, true)
+}
+
+// CreateAppend implements [Backend].
+func (m *Memory) CreateAppend(ctx context.Context, name string, meta map[string]string) (Info, error) {
+	return m.put(ctx, name, func(old *memBlob) error {
+		if old != nil {
+			return fmt.Errorf("%w: %s/%s exists", ErrConflict, m.name, name)
+		}
+		return nil
+	}, nil, meta, true, true)
+}
+
+// Append implements [Backend].
+func (m *Memory) Append(ctx context.Context, name string, data []byte) (Info, error) {
+	lose, err := m.before(ctx, OpWrite, name)
+	if err != nil {
+		return Info{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.blobs[name]
+	switch {
+	case old == nil:
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, m.name, name)
+	case !old.appendable:
+		return Info{}, fmt.Errorf("memory blob: %s/%s is not an append blob (409 InvalidBlobType)", m.name, name)
+	case old.blocks == MaxBlocks:
+		return Info{}, fmt.Errorf("memory blob: %s/%s holds %d blocks (409 BlockCountExceedsLimit)", m.name, name, MaxBlocks)
+	}
+	now := m.now()
+	m.version++
+	b := *old
+	b.data = append(bytes.Clone(old.data), data...)
+	b.blocks++
+	b.etag, b.modified = fmt.Sprintf(`"0x%X"`, m.version), now
+	m.blobs[name] = &b
+	if lose {
+		return Info{}, lost(OpWrite, name)
+	}
+	info := m.info(name, &b, now)
+	info.Blocks = b.blocks
+	return info, nil
 }
 
 // Replace implements [Backend].
@@ -120,8 +165,14 @@ func (m *Memory) SetLeasedMetadata(ctx context.Context, name string, meta map[st
 }
 
 // write stores a blob if check passes on the one there (nil if none):
-// with data if withData, else keeping the old data.
+// with data if withData, else keeping the old data (and what kind of
+// blob it is).
 func (m *Memory) write(ctx context.Context, name string, check func(*memBlob) error, data []byte, meta map[string]string, withData bool) (Info, error) {
+	return m.put(ctx, name, check, data, meta, withData, false)
+}
+
+// put is write, for an append blob if appendable.
+func (m *Memory) put(ctx context.Context, name string, check func(*memBlob) error, data []byte, meta map[string]string, withData, appendable bool) (Info, error) {
 	lose, err := m.before(ctx, OpWrite, name)
 	if err != nil {
 		return Info{}, err
@@ -134,12 +185,12 @@ func (m *Memory) write(ctx context.Context, name string, check func(*memBlob) er
 	}
 	now := m.now()
 	m.version++
-	b := &memBlob{meta: lowerKeys(meta), etag: fmt.Sprintf(`"0x%X"`, m.version), created: now, modified: now}
+	b := &memBlob{meta: lowerKeys(meta), etag: fmt.Sprintf(`"0x%X"`, m.version), created: now, modified: now, appendable: appendable}
 	switch {
 	case withData:
 		b.data = bytes.Clone(data)
 	case old != nil:
-		b.data = old.data
+		b.data, b.blocks, b.appendable = old.data, old.blocks, old.appendable
 	}
 	if old != nil {
 		b.created = old.created

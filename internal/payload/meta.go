@@ -46,6 +46,9 @@ const (
 	// KindOnce marks an occurrence's message delivered, so that a
 	// duplicate of it is not.
 	KindOnce = "once"
+	// KindGroup is a group's head or shard: the marks of its children's
+	// finishes (see internal/group). It lives on after its last write.
+	KindGroup = "group"
 )
 
 // States of a cancel record.
@@ -64,7 +67,7 @@ const (
 
 // IsRecord reports whether kind is a record's.
 func IsRecord(kind string) bool {
-	return kind == KindCancel || kind == KindUnique || kind == KindSchedule || kind == KindOnce
+	return kind == KindCancel || kind == KindUnique || kind == KindSchedule || kind == KindOnce || kind == KindGroup
 }
 
 // Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.
