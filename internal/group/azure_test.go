@@ -79,6 +79,14 @@ func TestAGroupCompletesAgainstAzurite(t *testing.T) {
 	assert.Equal(t, size/100, st.Failed)
 	assert.Equal(t, "child 7 failed", st.Failures[0].Reason)
 
+	require.NoError(t, s.Continued(ctx, "azurite"))
+	again, err := s.Finish(ctx, refs(5), Child{})
+	require.NoError(t, err)
+	assert.Nil(t, again, "continued: a late duplicate reports nothing")
+	require.NoError(t, s.Delete(ctx, "azurite"))
+	_, err = s.Status(ctx, "azurite")
+	require.ErrorIs(t, err, ErrNotFound, "deleted, shards and head")
+
 	// Another group's last finish alone: its time is the few requests it
 	// makes.
 	small := spec("last", 3, OnSuccess)

@@ -36,8 +36,8 @@ type Done struct {
 
 // Finish records what became of ref's child, and returns the group if
 // this finish finds it complete (nil otherwise): the caller then sends its
-// continuation, once per Done it is given, under a once-mark of the
-// group, since more than one finish may find it so. It must be called,
+// continuation, under a once-mark of the group, since more than one
+// finish may find it so, and then calls Continued, after which none does. It must be called,
 // and must have returned nil, before the child's message is deleted:
 // a finish that fails, or a process that dies during it, is made good by
 // the message's next delivery, which finishes it again.
@@ -99,7 +99,7 @@ func (s *Store) Finish(ctx context.Context, ref Ref, c Child) (*Done, error) {
 		return nil, nil
 	}
 	def, heads, err := s.readHead(ctx, ref.Group)
-	if err != nil {
+	if err != nil || continued(heads) {
 		return nil, err
 	}
 	all := map[int]Child{}
@@ -135,7 +135,7 @@ func (s *Store) finishInHead(ctx context.Context, ref Ref, c Child, mark []byte)
 		return nil, nil
 	}
 	def, marks, err := s.readHead(ctx, ref.Group)
-	if err != nil {
+	if err != nil || continued(marks) {
 		return nil, err
 	}
 	children := tally(marks)
@@ -143,6 +143,27 @@ func (s *Store) finishInHead(ctx context.Context, ref Ref, c Child, mark []byte)
 		return nil, nil
 	}
 	return done_(ref, def, sorted(children)), nil
+}
+
+// Continued marks group id's continuation sent: a finish that finds the
+// group complete after this (a child's message delivered again) reports
+// nothing. One Append Block. Under OnFailure, where each failure reports
+// the group, it stops the failures after it too.
+func (s *Store) Continued(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	mark, err := line(block{Continued: true})
+	if err != nil {
+		return err
+	}
+	if _, err := s.b.Append(ctx, s.head(id), mark); err != nil {
+		if errors.Is(err, blobs.ErrNotFound) {
+			return fmt.Errorf("group %s: %w (%w)", id, ErrNotFound, err)
+		}
+		return fmt.Errorf("group %s: %w", id, err)
+	}
+	return nil
 }
 
 // appendFailed is the error of a child's mark that was not appended: a
@@ -156,11 +177,44 @@ func (s *Store) appendFailed(ref Ref, err error) error {
 
 // failed is the Done of an OnFailure group that c's failure completes.
 func (s *Store) failed(ctx context.Context, ref Ref, c Child) (*Done, error) {
-	def, _, err := s.readHead(ctx, ref.Group)
-	if err != nil {
+	def, heads, err := s.readHead(ctx, ref.Group)
+	if err != nil || continued(heads) {
 		return nil, err
 	}
 	return &Done{Group: ref.Group, Outcome: Failed, Size: ref.Size, Failed: 1, Children: []Child{c}, Then: def.Then}, nil
+}
+
+// Delete removes group id's blobs: its shards, then its head, so that a
+// delete cut short leaves a head that a later one finds. A group already
+// gone is no error. Its children's finishes after this fail with
+// ErrNotFound.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	def, _, err := s.readHead(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case errors.Is(err, errNoDefinition):
+		def.Shards = 1
+	case err != nil:
+		return err
+	case def.check() != nil:
+		return fmt.Errorf("%w: group %s: %w", ErrCorrupt, id, def.check())
+	}
+	for k := range def.Shards {
+		if def.Shards == 1 {
+			break // the head holds the marks
+		}
+		if _, err := s.b.Delete(ctx, s.shard(id, k), ""); err != nil && !errors.Is(err, blobs.ErrNotFound) {
+			return fmt.Errorf("group %s: shard %d: %w", id, k, err)
+		}
+	}
+	if _, err := s.b.Delete(ctx, s.head(id), ""); err != nil && !errors.Is(err, blobs.ErrNotFound) {
+		return fmt.Errorf("group %s: %w", id, err)
+	}
+	return nil
 }
 
 // done_ is the Done of a group whose children are all finished.

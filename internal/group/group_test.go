@@ -109,6 +109,7 @@ func TestTheLastFinishCompletesTheGroup(t *testing.T) {
 						assert.Equal(t, j, c.Index)
 					}
 				}
+				require.NoError(t, s.Continued(ctx, "g"), "the continuation sent")
 				st, err := s.Status(ctx, "g")
 				require.NoError(t, err)
 				assert.True(t, st.Complete)
@@ -342,4 +343,47 @@ func TestHostileBlobsAreRefused(t *testing.T) {
 	}
 	_, err := s.Status(ctx, "../escape")
 	assert.Error(t, err, "an ID that names another blob")
+}
+
+// Once its continuation is marked sent, a group found complete again (a
+// child's message delivered once more) is reported by no finish; deleted,
+// its children's finishes fail with ErrNotFound, and a second delete is
+// no error.
+func TestContinuedAndDeleted(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		size int
+		rule Rule
+	}{{2, OnSuccess}, {600, OnFinish}, {600, OnFailure}} {
+		b := blobs.NewMemory("groups", nil, nil)
+		s := New(b, "groups/", nil)
+		sp := spec("c", tt.size, tt.rule)
+		require.NoError(t, s.Create(ctx, sp))
+		refs := sp.Refs()
+		var done *Done
+		for i := range tt.size {
+			d, err := s.Finish(ctx, refs(i), Child{Failed: tt.rule == OnFailure && i == 0})
+			require.NoError(t, err)
+			if d != nil {
+				done = d
+			}
+		}
+		require.NotNil(t, done, "%d on %s", tt.size, tt.rule)
+		require.NoError(t, s.Continued(ctx, "c"))
+		d, err := s.Finish(ctx, refs(0), Child{Failed: tt.rule == OnFailure})
+		require.NoError(t, err)
+		assert.Nil(t, d, "%d on %s: continued, it is not reported again", tt.size, tt.rule)
+		st, err := s.Status(ctx, "c")
+		require.NoError(t, err)
+		assert.True(t, st.Complete)
+
+		require.NoError(t, s.Delete(ctx, "c"))
+		require.NoError(t, s.Delete(ctx, "c"), "gone already")
+		_, err = s.Finish(ctx, refs(1), Child{})
+		require.ErrorIs(t, err, ErrNotFound)
+		require.ErrorIs(t, s.Continued(ctx, "c"), ErrNotFound)
+		n := 0
+		require.NoError(t, b.List(ctx, "", func(infos []blobs.Info, _ time.Time) error { n += len(infos); return nil }))
+		assert.Zero(t, n, "no blob is left")
+	}
 }

@@ -32,6 +32,20 @@ func (d definition) same(o definition) bool {
 	return d.Size == o.Size && d.Rule == o.Rule && d.Shards == o.Shards && bytes.Equal(d.Then, o.Then)
 }
 
+// check refuses a definition no Spec gives (a head altered by hand, or
+// not this package's).
+func (d definition) check() error {
+	switch {
+	case len(d.Rule) != 1 || !Rule(d.Rule[0]).valid():
+		return fmt.Errorf("rule %q", d.Rule)
+	case d.Size < 1 || d.Size > MaxChildren:
+		return fmt.Errorf("%d children", d.Size)
+	case d.Shards != shardsFor(d.Size):
+		return fmt.Errorf("%d shards for %d children", d.Shards, d.Size)
+	}
+	return nil
+}
+
 func (d definition) encode() ([]byte, error) {
 	return line(block{Def: &d})
 }
@@ -51,6 +65,19 @@ type block struct {
 	Def   *definition `json:"d,omitempty"`
 	Child *Child      `json:"c,omitempty"`
 	Shard *shardDone  `json:"s,omitempty"`
+	// Continued marks a head whose continuation was sent: a finish that
+	// finds the group complete after it reports nothing.
+	Continued bool `json:"n,omitempty"`
+}
+
+// continued reports whether blocks hold a Continued mark.
+func continued(blocks []block) bool {
+	for _, b := range blocks {
+		if b.Continued {
+			return true
+		}
+	}
+	return false
 }
 
 // shardDone is a shard found complete, with what its children left.

@@ -38,13 +38,10 @@ func (s *Store) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	if len(def.Rule) != 1 || def.Size < 1 || def.Size > MaxChildren {
-		return Status{}, fmt.Errorf("%w: group %s: %d children, rule %q", ErrCorrupt, id, def.Size, def.Rule)
+	if err := def.check(); err != nil {
+		return Status{}, fmt.Errorf("%w: group %s: %w", ErrCorrupt, id, err)
 	}
 	st := Status{Group: id, Size: def.Size, Rule: Rule(def.Rule[0]), Shards: def.Shards}
-	if def.Shards != shardsFor(def.Size) || !st.Rule.valid() {
-		return Status{}, fmt.Errorf("%w: group %s: %d shards for %d children, rule %q", ErrCorrupt, id, def.Shards, def.Size, def.Rule)
-	}
 	children := tally(heads)
 	if def.Shards > 1 {
 		shards := make([]map[int]Child, def.Shards)
