@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ func TestAGroupCompletesAgainstAzurite(t *testing.T) {
 
 	const size = 1200 // 5 shards
 	sp := spec("azurite", size, OnFinish)
+	sp.Then = []byte(strings.Repeat("t", 4000)) // kept in the head's metadata: the service takes 8 KiB
 	require.NoError(t, s.Create(ctx, sp))
 	require.NoError(t, s.Create(ctx, sp), "created again: the same group")
 	refs := sp.Refs()
@@ -71,6 +73,7 @@ func TestAGroupCompletesAgainstAzurite(t *testing.T) {
 	assert.Equal(t, size/100, done.Failed)
 	assert.Equal(t, size-size/100, done.Succeeded)
 	assert.Equal(t, []byte("4"), done.Children[2].Result)
+	assert.Equal(t, sp.Then, done.Then)
 
 	st, err := s.Status(ctx, "azurite")
 	require.NoError(t, err)

@@ -260,8 +260,10 @@ func (s *Store) meta(spec Spec) map[string]string {
 	return m.Strings()
 }
 
-// Create writes spec's group: its head, whose first block is the
-// definition, and its shards, if it has any. A group created again with
+// Create writes spec's group: its head, which holds the definition (in its
+// metadata, or in its first block if too long for it), and its shards, if
+// it has any: one request for a group of up to 256 children and a
+// continuation of a few KiB. A group created again with
 // the same definition (a creator that runs again after a crash) is not an
 // error, and its missing parts are made; one with another definition is
 // ErrExists.
@@ -275,7 +277,12 @@ func (s *Store) Create(ctx context.Context, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	inline, small := def.inline()
+	if small {
+		meta[metaDefinition] = inline
+	}
 	_, err = s.b.CreateAppend(ctx, s.head(spec.ID), meta)
+	delete(meta, metaDefinition) // the shards' metadata is the record's alone
 	switch {
 	case errors.Is(err, blobs.ErrConflict):
 		// Made before: by this creator, whose answer was lost, or by a
@@ -301,7 +308,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) error {
 		}
 	case err != nil:
 		return fmt.Errorf("group %s: %w", spec.ID, err)
-	default:
+	case !small:
 		if _, err := s.b.Append(ctx, s.head(spec.ID), block); err != nil {
 			return fmt.Errorf("group %s: %w", spec.ID, err)
 		}

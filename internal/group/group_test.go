@@ -126,6 +126,39 @@ func TestTheLastFinishCompletesTheGroup(t *testing.T) {
 	}
 }
 
+// A continuation too long for the head's metadata takes its first block;
+// the group works the same.
+func TestALongContinuationTakesABlock(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{1, 300} {
+		b := blobs.NewMemory("groups", nil, nil)
+		s := New(b, "groups/", nil)
+		sp := spec("long", size, OnSuccess)
+		sp.Then = []byte(strings.Repeat("x", 5000))
+		_, small := definition{Then: sp.Then}.inline()
+		require.False(t, small)
+		require.NoError(t, s.Create(ctx, sp))
+		require.NoError(t, s.Create(ctx, sp), "again: the same group")
+		other := sp
+		other.Then = []byte(strings.Repeat("y", 5000))
+		require.ErrorIs(t, s.Create(ctx, other), ErrExists)
+		writes := b.Requests(blobs.OpWrite) + b.Requests(blobs.OpRead)
+		var done *Done
+		for i := range size {
+			d, err := s.Finish(ctx, sp.Refs()(i), Child{})
+			require.NoError(t, err)
+			if d != nil {
+				require.Nil(t, done, "reported once when each finishes once")
+				done = d
+			}
+		}
+		require.NotNil(t, done)
+		assert.Equal(t, sp.Then, done.Then)
+		total := b.Requests(blobs.OpWrite) + b.Requests(blobs.OpRead) - writes
+		assert.LessOrEqual(t, total, int64(2*size), "the finishes alone")
+	}
+}
+
 func TestOnFailureCompletesAtTheFirstFailure(t *testing.T) {
 	ctx := context.Background()
 	for _, size := range []int{5, 600} {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,12 +107,18 @@ var errNoDefinition = errors.New("the group's definition is not written yet")
 
 // read reads one of a group's blobs, bounded, and returns its blocks.
 func (s *Store) read(ctx context.Context, name string) ([]block, error) {
-	r, _, err := s.b.Read(ctx, name)
+	blocks, _, err := s.readWithInfo(ctx, name)
+	return blocks, err
+}
+
+// readWithInfo is read, with what the answer said of the blob.
+func (s *Store) readWithInfo(ctx context.Context, name string) ([]block, blobs.Info, error) {
+	r, info, err := s.b.Read(ctx, name)
 	if errors.Is(err, blobs.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+		return nil, info, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("group blob %s: %w", name, err)
+		return nil, info, fmt.Errorf("group blob %s: %w", name, err)
 	}
 	defer r.Close()
 	sc := bufio.NewScanner(io.LimitReader(r, maxBlob+1))
@@ -122,29 +129,60 @@ func (s *Store) read(ctx context.Context, name string) ([]block, error) {
 		read += len(sc.Bytes()) + 1
 		var b block
 		if err := json.Unmarshal(sc.Bytes(), &b); err != nil {
-			return nil, fmt.Errorf("%w: %s: block %d: %w", ErrCorrupt, name, len(out), err)
+			return nil, info, fmt.Errorf("%w: %s: block %d: %w", ErrCorrupt, name, len(out), err)
 		}
 		out = append(out, b)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("group blob %s: %w", name, err)
+		return nil, info, fmt.Errorf("group blob %s: %w", name, err)
 	}
 	if read > maxBlob {
-		return nil, fmt.Errorf("%w: %s holds more than %d bytes", ErrCorrupt, name, maxBlob)
+		return nil, info, fmt.Errorf("%w: %s holds more than %d bytes", ErrCorrupt, name, maxBlob)
 	}
-	return out, nil
+	return out, info, nil
 }
 
-// readHead reads a group's head: its definition and the blocks after it.
+// readHead reads a group's head: its definition, from its metadata or its
+// first block, and its marks.
 func (s *Store) readHead(ctx context.Context, id string) (definition, []block, error) {
-	blocks, err := s.read(ctx, s.head(id))
+	blocks, info, err := s.readWithInfo(ctx, s.head(id))
 	if err != nil {
 		return definition{}, nil, err
+	}
+	if text, ok := info.Metadata[metaDefinition]; ok {
+		var def definition
+		data, err := base64.StdEncoding.DecodeString(text)
+		if err == nil {
+			err = json.Unmarshal(data, &def)
+		}
+		if err != nil {
+			return definition{}, nil, fmt.Errorf("%w: group %s: its definition: %w", ErrCorrupt, id, err)
+		}
+		return def, blocks, nil
 	}
 	if len(blocks) == 0 || blocks[0].Def == nil {
 		return definition{}, nil, fmt.Errorf("group %s: %w", id, errNoDefinition)
 	}
 	return *blocks[0].Def, blocks[1:], nil
+}
+
+// metaDefinition names the head's metadata entry that holds the group's
+// definition, when it fits (see inlineDefinition).
+const metaDefinition = "groupdef"
+
+// inlineDefinition is the longest definition, encoded, kept in the head's
+// metadata, which must all fit in 8 KiB: one that does makes the group in
+// one request; a longer one takes the head's first block.
+const inlineDefinition = 6 << 10
+
+// inline returns d's metadata entry, and whether it fits.
+func (d definition) inline() (string, bool) {
+	data, err := json.Marshal(d)
+	if err != nil {
+		return "", false
+	}
+	text := base64.StdEncoding.EncodeToString(data)
+	return text, len(text) <= inlineDefinition
 }
 
 // tally is the best finish of each child among marks: a success over a
