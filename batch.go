@@ -53,6 +53,9 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 	if err != nil {
 		return Sent{}, err
 	}
+	if r.Group != "" {
+		return Sent{}, &ConfigError{Field: "SendOptions.Group", Reason: "a batch is not a group's child: send each child on its own"}
+	}
 	var m sentMessage
 	var ptr *wire.Pointer
 	err = p.unique(ctx, o, func() error {
@@ -80,7 +83,7 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 func (p *Publisher[T]) sendBatch(ctx context.Context, items []T, meta Metadata, r route.Route) (sentMessage, *wire.Pointer, int, error) {
 	fail := func(err error) (sentMessage, *wire.Pointer, int, error) { return sentMessage{}, nil, 0, err }
 	msg := wire.Text{Due: p.policy.DueLine(r)}
-	meta, stamp := p.withKey(meta, r.Key)
+	meta, stamp := p.withEntries(meta, r)
 	var err error
 	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return fail(err)

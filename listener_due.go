@@ -165,46 +165,52 @@ const deliveredRecordLife = 30 * 24 * time.Hour
 // would be delivered.
 const onceLife = MaxVisibility
 
-// deliverOnce decides, for a message a [Scheduler] sent for occurrence
-// occ, whether it is the occurrence's message or a duplicate: the first
-// delivery of any message of that occurrence and item writes the mark
-// (If-None-Match: *) with its message ID, and a delivery that finds the
-// mark of another message is a duplicate, deleted unhandled. A message
-// delivered again (its handler failed, or its delete) finds its own mark.
-// Without a record store there is no mark to find, and every message is
-// delivered. ptr is the message's payload pointer, if it has one.
-func (l *Listener[T]) deliverOnce(t *try, occ *wire.Occurrence, ptr *wire.Pointer) (action, bool) {
+// deliverOnce decides, for a message that carries a once-mark's name
+// (a [Scheduler]'s for an occurrence, a group's for its continuation),
+// whether it is the one to handle or a duplicate: the first delivery of
+// any message of that name writes the mark (If-None-Match: *) with its
+// message ID, and a delivery that finds the mark of another message is a
+// duplicate, deleted unhandled. A message delivered again (its handler
+// failed, or its delete) finds its own mark. Without a record store there
+// is no mark to find, and every message is delivered. ptr is the
+// message's payload pointer, if it has one; what names the message for
+// errors.
+func (l *Listener[T]) deliverOnce(t *try, once string, ptr *wire.Pointer, what string) (action, bool) {
 	if l.records == nil {
 		return action{}, false
 	}
 	d := t.d
 	mark := &records.Record{Kind: payload.KindOnce, Value: []byte(d.ID), Life: onceLife}
-	err := l.records.Write(t.context(), occ.Once, mark)
+	err := l.records.Write(t.context(), once, mark)
 	if errors.Is(err, records.ErrChanged) {
 		var r *records.Record
-		if r, err = l.records.Read(t.context(), occ.Once); err == nil && string(r.Value) != d.ID {
+		if r, err = l.records.Read(t.context(), once); err == nil && string(r.Value) != d.ID {
 			t.blob = l.ownPayload(ptr)
 			return action{kind: actDuplicate}, true
 		}
 	}
 	if err != nil {
-		// Not known whether another message of the occurrence was
-		// delivered: not delivered either, until a later try can tell.
+		// Not known whether another message of the name was delivered:
+		// not delivered either, until a later try can tell.
 		l.storageFailed(err)
 		if t.ended() {
 			return l.interrupted(t), true
 		}
-		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether occurrence %s of schedule %q was delivered: %w",
-			time.Unix(occ.At, 0).UTC().Format(time.RFC3339), occ.Schedule, err), why: causeStorage}, true
+		return action{kind: actRetry, err: fmt.Errorf("cannot tell whether %s was delivered: %w", what, err), why: causeStorage}, true
 	}
 	return action{}, false
+}
+
+// occurrenceName names occurrence o of a schedule in errors.
+func occurrenceName(o *wire.Occurrence) string {
+	return fmt.Sprintf("occurrence %s of schedule %q", time.Unix(o.At, 0).UTC().Format(time.RFC3339), o.Schedule)
 }
 
 // dropDuplicate deletes a duplicate of an occurrence's message, then its
 // payload blob, if any.
 func (l *Listener[T]) dropDuplicate(ctx context.Context, t *try) {
 	if l.deleteUnhandled(ctx, t, &l.stats.duplicates, "a duplicate of a scheduled occurrence could not be deleted; it reappears, and is found a duplicate again") {
-		l.msgLog(t.d).Info("deleted a duplicate of a scheduled occurrence, unhandled")
+		l.msgLog(t.d).Info("deleted a duplicate (of a scheduled occurrence, or of a group's continuation), unhandled")
 	}
 }
 

@@ -263,6 +263,12 @@ type PayloadOptions struct {
 	// inflate and decode. Zero fields mean the defaults of [PayloadLimits].
 	Limits PayloadLimits
 
+	// Continue opens, by name, the queue a group's continuation goes to
+	// when a child this listener finishes completes its group (see
+	// [PayloadStore.StartGroup]). Defaults to its account's queue of that
+	// name for a [*Queue], and to the source itself if it has that name.
+	Continue func(queue string) (Target, error)
+
 	// Memory bounds, in bytes, the heap that the offloaded payloads
 	// the listener holds take, garbage included: a message reserves its
 	// blob's size plus [PayloadLimits.MaxItemSize] before downloading it (a
@@ -274,10 +280,8 @@ type PayloadOptions struct {
 	// default) of the live heap before it collects, so the listener keeps
 	// the payloads it holds live to Memory × 100 / (100 + GOGC):
 	// half of it at the default setting, and a flood of large payloads
-	// shows a heap near Memory, not twice it. (200 claim-checked
-	// messages of 2 MiB held at once with the default 256 MiB peaked at
-	// 219 MiB of heap above the rest of the process, and 8 batches of 60
-	// items of 2 MiB at 249 MiB; the test bound is 1.25 × Memory.)
+	// shows a heap near Memory, not twice it (measured: the README's failure
+	// table, "a flood of large payloads").
 	// That is what payloads add: the collector's headroom is a share of all
 	// the live heap, so a process that keeps H of its own live may reach
 	// twice H, and payloads' garbage may fill that headroom as the
@@ -287,8 +291,8 @@ type PayloadOptions struct {
 	// take all of Memory live: set GOMEMLIMIT above it and the rest
 	// of the process. GOGC is read when the listener is made. Inline
 	// messages (at most 64 KiB each) are not counted: the messages in
-	// hand bound them ([ListenerOptions.Concurrency]). Defaults to 256 MiB, sized for a small container; negative
-	// means no bound. Without it, 512 messages of 16 MiB each would take
+	// hand bound them ([ListenerOptions.Concurrency]). Defaults to 256
+	// MiB, sized for a small container; negative means no bound. Without it, 512 messages of 16 MiB each would take
 	// 8 GiB, and twice that in heap.
 	Memory int64
 

@@ -224,16 +224,27 @@ func (l *Listener[T]) leaveWatch(t *try, handled bool) (lost bool) {
 
 // deleteDone deletes a message whose work is done (then its payload blob),
 // handled now or on an earlier delivery.
+//
+// A group's child is finished in its group first (see finishGroup): if that
+// fails, the message is kept, as if its delete had failed, and its next
+// delivery finishes it and deletes it.
 func (l *Listener[T]) deleteDone(ctx context.Context, t *try, a action, handled bool) {
 	d := t.d
-	err := l.srcDelete(ctx, d)
+	why := "its group could not record it; it reappears, is recorded and deleted"
+	err := l.finishGroup(ctx, t, a.poisonedBefore, "")
+	if err == nil {
+		why = ""
+		if err = l.srcDelete(ctx, d); err != nil {
+			l.storageFailed(err)
+			why = deleteFailed(err)
+		}
+	}
 	if handled {
 		// From here the watch remembers nothing more of it: a success is
 		// forgotten below, a failure remembered.
 		t.s.watch.removeTry(t)
 	}
 	if err != nil {
-		l.storageFailed(err)
 		if handled {
 			l.memo.Remember(d.ID, d.Text, memo.Handled)
 		}
@@ -241,7 +252,7 @@ func (l *Listener[T]) deleteDone(ctx context.Context, t *try, a action, handled 
 		t.save(ctx)
 		l.stats.lost.Add(1)
 		l.expectReappearance(t)
-		l.msgLog(d).Warn(deleteFailed(err), "err", err)
+		l.msgLog(d).Warn(why, "err", err)
 		return
 	}
 	l.storageSucceeded(OpDelete)
@@ -308,6 +319,12 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	// here is deleted, not poisoned again, whenever it comes. Another
 	// listener would poison it again, and Requeue skips such a duplicate.
 	l.memo.Remember(d.ID, d.Text, memo.Poisoned)
+	if err := l.finishGroup(ctx, t, true, reason); err != nil {
+		l.stats.lost.Add(1)
+		l.expectReappearance(t)
+		log.Warn("copied to the poison queue, but its group could not record it; its next delivery records it and is deleted", "err", err)
+		return
+	}
 	if err := l.srcDelete(ctx, d); err != nil {
 		l.storageFailed(err)
 		l.stats.lost.Add(1)

@@ -189,6 +189,12 @@ func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 	d := t.d
 	h.msg, h.parseErr = wire.Parse(d.Text, l.limits.PointerLimits())
 	t.due = h.msg.Due
+	if !errors.Is(h.parseErr, wire.ErrBadMetadata) {
+		// Read before any stage may end the try: a group's child is
+		// finished in its group whatever ends it (poisoned for too many
+		// tries, say, or only deleted now); readMetadata refines it.
+		t.meta = h.msg.Meta.Pairs()
+	}
 	switch l.memo.Settled(d.ID, d.Text) {
 	case memo.Handled:
 		// Handled before: delete it now (and its payload blob, if any,
@@ -223,10 +229,16 @@ func (l *Listener[T]) holdUntilDue(h *inHand[T]) (action, bool) {
 // markOnce ends the try of a duplicate of a schedule's occurrence (see
 // deliverOnce).
 func (l *Listener[T]) markOnce(h *inHand[T]) (action, bool) {
-	if h.msg.Due == nil || h.msg.Due.Occ == nil {
-		return action{}, false
+	if h.msg.Due != nil && h.msg.Due.Occ != nil {
+		return l.deliverOnce(&h.t, h.msg.Due.Occ.Once, h.msg.Pointer, occurrenceName(h.msg.Due.Occ))
 	}
-	return l.deliverOnce(&h.t, h.msg.Due.Occ, h.msg.Pointer)
+	if once := h.msg.Meta.Pairs()[wire.OnceEntry]; once != "" && !errors.Is(h.parseErr, wire.ErrBadMetadata) {
+		if !wire.ValidOnce(once) {
+			return poison(fmt.Sprintf("malformed once-mark name %.40q in metadata entry %s", once, wire.OnceEntry)), true
+		}
+		return l.deliverOnce(&h.t, once, h.msg.Pointer, "a group's continuation")
+	}
+	return action{}, false
 }
 
 // checkCancelled ends the try of a delayed message that was cancelled while

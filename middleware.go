@@ -412,7 +412,7 @@ const (
 const (
 	opCreate     Op = "create"      // Create Queue
 	opBlobRead   Op = "blob read"   // Get Blob, Get Blob Properties
-	opBlobWrite  Op = "blob write"  // Put Blob, Put Block, Set Blob Metadata, Create Container
+	opBlobWrite  Op = "blob write"  // Put Blob, Put Block, Append Block, Set Blob Metadata, Create Container
 	opBlobDelete Op = "blob delete" // Delete Blob
 	opBlobLease  Op = "blob lease"  // Lease Blob
 	opBlobList   Op = "blob list"   // List Blobs

@@ -175,7 +175,7 @@ func (p *Publisher[T]) send(ctx context.Context, body T, r route.Route, meta Met
 		return m, "", wrapf(err, "encode")
 	}
 	msg := wire.Text{Due: p.policy.DueLine(r), Body: text}
-	meta, stamp := p.withKey(meta, r.Key)
+	meta, stamp := p.withEntries(meta, r)
 	if msg.Meta, err = wire.NewMeta(meta); err != nil {
 		return m, "", err
 	}
@@ -288,30 +288,44 @@ func checkKey(field, key string) error {
 	return nil
 }
 
-// withKey is meta with the message's key as [MetadataKey] and its place in
-// the key's order as [MetadataOrder], or without those entries for a
-// message sent with no key: the key a message carries is the one it was
-// sent with, never one a handler forwarded in metadata it received. Once
-// the send is over, keySent records how it went.
-func (p *Publisher[T]) withKey(meta Metadata, key string) (Metadata, keyorder.Stamp) {
-	_, hasKey := meta[MetadataKey]
-	_, hasOrder := meta[MetadataOrder]
-	if key == "" && !hasKey && !hasOrder {
+// withEntries is meta with the entries the library writes for a message
+// sent as r says: its key as [MetadataKey] and its place in the key's order
+// as [MetadataOrder], and its group's reference, if it has them. The same
+// entries found in meta are dropped: a message carries the key and group
+// it was sent with, never those a handler forwarded in metadata it
+// received (nor a group's outcome or once-mark, which only a group's
+// continuation carries). Once the send is over, keySent records how it
+// went.
+func (p *Publisher[T]) withEntries(meta Metadata, r route.Route) (Metadata, keyorder.Stamp) {
+	reserved := false
+	for _, k := range libraryEntries {
+		if _, ok := meta[k]; ok {
+			reserved = true
+		}
+	}
+	if r.Key == "" && r.Group == "" && !reserved {
 		return meta, keyorder.Stamp{}
 	}
-	out := make(Metadata, len(meta)+2)
+	out := make(Metadata, len(meta)+3)
 	for k, v := range meta {
-		if k != MetadataKey && k != MetadataOrder {
+		if !slices.Contains(libraryEntries, k) {
 			out[k] = v
 		}
 	}
-	if key == "" {
+	if r.Group != "" {
+		out[wire.GroupEntry] = r.Group
+	}
+	if r.Key == "" {
 		return out, keyorder.Stamp{}
 	}
-	stamp := p.order.Next(key)
-	out[MetadataKey], out[MetadataOrder] = key, stamp.String()
+	stamp := p.order.Next(r.Key)
+	out[MetadataKey], out[MetadataOrder] = r.Key, stamp.String()
 	return out, stamp
 }
+
+// libraryEntries are the metadata entries a publisher writes itself, and
+// drops from the metadata it is given.
+var libraryEntries = []string{MetadataKey, MetadataOrder, wire.GroupEntry, wire.GroupDoneEntry, wire.OnceEntry}
 
 // keySent records a keyed send that succeeded: the key's later messages
 // follow it. One that failed is followed by none, as it may not have been
@@ -533,7 +547,9 @@ func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 // routeOf says how a message sent with o (checked) goes: for SendAt's
 // time, hidden for what remains of the wait by the service's clock.
 func (p *Publisher[T]) routeOf(o SendOptions) route.Route {
-	return route.For(o.Delay, o.At, o.Key, o.TTL, serviceTime(p.caps), p.caps.serviceTimeKnown())
+	r := route.For(o.Delay, o.At, o.Key, o.TTL, serviceTime(p.caps), p.caps.serviceTimeKnown())
+	r.Group = o.Group.ref
+	return r
 }
 
 // sent describes a message sent as r says to a caller.

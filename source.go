@@ -125,6 +125,9 @@ type SendOptions struct {
 	// bytes of text XML can carry. A [SendMiddleware] sees and may change
 	// it as [Outgoing.Key]. A Publisher's only.
 	Key string
+	// Group makes the message a child of a group (see [Group.Child]). A
+	// Publisher's only; not for a batch.
+	Group GroupChild
 }
 
 // checkTargetOptions refuses what a Target's Send cannot carry out.
@@ -136,6 +139,8 @@ func checkTargetOptions(o *SendOptions) error {
 		return &ConfigError{Field: "SendOptions.UniqueKey", Reason: "only a Publisher makes a send unique (Publisher.SendWith)"}
 	case o.Key != "":
 		return &ConfigError{Field: "SendOptions.Key", Reason: "a Target's Send takes no key (a KeyedTarget's SendKeyed, or Publisher.SendWith, does)"}
+	case !o.Group.IsZero():
+		return &ConfigError{Field: "SendOptions.Group", Reason: "only a Publisher sends a group's child (Publisher.SendWith)"}
 	}
 	return checkDelay(o.Delay)
 }

@@ -120,9 +120,10 @@ type State struct {
 	// OrderGapsSkipped the times a key stuck for OrderWait went on without
 	// the message it was waiting for.
 	OrderWaits, OrderGapsSkipped int64
-	// Duplicates counts messages of a [Scheduler] deleted unhandled because
-	// another message of the same occurrence was delivered (see
-	// [MessageInfo.Occurrence]).
+	// Duplicates counts messages deleted unhandled because another of
+	// the same once-mark was delivered: of a [Scheduler]'s occurrence (see
+	// [MessageInfo.Occurrence]), or a group's continuation sent twice (see
+	// [PayloadStore.StartGroup]).
 	Duplicates int64
 
 	// RetriedFor breaks Retried down by cause.

@@ -29,7 +29,7 @@ func TestAGroupCompletesAgainstAzurite(t *testing.T) {
 	ctx := context.Background()
 	s := New(blobs.NewAzure(c, "groups", nil), "g/", nil)
 
-	const size = 1200 // 5 shards
+	const size = 1200 // 19 shards
 	sp := spec("azurite", size, OnFinish)
 	sp.Then = []byte(strings.Repeat("t", 4000)) // kept in the head's metadata: the service takes 8 KiB
 	require.NoError(t, s.Create(ctx, sp))

@@ -24,7 +24,7 @@ func spec(id string, size int, rule Rule) Spec {
 func TestRefRoundTripsAndRefusesWhatNoSpecGives(t *testing.T) {
 	refs := spec("g-1", 1000, OnFinish).Refs()
 	r := refs(999)
-	assert.Equal(t, Ref{Group: "g-1", Index: 999, Size: 1000, Shards: 4, Rule: OnFinish}, r)
+	assert.Equal(t, Ref{Group: "g-1", Index: 999, Size: 1000, Shards: 16, Rule: OnFinish}, r)
 	back, err := ParseRef(r.String())
 	require.NoError(t, err)
 	assert.Equal(t, r, back)
@@ -64,7 +64,7 @@ func TestAFullGroupsMarksStayWithinTheReadBound(t *testing.T) {
 }
 
 func TestShardsSpreadChildren(t *testing.T) {
-	for _, size := range []int{1, 255, 256, 257, 1000, 10_000, MaxChildren} {
+	for _, size := range []int{1, 63, 64, 65, 256, 1000, 10_000, MaxChildren} {
 		shards := shardsFor(size)
 		total := 0
 		for k := range shards {
@@ -82,7 +82,7 @@ func TestShardsSpreadChildren(t *testing.T) {
 // per group.
 func TestTheLastFinishCompletesTheGroup(t *testing.T) {
 	ctx := context.Background()
-	for _, size := range []int{1, 3, 256, 700} {
+	for _, size := range []int{1, 3, 64, 700} {
 		for _, rule := range []Rule{OnSuccess, OnFinish} {
 			t.Run(fmt.Sprintf("%d children, on %s", size, rule), func(t *testing.T) {
 				b := blobs.NewMemory("groups", nil, nil)

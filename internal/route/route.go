@@ -21,6 +21,7 @@ type Route struct {
 	Delay  time.Duration    // whole seconds
 	At     time.Time        // SendAt's time, to the second
 	Key    string           // "": no key
+	Group  string           // the reference of the group it is a child of; "": none
 	TTL    time.Duration    // the send's own, if OwnTTL
 	OwnTTL bool             // TTL is the send's, not the publisher's
 	Line   bool             // a due line even within the hop: SendAt's time, before the target's clock is known

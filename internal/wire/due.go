@@ -195,10 +195,20 @@ func CutDue(text string) (*DueLine, string, error) {
 // counts not negative, and a record name of the right form.
 func (o *Occurrence) valid() bool {
 	if o.Schedule == "" || len(o.Schedule) > MaxSchedule || o.Item < 0 || o.Missed < 0 ||
-		!InRange(time.Unix(o.At, 0)) || len(o.Once) != 32 {
+		!InRange(time.Unix(o.At, 0)) {
 		return false
 	}
-	for _, c := range o.Once {
+	return ValidOnce(o.Once)
+}
+
+// ValidOnce reports whether name is a once-mark's record name: 32
+// lowercase hexadecimal digits, so that a hostile text cannot name another
+// blob.
+func ValidOnce(name string) bool {
+	if len(name) != 32 {
+		return false
+	}
+	for _, c := range name {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
 		}

@@ -23,6 +23,16 @@ const (
 	RequeuedFromEntry = "azdispatch-requeued-from"
 )
 
+// The metadata entries of groups: a child's reference to its group (see
+// internal/group's Ref), and on a group's continuation, the group's
+// outcome and the name of the mark that makes its handling once (32
+// hexadecimal digits, as a schedule occurrence's).
+const (
+	GroupEntry     = "azdispatch-group"
+	GroupDoneEntry = "azdispatch-group-done"
+	OnceEntry      = "azdispatch-once"
+)
+
 // PauseEntry is the queue metadata entry (not a message's) that holds a
 // queue's pause (see internal/pause). Metadata names must be identifiers:
 // an underscore, not a hyphen.

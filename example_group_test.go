@@ -1,0 +1,55 @@
+package azdispatch_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// Three thumbnails as a group, and the index built once all three are
+// done: the listener of the thumbnails sends the continuation when the
+// last one finishes.
+func ExamplePayloadStore_StartGroup() {
+	ctx := context.Background()
+	thumbs, index := memqueue.New("thumbnails", nil), memqueue.New("index", nil)
+	thumbPub, _ := azdispatch.NewPublisher[string](thumbs, nil)
+	indexPub, _ := azdispatch.NewPublisher[string](index, nil)
+
+	then, _ := azdispatch.ContinueWith(indexPub, "build the index of album 7")
+	g, err := thumbs.PayloadStore().StartGroup(ctx, 3, then, &azdispatch.GroupOptions{ID: "album-7"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, img := range []string{"a.jpg", "b.jpg", "c.jpg"} {
+		_, _ = thumbPub.SendWith(ctx, img, &azdispatch.SendOptions{Group: g.Child(i)})
+	}
+
+	l, _ := azdispatch.NewListener(thumbs, func(context.Context, *azdispatch.Message[string]) error {
+		return nil // the thumbnail is made
+	}, &azdispatch.ListenerOptions{Payloads: azdispatch.PayloadOptions{
+		// A *Queue sends it to its account's queue of that name.
+		Continue: func(string) (azdispatch.Target, error) { return index, nil },
+	}})
+	runCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	var running sync.WaitGroup
+	defer running.Wait() // after stop: each Run returns
+	running.Go(func() { _ = l.Run(runCtx) })
+
+	done := make(chan struct{})
+	next, _ := azdispatch.NewListener(index, func(_ context.Context, m *azdispatch.Message[string]) error {
+		o, _ := azdispatch.GroupOutcomeOf(m.MessageInfo)
+		fmt.Printf("%s: group %s %s, %d of %d\n", m.Body, o.ID, o.Outcome, o.Succeeded, o.Size)
+		close(done)
+		return nil
+	}, nil)
+	running.Go(func() { _ = next.Run(runCtx) })
+	<-done
+	stop()
+	// Output: build the index of album 7: group album-7 succeeded, 3 of 3
+}

@@ -1,0 +1,334 @@
+package azdispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/azdispatch/azdispatch/internal/group"
+	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/wire"
+)
+
+// A group is a number of messages, its children, sent to any queues and
+// handled by any listeners, and a continuation: one more message, sent
+// once every child has finished (by the group's [GroupRule]). The group is
+// kept in a [PayloadStore] as a few append blobs; a child's finish costs
+// one Append Block, and the finish that completes the group finds it so
+// without a scan, so that a group costs about one blob request per child
+// and four per group besides its messages.
+//
+// A child's finish is recorded by the listener that handles it, before its
+// message is deleted: after its handler succeeded, or after it was copied
+// to the poison queue. If that record fails, or the process dies, the
+// message comes back and is finished again; a child finished twice counts
+// once. The continuation is sent by the listener whose finish completes
+// the group, with a once-mark, so that it is handled once even when two
+// finishes complete the group at the same moment, or a process died after
+// sending it and its child came back.
+
+// GroupRule says when a group's continuation is sent.
+type GroupRule int
+
+const (
+	// ContinueOnSuccess sends it once every child has succeeded. A
+	// poisoned child keeps the group waiting: requeued (see [Requeue]),
+	// its success completes the group.
+	ContinueOnSuccess GroupRule = iota
+	// ContinueOnFinish sends it once every child has succeeded or been
+	// poisoned; [GroupOutcome.Failed] counts the poisoned.
+	ContinueOnFinish
+	// ContinueOnFailure sends it when the first child is poisoned, and
+	// never if all succeed (the group's status then says so).
+	ContinueOnFailure
+)
+
+func (r GroupRule) rule() (group.Rule, error) {
+	switch r {
+	case ContinueOnSuccess:
+		return group.OnSuccess, nil
+	case ContinueOnFinish:
+		return group.OnFinish, nil
+	case ContinueOnFailure:
+		return group.OnFailure, nil
+	}
+	return 0, &ConfigError{Field: "GroupOptions.Rule", Reason: fmt.Sprintf("unknown rule %d", r)}
+}
+
+// Continuation is the message a group sends when it completes: made by
+// [ContinueWith].
+type Continuation struct {
+	Queue string // where it goes
+	text  string // as the publisher encoded it
+}
+
+// ContinueWith returns the continuation that sends body as p would, to p's
+// target, when a group completes. The body is encoded now; the listener
+// that completes the group sends the text as it is, to the queue of that
+// name (see [PayloadOptions.Continue]).
+func ContinueWith[T any](p *Publisher[T], body T) (Continuation, error) {
+	text, err := p.codec.Encode(body)
+	if err != nil {
+		return Continuation{}, wrapf(err, "encode the continuation")
+	}
+	return Continuation{Queue: p.target.Name(), text: text}, nil
+}
+
+// GroupOptions configures a group. Nil, or a zero field, means the
+// documented default.
+type GroupOptions struct {
+	// ID names the group: 1 to 128 letters, digits, '-', '_' and '.'.
+	// Defaults to a random one. A creator that may run again (a handler
+	// that starts a group, and is retried) sets its own: a group started
+	// again with the same ID, size, rule and continuation is the same
+	// group, and one with another gives [ErrGroupExists].
+	ID string
+	// Rule says when the continuation is sent. Defaults to
+	// [ContinueOnSuccess].
+	Rule GroupRule
+	// Life is how long the group's records stay after their last write;
+	// [Sweep] removes them then. Defaults to 14 days.
+	Life time.Duration
+}
+
+// ErrGroupExists is matched by the error of [PayloadStore.StartGroup] for
+// an ID that names a group with another definition.
+var ErrGroupExists = group.ErrExists
+
+// ErrGroupNotFound is matched by the error of [PayloadStore.GroupStatus]
+// for a group that does not exist (never started, or swept).
+var ErrGroupNotFound = group.ErrNotFound
+
+// Group is a started group: send its children with [SendOptions.Group]
+// set to [Group.Child].
+type Group struct {
+	ID   string
+	Size int
+	refs func(i int) group.Ref
+}
+
+// GroupChild is what makes a send a group's child (see
+// [SendOptions.Group]); the zero GroupChild makes it none.
+type GroupChild struct{ ref string }
+
+// IsZero reports whether c makes a send no group's child: a [Target] of
+// your own refuses the others, as only a [Publisher] sends a child.
+func (c GroupChild) IsZero() bool { return c.ref == "" }
+
+// Child returns child i of the group (0 to Size-1). Each index must be
+// sent at least once; sending one twice is harmless (it counts once).
+func (g *Group) Child(i int) GroupChild {
+	if i < 0 || i >= g.Size {
+		panic(fmt.Sprintf("azdispatch: child %d of a group of %d", i, g.Size))
+	}
+	return GroupChild{ref: g.refs(i).String()}
+}
+
+// groups is the group store on s's blobs.
+func (s *PayloadStore) groups() *group.Store { return group.New(s.blobs, "groups/", nil) }
+
+// continuationText is a group's continuation as its head keeps it.
+type continuationText struct {
+	Queue string `json:"q"`
+	Text  string `json:"t"`
+}
+
+// StartGroup starts a group of size children (1 to 100,000) whose
+// continuation is then. It makes the group's records: one request for up
+// to 64 children and a continuation of a few KiB, and one more per 64
+// children beyond. The continuation's text must fit in a queue message
+// with its group's outcome (about 63 KiB).
+func (s *PayloadStore) StartGroup(ctx context.Context, size int, then Continuation, opts *GroupOptions) (*Group, error) {
+	var o GroupOptions
+	if opts != nil {
+		o = *opts
+	}
+	rule, err := o.Rule.rule()
+	if err != nil {
+		return nil, err
+	}
+	if o.ID == "" {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+		o.ID = hex.EncodeToString(b)
+	}
+	if o.Life == 0 {
+		o.Life = 14 * 24 * time.Hour
+	}
+	if then.Queue == "" {
+		return nil, &ConfigError{Field: "then", Reason: "no queue: make it with ContinueWith"}
+	}
+	if len(then.text) > MaxMessageSize-1024 {
+		return nil, &ConfigError{Field: "then", Reason: fmt.Sprintf("a continuation of %d bytes: at most %d, to fit a message with its group's outcome", len(then.text), MaxMessageSize-1024)}
+	}
+	data, err := json.Marshal(continuationText{Queue: then.Queue, Text: then.text})
+	if err != nil {
+		return nil, err
+	}
+	spec := group.Spec{ID: o.ID, Size: size, Rule: rule, Then: data, Queue: then.Queue, Life: o.Life}
+	if err := spec.Check(); err != nil {
+		return nil, &ConfigError{Field: "StartGroup", Reason: err.Error()}
+	}
+	if err := s.groups().Create(ctx, spec); err != nil {
+		return nil, wrapf(err, "start group %s", o.ID)
+	}
+	return &Group{ID: o.ID, Size: size, refs: spec.Refs()}, nil
+}
+
+// GroupStatus is a group's progress (see [PayloadStore.GroupStatus]).
+type GroupStatus struct {
+	ID   string
+	Size int
+	// Succeeded, Failed and Pending count the children: succeeded,
+	// poisoned (and not succeeded since), and not finished yet.
+	Succeeded, Failed, Pending int
+	// Failures are the first poisoned children (at most 100), with the
+	// reasons they were poisoned for.
+	Failures []GroupFailure
+	// Complete says the group's rule is met: its continuation is sent, or
+	// being sent. Outcome is then "succeeded" or "failed".
+	Complete bool
+	Outcome  string
+}
+
+// GroupFailure is a child that was poisoned.
+type GroupFailure struct {
+	Child  int
+	Reason string
+}
+
+// GroupStatus reads group id's progress: one blob read, and one more per
+// 64 children beyond the first 64.
+func (s *PayloadStore) GroupStatus(ctx context.Context, id string) (GroupStatus, error) {
+	st, err := s.groups().Status(ctx, id)
+	if err != nil {
+		return GroupStatus{}, wrapf(err, "group %s", id)
+	}
+	out := GroupStatus{ID: st.Group, Size: st.Size, Succeeded: st.Succeeded, Failed: st.Failed, Pending: st.Pending,
+		Complete: st.Complete, Outcome: string(st.Outcome)}
+	for _, c := range st.Failures {
+		out.Failures = append(out.Failures, GroupFailure{Child: c.Index, Reason: c.Reason})
+	}
+	return out, nil
+}
+
+// GroupOutcome is what a group's continuation says of the group.
+type GroupOutcome struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"` // "succeeded" or "failed"
+	Size    int    `json:"size"`
+	// Succeeded and Failed count the children as the finish that
+	// completed the group found them; under ContinueOnFailure, Failed is
+	// 1, the child that completed it, and FailedChild says which.
+	Succeeded   int    `json:"succeeded"`
+	Failed      int    `json:"failed"`
+	FailedChild *int   `json:"failedChild,omitempty"`
+	Reason      string `json:"reason,omitempty"` // the first failed child's
+}
+
+// GroupOutcomeOf returns the outcome of the group whose continuation m
+// is, and false for any other message.
+func GroupOutcomeOf(m MessageInfo) (*GroupOutcome, bool) {
+	text, ok := m.Metadata[wire.GroupDoneEntry]
+	if !ok {
+		return nil, false
+	}
+	var o GroupOutcome
+	if err := json.Unmarshal([]byte(text), &o); err != nil {
+		return nil, false
+	}
+	return &o, true
+}
+
+// finishGroup records the finish of t's message if it is a group's child
+// (failed: poisoned, for reason), and sends the group's continuation if
+// this finish completes it. It returns an error only when the message must
+// not be deleted yet: its next delivery finishes it again.
+func (l *Listener[T]) finishGroup(ctx context.Context, t *try, failed bool, reason string) error {
+	ref := t.meta[wire.GroupEntry]
+	if ref == "" {
+		return nil
+	}
+	log := l.msgLog(t.d).With("group_ref", ref)
+	r, err := group.ParseRef(ref)
+	if err != nil {
+		log.Warn("the message's group reference cannot be read; its group will not count it", "err", err)
+		return nil
+	}
+	store := l.opts.Payloads.Store
+	if store == nil {
+		log.Error("a group's child, handled by a listener with no payload store: its group will not count it")
+		return nil
+	}
+	c := group.Child{Failed: failed, Reason: reason}
+	done, err := store.groups().Finish(ctx, r, c)
+	switch {
+	case errors.Is(err, group.ErrNotFound):
+		log.Warn("the message's group is gone (swept, or never started); deleted without counting", "err", err)
+		return nil
+	case err != nil:
+		l.storageFailed(err)
+		return wrapf(err, "finish child %d of group %s", r.Index, r.Group)
+	case done == nil:
+		return nil
+	}
+	if err := l.continueGroup(ctx, done); err != nil {
+		return wrapf(err, "send the continuation of group %s", r.Group)
+	}
+	if err := store.groups().Continued(ctx, r.Group); err != nil {
+		log.Warn("continuation sent; not marked so, a later finish may send it again (its once-mark drops it)", "err", err)
+	}
+	return nil
+}
+
+// continueGroup sends the continuation of the group done completes, with
+// its outcome and its once-mark.
+func (l *Listener[T]) continueGroup(ctx context.Context, done *group.Done) error {
+	var then continuationText
+	if err := json.Unmarshal(done.Then, &then); err != nil {
+		return fmt.Errorf("%w: the group's continuation: %w", ErrPayloadCorrupt, err)
+	}
+	out := GroupOutcome{ID: done.Group, Outcome: string(done.Outcome), Size: done.Size, Succeeded: done.Succeeded, Failed: done.Failed}
+	for _, c := range done.Children {
+		if c.Failed {
+			out.FailedChild, out.Reason = &c.Index, c.Reason
+			break
+		}
+	}
+	outcome, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	meta, err := wire.NewMeta(map[string]string{
+		wire.GroupDoneEntry: string(outcome),
+		wire.OnceEntry:      recordName(payload.KindOnce, then.Queue, "group\x00"+done.Group),
+	})
+	if err != nil {
+		return err
+	}
+	target, err := l.continuationTarget(then.Queue)
+	if err != nil {
+		return err
+	}
+	msg := wire.Text{Meta: meta, Body: then.Text}
+	_, err = target.Send(ctx, msg.Render(), nil)
+	return err
+}
+
+// continuationTarget opens the queue a continuation goes to.
+func (l *Listener[T]) continuationTarget(name string) (Target, error) {
+	if open := l.opts.Payloads.Continue; open != nil {
+		return open(name)
+	}
+	if q, ok := l.src.(*Queue); ok && q.account != nil {
+		return q.account.Queue(name)
+	}
+	if t, ok := l.src.(Target); ok && l.src.Name() == name {
+		return t, nil
+	}
+	return nil, &ConfigError{Field: "ListenerOptions.Payloads.Continue", Reason: fmt.Sprintf("cannot open queue %q for a group's continuation: set it", name)}
+}

@@ -1,0 +1,288 @@
+package azdispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/memqueue"
+)
+
+// groupSetup is a group's children queue and its continuation queue, on
+// memqueue, with a publisher of each.
+type groupSetup struct {
+	children, next       *memqueue.Queue
+	pubChildren, pubNext *azdispatch.Publisher[string]
+}
+
+func setupGroup(t *testing.T) *groupSetup {
+	t.Helper()
+	s := &groupSetup{children: memqueue.New("children", nil), next: memqueue.New("next", nil)}
+	var err error
+	s.pubChildren, err = azdispatch.NewPublisher[string](s.children, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	s.pubNext, err = azdispatch.NewPublisher[string](s.next, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	return s
+}
+
+// childListener handles the children: h, with the continuation sent to
+// the next queue.
+func (s *groupSetup) childListener(t *testing.T, h azdispatch.Handler[string]) *azdispatch.Listener[string] {
+	t.Helper()
+	l, err := azdispatch.NewListener(s.children, h, &azdispatch.ListenerOptions{
+		Codec:   azdispatch.Raw(),
+		Scaling: azdispatch.ScalingOptions{Idle: quickIdle},
+		Retry:   func(int64) time.Duration { return 0 },
+		Payloads: azdispatch.PayloadOptions{Continue: func(name string) (azdispatch.Target, error) {
+			if name != s.next.Name() {
+				return nil, fmt.Errorf("no queue %q", name)
+			}
+			return s.next, nil
+		}},
+	})
+	require.NoError(t, err)
+	return l
+}
+
+// continuations handles the next queue's messages until n are handled,
+// and returns each handled one's body and group outcome.
+func (s *groupSetup) continuations(t *testing.T, n int64) ([]string, []*azdispatch.GroupOutcome, azdispatch.State) {
+	t.Helper()
+	var mu sync.Mutex
+	var bodies []string
+	var outcomes []*azdispatch.GroupOutcome
+	l, err := azdispatch.NewListener(s.next, func(_ context.Context, m *azdispatch.Message[string]) error {
+		o, ok := azdispatch.GroupOutcomeOf(m.MessageInfo)
+		assert.True(t, ok, "a continuation carries its group's outcome")
+		mu.Lock()
+		defer mu.Unlock()
+		bodies, outcomes = append(bodies, m.Body), append(outcomes, o)
+		return nil
+	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
+	require.NoError(t, err)
+	st := runUntil(t, l, func(st azdispatch.State) bool { return st.Succeeded+st.Duplicates >= n })
+	return bodies, outcomes, st
+}
+
+// A group of children, one of them poisoned and one sent twice, under
+// ContinueOnFinish: once every child is handled or poisoned, one
+// continuation is sent, with the group's outcome, and handled once, even
+// when it is sent twice.
+func TestAGroupSendsItsContinuationOnceEveryChildHasFinished(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	then, err := azdispatch.ContinueWith(s.pubNext, "build the index")
+	require.NoError(t, err)
+	const size = 20
+	g, err := s.children.PayloadStore().StartGroup(ctx, size, then, &azdispatch.GroupOptions{ID: "thumbnails", Rule: azdispatch.ContinueOnFinish})
+	require.NoError(t, err)
+	for i := range size {
+		_, err := s.pubChildren.SendWith(ctx, fmt.Sprint(i), &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	_, err = s.pubChildren.SendWith(ctx, "3", &azdispatch.SendOptions{Group: g.Child(3)}) // sent twice
+	require.NoError(t, err)
+
+	st, err := s.children.PayloadStore().GroupStatus(ctx, "thumbnails")
+	require.NoError(t, err)
+	assert.Equal(t, size, st.Pending)
+	assert.False(t, st.Complete)
+
+	l := s.childListener(t, func(_ context.Context, m *azdispatch.Message[string]) error {
+		if m.Body == "7" {
+			return azdispatch.Permanent(errors.New("corrupt image"))
+		}
+		return nil
+	})
+	runUntil(t, l, func(st azdispatch.State) bool { return st.Succeeded+st.Poisoned == size+1 })
+
+	st, err = s.children.PayloadStore().GroupStatus(ctx, "thumbnails")
+	require.NoError(t, err)
+	assert.True(t, st.Complete)
+	assert.Equal(t, "failed", st.Outcome)
+	assert.Equal(t, size-1, st.Succeeded)
+	require.Len(t, st.Failures, 1)
+	assert.Equal(t, 7, st.Failures[0].Child)
+	assert.Contains(t, st.Failures[0].Reason, "corrupt image")
+
+	// The continuation sent twice (as after a crash between its send and
+	// its mark): handled once, the other dropped.
+	front, err := s.next.Peek(ctx, 32)
+	require.NoError(t, err)
+	require.Len(t, front, 1, "one continuation")
+	_, err = s.next.Send(ctx, front[0].Text, nil)
+	require.NoError(t, err)
+
+	bodies, outcomes, next := s.continuations(t, 2)
+	assert.Equal(t, []string{"build the index"}, bodies)
+	assert.EqualValues(t, 1, next.Duplicates)
+	o := outcomes[0]
+	assert.Equal(t, "thumbnails", o.ID)
+	assert.Equal(t, "failed", o.Outcome)
+	assert.Equal(t, size, o.Size)
+	assert.Equal(t, size-1, o.Succeeded)
+	assert.Equal(t, 1, o.Failed)
+	require.NotNil(t, o.FailedChild)
+	assert.Equal(t, 7, *o.FailedChild)
+}
+
+// Under ContinueOnSuccess a poisoned child keeps the group waiting;
+// requeued and handled, it completes the group.
+func TestAGroupWaitsForAPoisonedChildRequeued(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	then, err := azdispatch.ContinueWith(s.pubNext, "next step")
+	require.NoError(t, err)
+	g, err := s.children.PayloadStore().StartGroup(ctx, 3, then, nil)
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err := s.pubChildren.SendWith(ctx, fmt.Sprint(i), &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	var broken sync.Mutex
+	fail := true
+	l := s.childListener(t, func(_ context.Context, m *azdispatch.Message[string]) error {
+		broken.Lock()
+		defer broken.Unlock()
+		if m.Body == "1" && fail {
+			return azdispatch.Permanent(errors.New("not yet"))
+		}
+		return nil
+	})
+	runUntil(t, l, func(st azdispatch.State) bool { return st.Succeeded+st.Poisoned == 3 })
+	st, err := s.children.PayloadStore().GroupStatus(ctx, g.ID)
+	require.NoError(t, err)
+	assert.False(t, st.Complete, "a poisoned child keeps it waiting")
+	n, err := s.next.Depth(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "no continuation yet")
+
+	broken.Lock()
+	fail = false
+	broken.Unlock()
+	res, err := azdispatch.Requeue(ctx, s.children.PoisonQueue(), s.children, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	l = s.childListener(t, func(context.Context, *azdispatch.Message[string]) error { return nil })
+	runUntil(t, l, func(st azdispatch.State) bool { return st.Succeeded == 1 })
+	bodies, outcomes, _ := s.continuations(t, 1)
+	assert.Equal(t, []string{"next step"}, bodies)
+	assert.Equal(t, "succeeded", outcomes[0].Outcome)
+	assert.Equal(t, 3, outcomes[0].Succeeded)
+}
+
+func TestGroupOptionsAreChecked(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	then, err := azdispatch.ContinueWith(s.pubNext, "x")
+	require.NoError(t, err)
+	store := s.children.PayloadStore()
+	var ce *azdispatch.ConfigError
+	_, err = store.StartGroup(ctx, 0, then, nil)
+	assert.ErrorAs(t, err, &ce, "no children")
+	_, err = store.StartGroup(ctx, 1, azdispatch.Continuation{}, nil)
+	assert.ErrorAs(t, err, &ce, "no continuation")
+	_, err = store.StartGroup(ctx, 1, then, &azdispatch.GroupOptions{ID: "a/b"})
+	assert.ErrorAs(t, err, &ce, "an ID that names another blob")
+	_, err = store.StartGroup(ctx, 1, then, &azdispatch.GroupOptions{Rule: 9})
+	assert.ErrorAs(t, err, &ce)
+	g, err := store.StartGroup(ctx, 2, then, &azdispatch.GroupOptions{ID: "same"})
+	require.NoError(t, err)
+	_, err = store.StartGroup(ctx, 2, then, &azdispatch.GroupOptions{ID: "same"})
+	require.NoError(t, err, "started again by a creator that runs again")
+	_, err = store.StartGroup(ctx, 3, then, &azdispatch.GroupOptions{ID: "same"})
+	assert.ErrorIs(t, err, azdispatch.ErrGroupExists)
+	_, err = store.GroupStatus(ctx, "never")
+	assert.ErrorIs(t, err, azdispatch.ErrGroupNotFound)
+
+	_, err = s.pubChildren.SendBatch(ctx, []string{"a"}, &azdispatch.SendOptions{Group: g.Child(0)})
+	assert.ErrorAs(t, err, &ce, "a batch is no child")
+	_, err = s.children.Send(ctx, "a", &azdispatch.SendOptions{Group: g.Child(0)})
+	assert.ErrorAs(t, err, &ce, "a Target's Send sends no child")
+	assert.Panics(t, func() { g.Child(2) })
+
+	// A handler that forwards a child's metadata (here, a middleware that
+	// sets it) does not make another child, nor a continuation.
+	meta := azdispatch.Metadata{"azdispatch-group": g.ID, "azdispatch-once": "00000000000000000000000000000000", "trace": "t"}
+	fwd, err := azdispatch.NewPublisher[string](s.next, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(),
+		Middleware: []azdispatch.SendMiddleware{azdispatch.SendMiddlewareFunc(func(ctx context.Context, o *azdispatch.Outgoing) error {
+			o.Metadata = meta
+			return o.Next(ctx)
+		})}})
+	require.NoError(t, err)
+	_, err = fwd.Send(ctx, "forwarded")
+	require.NoError(t, err)
+	front, err := s.next.Peek(ctx, 32)
+	require.NoError(t, err)
+	require.Len(t, front, 1)
+	assert.Contains(t, front[0].Text, `"trace"`)
+	assert.NotContains(t, front[0].Text, "azdispatch-group")
+	assert.NotContains(t, front[0].Text, "azdispatch-once")
+}
+
+// Storage fails a child's finish, loses the answer to another's after it
+// took effect, and loses the answer to the continuation's send after the
+// message was sent: each child's message is kept and comes back, is only
+// finished and deleted (its handler does not run again), and the group's
+// continuation, sent twice, is handled once.
+func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := setupGroup(t)
+	s.children = memqueue.New("children", &memqueue.Options{Clock: clock})
+	var err error
+	s.pubChildren, err = azdispatch.NewPublisher[string](s.children, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	then, err := azdispatch.ContinueWith(s.pubNext, "then")
+	require.NoError(t, err)
+	const size = 3
+	g, err := s.children.PayloadStore().StartGroup(ctx, size, then, nil)
+	require.NoError(t, err)
+	for i := range size {
+		_, err := s.pubChildren.SendWith(ctx, fmt.Sprint(i), &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	s.children.FailNext(memqueue.OpBlobWrite, 1, nil) // a finish refused (503)
+	s.children.LoseNext(memqueue.OpBlobWrite, 1)      // a finish done, its answer lost
+	s.next.LoseNext(azdispatch.OpSend, 1)             // the continuation sent, its answer lost
+
+	var mu sync.Mutex
+	calls := map[string]int{}
+	l, err := azdispatch.NewListener(s.children, func(_ context.Context, m *azdispatch.Message[string]) error {
+		mu.Lock()
+		calls[m.Body]++
+		mu.Unlock()
+		return nil
+	}, &azdispatch.ListenerOptions{
+		Codec: azdispatch.Raw(), VisibilityTimeout: time.Second,
+		Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1}, Concurrency: 1,
+		Payloads: azdispatch.PayloadOptions{Continue: func(string) (azdispatch.Target, error) { return s.next, nil }},
+	})
+	require.NoError(t, err)
+	runPastFailedDeletes(t, l, clock, func(st azdispatch.State) bool { return st.Succeeded == size })
+	st := l.State()
+	// The refused finish's message comes back and completes the group,
+	// but its continuation's answer is lost: it is kept once more. The
+	// lost finish's message comes back too. Each is finished and deleted
+	// on a later delivery, its handler not run again.
+	assert.EqualValues(t, 3, st.Lost, "three tries kept for their next delivery")
+	assert.EqualValues(t, 2, st.HandledBefore, "two messages only finished and deleted then")
+	for i := range size {
+		assert.Equal(t, 1, calls[fmt.Sprint(i)], "child %d handled once", i)
+	}
+	bodies, _, next := s.continuations(t, 2)
+	assert.Equal(t, []string{"then"}, bodies, "sent twice, handled once")
+	assert.EqualValues(t, 1, next.Duplicates)
+	status, err := s.children.PayloadStore().GroupStatus(ctx, g.ID)
+	require.NoError(t, err)
+	assert.True(t, status.Complete)
+	assert.Equal(t, size, status.Succeeded)
+}
