@@ -19,7 +19,7 @@ const (
 	exitOK        = 0 // done; nothing needs attention
 	exitFailed    = 1 // a storage request, or the operation, failed
 	exitUsage     = 2 // the command line was wrong, or a purge was not confirmed
-	exitAttention = 3 // done, and it found something to look at: poison messages, or (dry run) payloads to sweep
+	exitAttention = 3 // done, and it found something to look at: poison messages, (dry run) payloads to sweep, a group not complete
 )
 
 // usageError is a mistake in the command line (exit 2).
