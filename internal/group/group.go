@@ -218,6 +218,9 @@ func checkID(id string) error {
 			return fmt.Errorf("group ID %q: only letters, digits, '-', '_' and '.'", id)
 		}
 	}
+	if strings.Trim(id, ".") == "" {
+		return fmt.Errorf("group ID %q: not dots alone (a path would read them as a folder)", id)
+	}
 	return nil
 }
 

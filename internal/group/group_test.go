@@ -39,6 +39,7 @@ func TestSpecChecks(t *testing.T) {
 	for name, s := range map[string]Spec{
 		"no id":       spec("", 1, OnSuccess),
 		"a slash":     spec("a/b", 1, OnSuccess),
+		"dots":        spec("..", 1, OnSuccess),
 		"no children": spec("a", 0, OnSuccess),
 		"too many":    spec("a", MaxChildren+1, OnSuccess),
 		"no-rule":     spec("a", 1, 0),
