@@ -12,6 +12,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/group"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // A group is a number of messages, its children, sent to any queues and
@@ -74,6 +75,16 @@ func ContinueWith[T any](p *Publisher[T], body T) (Continuation, error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
 		return Continuation{}, wrapf(err, "encode the continuation")
+	}
+	// It is sent as it is, never offloaded: refused now rather than when
+	// the group completes, where no one could fix it.
+	switch {
+	case wire.Marked(text):
+		return Continuation{}, &ConfigError{Field: "ContinueWith's body", Reason: "its text starts with a prefix the library reserves"}
+	case xmltext.Check(text) != nil:
+		return Continuation{}, &ConfigError{Field: "ContinueWith's body", Reason: xmltext.Check(text).Error()}
+	case len(text) > MaxMessageSize-1024:
+		return Continuation{}, &ConfigError{Field: "ContinueWith's body", Reason: fmt.Sprintf("%d bytes: at most %d, to fit a message with its group's outcome", len(text), MaxMessageSize-1024)}
 	}
 	return Continuation{Queue: p.target.Name(), text: text}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,6 +195,12 @@ func TestGroupOptionsAreChecked(t *testing.T) {
 	assert.ErrorAs(t, err, &ce, "an ID that names another blob")
 	_, err = store.StartGroup(ctx, 1, then, &azdispatch.GroupOptions{Rule: 9})
 	assert.ErrorAs(t, err, &ce)
+	_, err = azdispatch.ContinueWith(s.pubNext, "azdispatch-meta/1 {}\nbody")
+	assert.ErrorAs(t, err, &ce, "a text a listener would misread")
+	_, err = azdispatch.ContinueWith(s.pubNext, "bell\x07")
+	assert.ErrorAs(t, err, &ce, "a text a queue cannot carry")
+	_, err = azdispatch.ContinueWith(s.pubNext, strings.Repeat("x", azdispatch.MaxMessageSize))
+	assert.ErrorAs(t, err, &ce, "too long for a message")
 	g, err := store.StartGroup(ctx, 2, then, &azdispatch.GroupOptions{ID: "same"})
 	require.NoError(t, err)
 	_, err = store.StartGroup(ctx, 2, then, &azdispatch.GroupOptions{ID: "same"})
