@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/memqueue"
 )
 
@@ -195,7 +196,7 @@ func TestGroupOptionsAreChecked(t *testing.T) {
 	assert.ErrorAs(t, err, &ce, "an ID that names another blob")
 	_, err = store.StartGroup(ctx, 1, then, &azdispatch.GroupOptions{Rule: 9})
 	assert.ErrorAs(t, err, &ce)
-	_, err = azdispatch.ContinueWith(s.pubNext, "azdispatch-meta/1 {}\nbody")
+	_, err = azdispatch.ContinueWith(s.pubNext, wire.MetaMagic+"{}\nbody")
 	assert.ErrorAs(t, err, &ce, "a text a listener would misread")
 	_, err = azdispatch.ContinueWith(s.pubNext, "bell\x07")
 	assert.ErrorAs(t, err, &ce, "a text a queue cannot carry")

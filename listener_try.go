@@ -190,9 +190,8 @@ func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 	h.msg, h.parseErr = wire.Parse(d.Text, l.limits.PointerLimits())
 	t.due = h.msg.Due
 	if !errors.Is(h.parseErr, wire.ErrBadMetadata) {
-		// Read before any stage may end the try: a group's child is
-		// finished in its group whatever ends it (poisoned for too many
-		// tries, say, or only deleted now); readMetadata refines it.
+		// Before any stage may end the try: a group's child is finished
+		// however it ends (see finishGroup); readMetadata refines it.
 		t.meta = h.msg.Meta.Pairs()
 	}
 	switch l.memo.Settled(d.ID, d.Text) {
@@ -226,8 +225,7 @@ func (l *Listener[T]) holdUntilDue(h *inHand[T]) (action, bool) {
 	return l.whenDue(&h.t, h.msg.Due)
 }
 
-// markOnce ends the try of a duplicate of a schedule's occurrence (see
-// deliverOnce).
+// markOnce ends the try of a duplicate (see deliverOnce).
 func (l *Listener[T]) markOnce(h *inHand[T]) (action, bool) {
 	if h.msg.Due != nil && h.msg.Due.Occ != nil {
 		return l.deliverOnce(&h.t, h.msg.Due.Occ.Once, h.msg.Pointer, occurrenceName(h.msg.Due.Occ))

@@ -22,7 +22,6 @@ import (
 // finish takes a few requests, not a scan.
 func TestAGroupCompletesAgainstAzurite(t *testing.T) {
 	t.Parallel()
-	azurite.SkipIfShort(t)
 	emulator := azurite.ForTest(t)
 	c, err := container.NewClientFromConnectionString(emulator.ConnectionString(), "groups", nil)
 	require.NoError(t, err)
