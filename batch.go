@@ -53,6 +53,9 @@ func (p *Publisher[T]) SendBatch(ctx context.Context, items []T, opts *SendOptio
 	if err != nil {
 		return Sent{}, err
 	}
+	if o.Track {
+		return Sent{}, &ConfigError{Field: "SendOptions.Track", Reason: "a batch is not tracked: send each message on its own"}
+	}
 	if r.Group != "" {
 		return Sent{}, &ConfigError{Field: "SendOptions.Group", Reason: "a batch is not a group's child: send each child on its own"}
 	}

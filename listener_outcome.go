@@ -13,6 +13,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/memo"
+	"github.com/azdispatch/azdispatch/internal/track"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
@@ -190,6 +191,7 @@ func (l *Listener[T]) settle(t *try, a action) {
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(t.d).Info("retrying later", "err", a.err)
+		_ = l.trackMove(ctx, t, track.Failed, fmt.Sprint(a.err), true)
 		l.reappearForRetry(ctx, t, a.why)
 	}
 }
@@ -230,8 +232,15 @@ func (l *Listener[T]) leaveWatch(t *try, handled bool) (lost bool) {
 // delivery finishes it and deletes it.
 func (l *Listener[T]) deleteDone(ctx context.Context, t *try, a action, handled bool) {
 	d := t.d
-	why := "its group could not record it; it reappears, is recorded and deleted"
+	why := "its group or status could not record it; it reappears, is recorded and deleted"
 	err := l.finishGroup(ctx, t, a.poisonedBefore, "")
+	if err == nil {
+		end := track.Succeeded
+		if a.poisonedBefore {
+			end = track.Poisoned
+		}
+		err = l.trackMove(ctx, t, end, "", false)
+	}
 	if err == nil {
 		why = ""
 		if err = l.srcDelete(ctx, d); err != nil {
@@ -283,6 +292,7 @@ func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
 	if !l.deleteUnhandled(ctx, t, &l.stats.cancelled, "a cancelled message could not be deleted; it reappears, and is found cancelled again") {
 		return
 	}
+	_ = l.trackMove(ctx, t, track.Cancelled, "", true)
 	if err := l.opts.Payloads.Store.expireRecord(ctx, rec); err != nil {
 		l.msgLog(d).Warn("cancelled message deleted; its cancel record stays until it expires with the message", "err", err)
 	}
@@ -319,10 +329,14 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	// here is deleted, not poisoned again, whenever it comes. Another
 	// listener would poison it again, and Requeue skips such a duplicate.
 	l.memo.Remember(d.ID, d.Text, memo.Poisoned)
-	if err := l.finishGroup(ctx, t, true, reason); err != nil {
+	err = l.finishGroup(ctx, t, true, reason)
+	if err == nil {
+		err = l.trackMove(ctx, t, track.Poisoned, reason, false)
+	}
+	if err != nil {
 		l.stats.lost.Add(1)
 		l.expectReappearance(t)
-		log.Warn("copied to the poison queue, but its group could not record it; its next delivery records it and is deleted", "err", err)
+		log.Warn("copied to the poison queue, but its group or status could not record it; its next delivery records it and is deleted", "err", err)
 		return
 	}
 	if err := l.srcDelete(ctx, d); err != nil {

@@ -27,6 +27,7 @@ import (
 type features struct {
 	batches, large, hops, cancelRace, unique, schedule bool
 	keyed                                              keyed
+	roundGroups
 	// ttl is every send's: messages never expire in rounds whose clock
 	// jumps days ahead, or a message waiting for its retry would expire
 	// and be lost for a reason of the test's own.
@@ -91,7 +92,7 @@ type cancellable struct {
 }
 
 func newFeatures() features {
-	return features{msgs: map[string]msgEntry{}, notSent: map[int]bool{}, cancelled: map[int]bool{}, uncertain: map[int]bool{},
+	return features{roundGroups: newRoundGroups(), msgs: map[string]msgEntry{}, notSent: map[int]bool{}, cancelled: map[int]bool{}, uncertain: map[int]bool{},
 		called: map[int]bool{}, cancelOther: map[string]int{}, due: map[int]time.Time{}, occFirst: map[string]string{}, occSettled: map[string]bool{}, schedMessages: map[string]bool{}, inPause: map[int]map[string]bool{}}
 }
 
@@ -104,6 +105,7 @@ func (e *engineRound) chooseFeatures(r *rand.Rand) {
 	f.large = r.IntN(2) == 0
 	f.cancelRace = r.IntN(2) == 0
 	f.unique = r.IntN(2) == 0
+	f.groups = r.IntN(2) == 0
 	if e.clock != nil {
 		f.hops = r.IntN(2) == 0
 		f.schedule = r.IntN(2) == 0
@@ -115,13 +117,13 @@ func (e *engineRound) chooseFeatures(r *rand.Rand) {
 }
 
 func (f *features) describe() string {
-	return fmt.Sprintf("batches %t, claim checks %t, hops %t, cancels %t, unique sends %t, schedule %t, %s",
-		f.batches, f.large, f.hops, f.cancelRace, f.unique, f.schedule, f.keyed.describe())
+	return fmt.Sprintf("batches %t, claim checks %t, hops %t, cancels %t, unique sends %t, schedule %t, groups %t, %s",
+		f.batches, f.large, f.hops, f.cancelRace, f.unique, f.schedule, f.groups, f.keyed.describe())
 }
 
 func (f *features) summary() string {
-	return fmt.Sprintf("%d batches (%d items poisoned alone), %d claim-checked, %d past the hop; %d cancels (%d nil, others %v; %d numbers uncertain); %d unique groups (%d won); %d schedule messages; %d blob faults armed; %d sends retried",
-		f.batchesSent, f.itemsPoisoned, f.largeSent, f.hopSent, f.cancels, f.cancelledN, f.cancelOther, len(f.uncertain), f.uniqueGroups, f.uniqueWins, len(f.schedMessages), f.blobFaults, f.sendRetries) + f.keyed.summary()
+	return fmt.Sprintf("%d batches (%d items poisoned alone), %d claim-checked, %d past the hop; %d cancels (%d nil, others %v; %d numbers uncertain); %d unique groups (%d won); %d schedule messages; %d groups (%d continued); %d blob faults armed; %d sends retried",
+		f.batchesSent, f.itemsPoisoned, f.largeSent, f.hopSent, f.cancels, f.cancelledN, f.cancelOther, len(f.uncertain), f.uniqueGroups, f.uniqueWins, len(f.schedMessages), len(f.kids), len(f.contSettled), f.blobFaults, f.sendRetries) + f.keyed.summary()
 }
 
 // clockStep is how far a step moves the manual clock: seconds, and in
@@ -225,6 +227,12 @@ func (e *engineRound) poisonedAs(env *azdispatch.PoisonEnvelope) error {
 		e.schedMessages[env.MessageID] = true
 		return nil
 	}
+	if _, body, err := azdispatch.ParseMetadata(env.Body); err != nil {
+	} else if id, ok := continuationOf(body); ok { // its metadata carries its group's outcome
+		e.contSettled[id] = true
+		e.contMsgs[env.MessageID] = true
+		return nil
+	}
 	if env.Batch == "" {
 		// A whole message: its text may be a pointer or carry a due line.
 		if ent, ok := e.msgs[env.MessageID]; ok {
@@ -256,6 +264,10 @@ func (e *engineRound) poisonedAs(env *azdispatch.PoisonEnvelope) error {
 // delivery.
 func (e *engineRound) sendSome(t *testing.T, n int) {
 	ctx := context.Background()
+	if e.groups && e.r.IntN(5) == 0 {
+		e.sendGroup(t)
+		return
+	}
 	k := e.r.IntN(10)
 	switch {
 	case e.batches && k < 2:
@@ -357,7 +369,7 @@ func (e *engineRound) cancellable(s azdispatch.Sent, ids []int) {
 // blobFault arms a failed or lost request on a payload store, in rounds
 // that use one.
 func (e *engineRound) blobFault() {
-	if !e.batches && !e.large && !e.hops && !e.cancelRace && !e.unique && !e.schedule && !e.keyed.leases() {
+	if !e.batches && !e.large && !e.hops && !e.cancelRace && !e.unique && !e.schedule && !e.groups && !e.keyed.leases() {
 		return
 	}
 	ops := []azdispatch.Op{memqueue.OpBlobRead, memqueue.OpBlobWrite, memqueue.OpBlobDelete}

@@ -49,8 +49,10 @@ var (
 // alone; bodies over MaxMessageSize, offloaded as claim checks; with the
 // manual clock, messages due past the listener's 7-day hop, hidden again
 // as the clock moves days ahead, and a Scheduler's schedule; Cancel from
-// goroutines of their own at random moments, racing delivery; and unique
-// sends of one key from several goroutines at once. Half the rounds send
+// goroutines of their own at random moments, racing delivery; unique
+// sends of one key from several goroutines at once; and groups of 1 to 70
+// children, each leaving a result, whose continuation the same listener
+// handles (listener_random_groups_test.go). Half the rounds send
 // most messages with one of a few keys to a listener with a per-key limit
 // (in the process, or across instances by leases on the payload store,
 // whose faults then fail and lose lease requests too), with handlers that
@@ -67,7 +69,11 @@ var (
 // handler runs for a message before it is due,
 // nor after Cancel returned nil for it (nor had run when Cancel returned
 // nil); that the handler runs for one message at most of each occurrence
-// of the schedule (that message's own retries aside); and that of the sends of one unique key at once one at
+// of the schedule (that message's own retries aside), nor for more than one
+// message of a group's continuation, nor before every child of its group
+// ended (its handler returned once, or it was poisoned), with an outcome
+// counting every child and results that are the children's own; and that
+// of the sends of one unique key at once one at
 // most succeeds, the others failing with ErrDuplicate (or a storage error
 // of their own, which excuses a key no send won). At the end of each
 // round, with no further send, cancel, fault or wake-up, every message
@@ -75,7 +81,8 @@ var (
 // as a batch item, handled or poisoned, unless a Cancel returned nil for
 // it or could not tell (a cancel that failed midway and was tried again,
 // ErrCancelUndetermined); every occurrence the schedule's record counts as
-// sent handled or poisoned, the last one included; and the payload store
+// sent handled or poisoned, the last one included; every group's
+// continuation handled or poisoned; and the payload store
 // holding, besides records, no payload but those kept for poison, beyond
 // one for each fault that may leave one for a sweep (a failed blob write
 // or delete, a message delete whose answer was lost, a send tried again).
@@ -236,6 +243,14 @@ func newEngineRound(seed uint64, round int) *engineRound {
 	o.Scaling.ScaleInterval = time.Duration(1+r.IntN(100)) * time.Millisecond
 	o.DrainTimeout = time.Duration(100+r.IntN(900)) * time.Millisecond
 	o.Middleware = []azdispatch.Middleware{e}
+	// A group's continuation goes where the round sends (a queue set's
+	// sends go through a sharded queue of another name).
+	o.Payloads.Continue = func(name string) (azdispatch.Target, error) {
+		if name != e.target.Name() {
+			return nil, fmt.Errorf("no queue %q", name)
+		}
+		return e.target, nil
+	}
 	e.capacity = o.Scaling.MaxDequeuers * o.Concurrency
 	if e.batchCalls = r.IntN(3) == 0; e.batchCalls {
 		o.Batch = azdispatch.BatchOptions{MaxItems: 1 + r.IntN(40), ByKey: r.IntN(2) == 0}
@@ -526,6 +541,9 @@ func (e *engineRound) unsettled(t *testing.T) (missing []int, depth int) {
 			missing = append(missing, n)
 		}
 	}
+	for range e.groupsUnsettled() {
+		missing = append(missing, -1) // a group's continuation
+	}
 	return missing, depth
 }
 
@@ -585,7 +603,7 @@ func (e *engineRound) checkEnd(t *testing.T, l *azdispatch.Listener[string]) {
 	defer e.mu.Unlock()
 	// A batch is one message of several items; a schedule's messages are
 	// not numbered.
-	require.LessOrEqual(t, s.Succeeded+s.Poisoned, int64(e.sent+len(e.schedMessages)), "%+v", s)
+	require.LessOrEqual(t, s.Succeeded+s.Poisoned, int64(e.sent+len(e.schedMessages)+len(e.contMsgs)), "%+v", s)
 	require.Empty(t, e.violation)
 }
 
@@ -633,6 +651,9 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	if m.Occurrence != nil {
 		return e.handleOccurrence(ctx, m)
 	}
+	if id, ok := continuationOf(m.Body); ok {
+		return e.handleContinuation(ctx, m, id)
+	}
 	n, err := bodyID(m.Body)
 	if err != nil {
 		e.mu.Lock()
@@ -661,9 +682,12 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	e.checkFleet()
 	snooze := e.snoozeSome(n, m.DequeueCount)
 	e.mu.Unlock()
-	returned := false
+	returned, called := false, false
 	defer func() { // a panic ends the call too
 		e.mu.Lock()
+		if called {
+			e.ended[n] = true
+		}
 		e.running--
 		e.keyLeft(m)
 		if !returned {
@@ -673,6 +697,12 @@ func (e *engineRound) handle(ctx context.Context, m *azdispatch.Message[string])
 	}()
 	if snooze != nil {
 		return snooze
+	}
+	called = true
+	if !e.batchCalls { // a batch handler's context leaves no result
+		if err := azdispatch.SetGroupResult(ctx, []byte(strconv.Itoa(n))); err != nil {
+			return err
+		}
 	}
 	err = e.behave(ctx, n, m.DequeueCount)
 	returned = true
@@ -802,6 +832,17 @@ func (e *engineRound) HandleStorage(ctx context.Context, op *azdispatch.StorageO
 			}
 			e.mu.Unlock()
 		}
+	}
+	if op.Kind == azdispatch.OpSend {
+		// A copy to the poison queue: the message has ended, for its
+		// group, once it is made.
+		err := op.Next(ctx)
+		if n, ok := e.singleOf(op.Message); ok && err == nil {
+			e.mu.Lock()
+			e.ended[n] = true
+			e.mu.Unlock()
+		}
+		return err
 	}
 	if op.Kind != azdispatch.OpReceive {
 		return op.Next(ctx)

@@ -72,19 +72,17 @@ type try struct {
 	// (Limits.InOrder); zero otherwise.
 	order keyorder.Stamp
 	// due is the message's due line, if it has one.
-	due *wire.DueLine
-	// waited is the message's time in queue (see Message.TimeInQueue).
-	waited time.Duration
-	// took is how long its handler call took, if it made one.
-	took time.Duration
+	due    *wire.DueLine
+	waited time.Duration          // its time in queue (see Message.TimeInQueue)
+	took   time.Duration          // its handler call's, if it made one
+	result atomic.Pointer[[]byte] // a group's child's, left by SetGroupResult
 	// seat counts the message on its way to a batch handler's call with
 	// the rest of its receive (see gather.Seat); unused otherwise.
 	seat gather.Seat
 }
 
-// inHand is everything one message needs on its way, in one allocation:
-// its try, its handler call's context, the [Message] the handler gets, and
-// what the try's stages learn for the stages after them.
+// inHand is everything one message needs on its way, in one allocation: its
+// try, its call's context, its [Message], and what the stages learn.
 type inHand[T any] struct {
 	t    try
 	call handlerCall
@@ -122,6 +120,7 @@ func tryStages[T any]() []tryStage[T] {
 		(*Listener[T]).fetchPayload,   // a pointer: a batch's items, or a blob's text
 		(*Listener[T]).decodeBody,     // the codec, into the Message
 		(*Listener[T]).awaitTurn,      // its turn under a rate limit
+		(*Listener[T]).markDelivered,  // a tracked message: its status says so
 		(*Listener[T]).callHandler,    // through the middleware, judged
 	}
 }

@@ -411,8 +411,14 @@ func (c *handlerCall) Deadline() (time.Time, bool) {
 // Done is closed when the call's context ends.
 func (c *handlerCall) Done() <-chan struct{} { return c.parent().Done() }
 
-// Value is the value the call's context holds for key.
-func (c *handlerCall) Value(key any) any { return c.parent().Value(key) }
+// Value is the value the call's context holds for key; a message's call
+// answers for its try (see SetGroupResult).
+func (c *handlerCall) Value(key any) any {
+	if _, ok := key.(tryKey); ok && c.item == nil {
+		return c.try
+	}
+	return c.parent().Value(key)
+}
 
 // Err is [context.DeadlineExceeded] once this call has timed out, and the
 // context's error otherwise.

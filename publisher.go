@@ -303,7 +303,7 @@ func (p *Publisher[T]) withEntries(meta Metadata, r route.Route) (Metadata, keyo
 			reserved = true
 		}
 	}
-	if r.Key == "" && r.Group == "" && !reserved {
+	if r.Key == "" && r.Group == "" && r.Track == "" && !reserved {
 		return meta, keyorder.Stamp{}
 	}
 	out := make(Metadata, len(meta)+3)
@@ -315,6 +315,9 @@ func (p *Publisher[T]) withEntries(meta Metadata, r route.Route) (Metadata, keyo
 	if r.Group != "" {
 		out[wire.GroupEntry] = r.Group
 	}
+	if r.Track != "" {
+		out[wire.TrackEntry] = r.Track
+	}
 	if r.Key == "" {
 		return out, keyorder.Stamp{}
 	}
@@ -325,7 +328,7 @@ func (p *Publisher[T]) withEntries(meta Metadata, r route.Route) (Metadata, keyo
 
 // libraryEntries are the metadata entries a publisher writes itself, and
 // drops from the metadata it is given.
-var libraryEntries = []string{MetadataKey, MetadataOrder, wire.GroupEntry, wire.GroupDoneEntry, wire.OnceEntry}
+var libraryEntries = []string{MetadataKey, MetadataOrder, wire.GroupEntry, wire.GroupDoneEntry, wire.OnceEntry, wire.TrackEntry}
 
 // keySent records a keyed send that succeeded: the key's later messages
 // follow it. One that failed is followed by none, as it may not have been
@@ -413,6 +416,11 @@ type Sent struct {
 	// the target cannot tell what a cancel needs (a [Target] of your own
 	// that is not a [CancelTarget]).
 	Token string
+	// StatusToken is what [PayloadStore.MessageStatus] reads the message's
+	// status by, for a send with [SendOptions.Track]; empty otherwise.
+	// Unlike Token it gives no power over the message: it can be shown to
+	// whoever may see its progress (see endpoint.NewStatusHandler).
+	StatusToken string
 
 	// BatchID, Items and BatchBytes describe a batch ([Publisher.SendBatch]);
 	// they are zero for a single message. BatchID is the payload blob's
@@ -443,6 +451,11 @@ func (p *Publisher[T]) SendWith(ctx context.Context, body T, opts *SendOptions) 
 	o, r, err := p.routeFor(ctx, opts)
 	if err != nil {
 		return Sent{}, err
+	}
+	if o.Track {
+		if r.Track, err = p.track(ctx); err != nil {
+			return Sent{}, err
+		}
 	}
 	var m sentMessage
 	err = p.unique(ctx, o, func() error {
@@ -540,6 +553,8 @@ func (p *Publisher[T]) checkSendOptions(o SendOptions) error {
 		return &ConfigError{Field: "SendOptions.UniqueFor", Reason: fmt.Sprintf("%v: a unique key needs a window", o.UniqueFor)}
 	case o.UniqueKey != "" && p.store == nil:
 		return wrapf(p.noStore(), "a unique send keeps its key in the payload store")
+	case o.Track && p.store == nil:
+		return wrapf(p.noStore(), "a tracked message's status is kept in the payload store")
 	}
 	return checkKey("SendOptions.Key", o.Key)
 }
@@ -558,14 +573,14 @@ func (p *Publisher[T]) sent(m sentMessage, r route.Route) Sent {
 	if inserted.IsZero() { // a Target of your own: the best guess
 		inserted = serviceTime(p.caps).Truncate(time.Second)
 	}
-	s := Sent{ID: m.ID, Due: r.At}
+	s := Sent{ID: m.ID, Due: r.At, StatusToken: r.Track}
 	if s.Due.IsZero() {
 		s.Due = inserted.Add(r.Delay).UTC()
 	}
 	if m.Receipt != "" {
 		s.Token = cancelToken{
 			Queue: m.Queue, ID: m.ID, Receipt: m.Receipt, Due: s.Due.Unix(),
-			Hops: p.policy.Hops(r), Blob: m.Blob, Expires: p.policy.Expires(r, inserted),
+			Hops: p.policy.Hops(r), Blob: m.Blob, Expires: p.policy.Expires(r, inserted), Track: r.Track,
 		}.encode()
 	}
 	return s

@@ -122,7 +122,7 @@ func TestAKeyForATargetThatIsNotKeyedTravelsInTheText(t *testing.T) {
 	_, err = q.Send(ctx, "d", &azdispatch.SendOptions{Key: "customer-7"})
 	var ce *azdispatch.ConfigError
 	require.True(t, errors.As(err, &ce), "a Target's own Send: %v", err)
-	assert.Equal(t, "SendOptions", ce.Field)
+	assert.Equal(t, "SendOptions.Key", ce.Field, "the option named")
 	_, err = plain.SendKeyed(ctx, strings.Repeat("k", azdispatch.MaxKeyLength+1), "e")
 	require.True(t, errors.As(err, &ce), "too long: %v", err)
 	assert.Equal(t, "SendOptions.Key", ce.Field)

@@ -116,7 +116,7 @@ func (q *Queue) sendMessage(ctx context.Context, text string, opts *SendOptions)
 	}
 	var o azqueue.EnqueueMessageOptions
 	if opts != nil {
-		if err := checkTargetOptions(opts); err != nil {
+		if err := opts.ForTarget(); err != nil {
 			return sentMessage{}, err
 		}
 		if opts.Delay > 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/svcclock"
 	"github.com/azdispatch/azdispatch/internal/syncx"
+	"github.com/azdispatch/azdispatch/internal/track"
 )
 
 // Records are blobs of the payload store named by a hash, so that every
@@ -226,6 +227,7 @@ type cancelToken struct {
 	Hops    bool   `json:"h,omitempty"` // listeners may hide it again (see Publisher.hops)
 	Blob    string `json:"b,omitempty"` // its payload blob, if offloaded
 	Expires int64  `json:"x,omitempty"` // Unix seconds; 0: never
+	Track   string `json:"t,omitempty"` // its status token, if tracked
 }
 
 // maxCancelToken bounds a token a cancel parses: a real one is about 300
@@ -254,6 +256,9 @@ func parseCancelToken(s string) (cancelToken, error) {
 	}
 	if c.Blob != "" && !payload.IsLowerHex(c.Blob, payload.BlobIDLen) {
 		return c, bad("its payload blob is not a blob id")
+	}
+	if c.Track != "" && !track.ValidToken(c.Track) {
+		return c, bad("its status token is not one")
 	}
 	return c, nil
 }
@@ -328,7 +333,11 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	if p.store == nil {
 		return p.cancelUnrecorded(ctx, q, c)
 	}
-	return p.cancelRecorded(ctx, q, c)
+	if err := p.cancelRecorded(ctx, q, c); err != nil {
+		return err
+	}
+	p.trackCancelled(ctx, c)
+	return nil
 }
 
 // fail says which message's cancel failed.

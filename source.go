@@ -47,43 +47,38 @@ type Source interface {
 
 // Target is what messages are sent to: a [Queue], or several behind one.
 type Target interface {
-	// Name identifies the target in logs and errors.
-	Name() string
+	Name() string // identifies the target in logs and errors
 	// Send puts text on the queue and returns the new message's ID.
 	Send(ctx context.Context, text string, opts *SendOptions) (string, error)
 }
 
-// KeyedTarget is a [Target] that can keep all messages of a key together,
-// such as a [ShardedQueue], which puts them on one shard.
+// KeyedTarget is a [Target] that keeps a key's messages together (a
+// [ShardedQueue] on one shard).
 type KeyedTarget interface {
 	Target
 	// SendKeyed puts text where every message with this key goes.
 	SendKeyed(ctx context.Context, key, text string, opts *SendOptions) (string, error)
 }
 
-// PoisonQueuer is a [Shard] with a poison queue of its own beside it, such as
-// a [*Queue] of an [Account], a [*ShardedQueue] or a memqueue.Queue. A
-// [Listener] on it, and a [ShardedQueue] over shards that all have one, use
-// it by default (see [ListenerOptions.PoisonQueue]).
+// PoisonQueuer is a [Shard] with a poison queue beside it (a [*Queue] of an
+// [Account], a [*ShardedQueue], a memqueue.Queue), which a [Listener] on it
+// uses by default (see [ListenerOptions.PoisonQueue]).
 type PoisonQueuer interface {
-	// PoisonQueue returns the poison queue, or nil (a nil interface) if
-	// there is none.
+	// PoisonQueue returns the poison queue, or a nil interface if none.
 	PoisonQueue() Shard
 }
 
-// PayloadStorer is a [Source] or [Target] with a [PayloadStore] of its own, such
-// as a [*Queue] of an [Account], a [ShardedQueue] or a memqueue.Queue: a [Publisher] offloads to it,
-// and a [Listener] reads from it, unless their options name another (see
-// [PublisherOptions.Payloads] and [PayloadOptions.Store]). A Source of your
-// own that wraps one passes it on by implementing PayloadStorer too.
+// PayloadStorer is a [Source] or [Target] with a [PayloadStore] of its own
+// (a [*Queue] of an [Account], a [ShardedQueue], a memqueue.Queue): a
+// [Publisher] offloads to it, and a [Listener] reads from it, unless their
+// options name another. A wrapper passes it on by implementing it too.
 type PayloadStorer interface {
 	// PayloadStore returns the store, or nil if there is none.
 	PayloadStore() *PayloadStore
 }
 
-// WakeSource tells its subscribers that work was sent. A [*Queue] is one: it
-// calls them after every successful [Queue.Send] through it in this process. An
-// [endpoint.WakeHandler] is one for wake-ups from other processes.
+// WakeSource tells its subscribers that work was sent: a [*Queue] after each
+// [Queue.Send] through it here, an [endpoint.WakeHandler] from elsewhere.
 //
 // [endpoint.WakeHandler]: https://pkg.go.dev/github.com/azdispatch/azdispatch/endpoint#WakeHandler
 type WakeSource interface {
@@ -97,17 +92,15 @@ type WakeSource interface {
 // rest, which only a [Publisher] can carry out ([Publisher.SendWith]; a
 // [KeyedTarget] takes its key as an argument of SendKeyed instead).
 type SendOptions struct {
-	// Delay keeps the message from listeners for this long after it is
-	// sent (rounded up to whole seconds, the service's unit): up to 7 days
-	// for a Target, any length for a Publisher (see [Publisher.SendAfter]).
+	// Delay keeps the message from listeners for this long (rounded up to
+	// whole seconds): up to 7 days for a Target, any for a Publisher.
 	Delay time.Duration
 	// At, if not zero, is when the message is due instead of Delay (see
 	// [Publisher.SendAt]). A Publisher's only.
 	At time.Time
-	// TTL is how long the message lives: for a [Publisher], a delayed one
-	// from its due time. Zero means the service default of 7 days (a
-	// Publisher's own [PublisherOptions.TTL]); a negative value means it
-	// never expires.
+	// TTL is how long the message lives (a Publisher's delayed one, from
+	// its due time). Zero: 7 days, or [PublisherOptions.TTL]; negative:
+	// for ever.
 	TTL time.Duration
 	// UniqueKey, if set, makes the send fail with [ErrDuplicate] if a
 	// send with the same key was made through the same target within
@@ -128,10 +121,15 @@ type SendOptions struct {
 	// Group makes the message a child of a group (see [Group.Child]). A
 	// Publisher's only; not for a batch.
 	Group GroupChild
+	// Track keeps the message's status in the payload store, read by
+	// [PayloadStore.MessageStatus]. A Publisher's only; not for a batch.
+	Track bool
 }
 
-// checkTargetOptions refuses what a Target's Send cannot carry out.
-func checkTargetOptions(o *SendOptions) error {
+// ForTarget returns a [*ConfigError] for what a [Target]'s Send cannot
+// carry out (only a Publisher's options, a delay over 7 days): a Target of
+// your own calls it first.
+func (o *SendOptions) ForTarget() error {
 	switch {
 	case !o.At.IsZero():
 		return &ConfigError{Field: "SendOptions.At", Reason: "only a Publisher sends at a time (Publisher.SendWith)"}
@@ -141,6 +139,8 @@ func checkTargetOptions(o *SendOptions) error {
 		return &ConfigError{Field: "SendOptions.Key", Reason: "a Target's Send takes no key (a KeyedTarget's SendKeyed, or Publisher.SendWith, does)"}
 	case !o.Group.IsZero():
 		return &ConfigError{Field: "SendOptions.Group", Reason: "only a Publisher sends a group's child (Publisher.SendWith)"}
+	case o.Track:
+		return &ConfigError{Field: "SendOptions.Track", Reason: "only a Publisher tracks a message (Publisher.SendWith)"}
 	}
 	return checkDelay(o.Delay)
 }

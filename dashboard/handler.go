@@ -160,6 +160,7 @@ func (h *Handler) routes() http.Handler {
 		"/cost":      {http.MethodGet: h.serveCost},
 		"/confirm":   {http.MethodGet: h.serveConfirmPage},
 		"/jobs":      {http.MethodGet: h.serveJobs},
+		"/status":    {http.MethodGet: h.serveStatus},
 		"/act":       {http.MethodPost: h.serveAct},
 	}
 	for name, a := range assets {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // pages holds a template set per page, each the layout with the page's
@@ -16,7 +18,7 @@ type pages struct {
 }
 
 // pageNames are the pages, each templates/<name>.html defining "content".
-var pageNames = []string{"overview", "poison", "payloads", "schedules", "latency", "listeners", "cost", "confirm", "jobs", "message"}
+var pageNames = []string{"overview", "poison", "payloads", "schedules", "latency", "listeners", "cost", "confirm", "jobs", "message", "status"}
 
 func parsePages() (*pages, error) {
 	base, err := template.New("layout").Funcs(funcs).ParseFS(files, "templates/layout.html")
@@ -74,6 +76,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 }
 
 var funcs = template.FuncMap{
+	"finished": func(g *azdispatch.GroupStatus) int { return g.Succeeded + g.Failed },
 	"count": func(v val) string {
 		if !v.OK {
 			return "—"

@@ -11,9 +11,9 @@
 //   - [WakeHandler] and [Notifier]: wake-ups from publishers in other
 //     processes, so that an idle listener receives new work at once instead
 //     of at its next poll;
-//   - [GroupStatusHandler]: what became of a group of messages, 202 while
-//     it runs and 200 once complete, in the manner of the Asynchronous
-//     Request-Reply pattern.
+//   - [StatusHandler]: what became of a group of messages or a tracked
+//     message, 202 while it runs and 200 (or 303 to its result) once it
+//     ended, in the manner of the Asynchronous Request-Reply pattern.
 //
 // Each is a plain [http.Handler] (or a client of one) for the mux the
 // process already serves; none authenticates its callers, so mount them

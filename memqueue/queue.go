@@ -180,11 +180,8 @@ func (q *Queue) Send(ctx context.Context, text string, opts *azdispatch.SendOpti
 	}
 	var delay, ttl time.Duration
 	if opts != nil {
-		switch {
-		case opts.Delay < 0 || opts.Delay > azdispatch.MaxVisibility:
-			return fail(&azdispatch.ConfigError{Field: "SendOptions.Delay", Reason: "must be between 0 and 7 days"})
-		case !opts.At.IsZero() || opts.UniqueKey != "" || opts.UniqueFor != 0 || opts.Key != "" || !opts.Group.IsZero():
-			return fail(&azdispatch.ConfigError{Field: "SendOptions", Reason: "At, UniqueKey, Key and Group are a Publisher's (Publisher.SendWith)"})
+		if err := opts.ForTarget(); err != nil {
+			return fail(err)
 		}
 		delay, ttl = opts.Delay, opts.TTL
 	}

@@ -119,9 +119,13 @@
 //   - azdispatch.queue.oldest_age (s, gauge) for the sources given to
 //     [Instrumentation.ObserveAge]: the age of the oldest of the front
 //     messages of the queue ([azdispatch.OldestAge]), read at most once per
-//     [AgeOptions.Every] at one billable peek per queue or shard; and
+//     [ReadingOptions.Every] at one billable peek per queue or shard; and
 //     azdispatch.queue.oldest_age_failures, the readings that failed and
 //     observed nothing;
+//   - azdispatch.group.children (gauge) for the groups given to
+//     [Instrumentation.ObserveGroup]: a group's children by
+//     azdispatch.group.state (succeeded, failed, pending), read at most
+//     once per [ReadingOptions.Every]; and azdispatch.group.read_failures;
 //   - azdispatch.poison.requeued: the messages moved back from a poison
 //     queue, counted by [Instrumentation.CountRequeue] in the process that
 //     requeues (an operator's tool), by the queue they went back to.

@@ -178,7 +178,7 @@ func TestObserveAgeReadsAtMostOncePerEvery(t *testing.T) {
 	assert.EqualValues(t, 1, q.Transactions().Other, "four collections within Every: one peek")
 	require.NoError(t, reg.Unregister())
 
-	reg, err = inst.ObserveAge(q, &otelazdispatch.AgeOptions{Every: time.Nanosecond})
+	reg, err = inst.ObserveAge(q, &otelazdispatch.ReadingOptions{Every: time.Nanosecond})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, reg.Unregister()) }()
 	age, ok := gauge(collectFrom(t, readers[0])["azdispatch.queue.oldest_age"], "aged")
@@ -201,7 +201,7 @@ func TestObserveAgeFailureObservesNothing(t *testing.T) {
 		return nil
 	}})
 	var logs bytes.Buffer
-	reg, err := inst.ObserveAge(q, &otelazdispatch.AgeOptions{Every: time.Nanosecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	reg, err := inst.ObserveAge(q, &otelazdispatch.ReadingOptions{Every: time.Nanosecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, reg.Unregister()) }()
 
@@ -225,9 +225,9 @@ func TestObserveAgeRejects(t *testing.T) {
 	q := memqueue.New("rejects", nil)
 	_, err = inst.ObserveAge(struct{ azdispatch.Source }{q}, nil)
 	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig, "a source that cannot peek")
-	_, err = inst.ObserveAge(q, &otelazdispatch.AgeOptions{Every: -time.Second})
+	_, err = inst.ObserveAge(q, &otelazdispatch.ReadingOptions{Every: -time.Second})
 	assert.ErrorIs(t, err, azdispatch.ErrInvalidConfig)
-	assert.ErrorContains(t, err, "AgeOptions.Every")
+	assert.ErrorContains(t, err, "ReadingOptions.Every")
 }
 
 func TestCountRequeue(t *testing.T) {

@@ -26,10 +26,13 @@ type observers struct {
 	waitedP99    metric.Float64ObservableGauge
 	oldestAge    metric.Float64ObservableGauge
 	ageFailures  metric.Int64ObservableCounter
+	// ObserveGroup's.
+	groupChildren metric.Int64ObservableGauge
+	groupFailures metric.Int64ObservableCounter
 }
 
 func (o *observers) init(m metric.Meter) error {
-	var errs [12]error
+	var errs [14]error
 	o.transactions, errs[0] = m.Int64ObservableCounter("azdispatch.storage.transactions", metric.WithUnit("{request}"),
 		metric.WithDescription("Billable storage requests, retries included, by kind, account and queue."))
 	o.empty, errs[1] = m.Int64ObservableCounter("azdispatch.storage.empty_receives", metric.WithUnit("{request}"),
@@ -54,6 +57,10 @@ func (o *observers) init(m metric.Meter) error {
 		metric.WithDescription("Age of the oldest of the messages at the front of the queue, on the service's clock: an approximation of the oldest of all."))
 	o.ageFailures, errs[11] = m.Int64ObservableCounter("azdispatch.queue.oldest_age_failures", metric.WithUnit("{reading}"),
 		metric.WithDescription("Readings of azdispatch.queue.oldest_age that failed and observed nothing."))
+	o.groupChildren, errs[12] = m.Int64ObservableGauge("azdispatch.group.children", metric.WithUnit("{message}"),
+		metric.WithDescription("A group's children by state: succeeded, failed (poisoned) or pending."))
+	o.groupFailures, errs[13] = m.Int64ObservableCounter("azdispatch.group.read_failures", metric.WithUnit("{reading}"),
+		metric.WithDescription("Readings of azdispatch.group.children that failed and observed nothing."))
 	return errors.Join(errs[:]...)
 }
 

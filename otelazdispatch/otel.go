@@ -31,6 +31,13 @@ const (
 	DequeueCountKey    = attribute.Key("azdispatch.message.dequeue_count")
 	BatchIDKey         = attribute.Key("azdispatch.batch.id")
 	BatchItemKey       = attribute.Key("azdispatch.batch.item")
+	GroupIDKey         = attribute.Key("azdispatch.group.id")          // a group's child's, or its continuation's
+	GroupChildKey      = attribute.Key("azdispatch.group.child")       // a child's index
+	GroupOutcomeKey    = attribute.Key("azdispatch.group.outcome")     // a continuation's: succeeded or failed
+	GroupSucceededKey  = attribute.Key("azdispatch.group.succeeded")   // a continuation's: children succeeded
+	GroupFailedKey     = attribute.Key("azdispatch.group.failed")      // a continuation's: children poisoned
+	GroupSizeKey       = attribute.Key("azdispatch.group.size")        // a continuation's: children in all
+	GroupStateKey      = attribute.Key("azdispatch.group.state")       // azdispatch.group.children's: succeeded, failed or pending
 	OffloadedKey       = attribute.Key("azdispatch.message.offloaded") // the body went to a payload blob
 	PoisonReasonKey    = attribute.Key("azdispatch.poison.reason")
 	TransactionKindKey = attribute.Key("azdispatch.transaction.kind")

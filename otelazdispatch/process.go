@@ -32,6 +32,7 @@ func (i *Instrumentation) HandleCall(ctx context.Context, c *azdispatch.Call) er
 		if c.BatchID != "" {
 			span.SetAttributes(BatchIDKey.String(c.BatchID), BatchItemKey.Int(c.Item))
 		}
+		groupAttributes(span, c.MessageInfo)
 	}
 	err := c.Next(spanCtx)
 	returned := time.Now()

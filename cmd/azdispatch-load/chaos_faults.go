@@ -25,6 +25,7 @@ const (
 	faultLostDelete  = "lost_delete"
 	faultLostUpdate  = "lost_update"
 	faultLostSend    = "lost_send"
+	faultLostBlob    = "lost_blob_write" // an Append Block or Put Blob, done, its answer lost
 	faultHang        = "hang"
 	faultKill        = "kill"
 	faultStorm       = "storm"
@@ -44,6 +45,11 @@ type faultRates struct {
 	LostDelete  float64 `json:"lost_delete"`
 	LostUpdate  float64 `json:"lost_update"`
 	LostSend    float64 `json:"lost_send"`
+	// Blob writes (Append Block, Put Blob: a group's marks, once-marks,
+	// records): of those requests, a synthetic 503 not made, and of those
+	// done, the answer lost. Zero in every scenario but groups.
+	BlobBusy float64 `json:"blob_busy,omitempty"`
+	LostBlob float64 `json:"lost_blob,omitempty"`
 }
 
 // faultMode is what a transport does now. The coordinator switches it.
@@ -76,6 +82,7 @@ const (
 	opDelete
 	opUpdate
 	opSend
+	opBlobWrite // Append Block, or Put Blob
 )
 
 // classify reads what req does: the queue service's REST paths are
@@ -83,6 +90,9 @@ const (
 // /<account>/<queue>/messages/<id> for deletes and updates. It also returns
 // the queue and, for deletes and updates, the message ID.
 func classify(req *http.Request) (op requestOp, queue, id string) {
+	if req.Method == http.MethodPut && (req.URL.Query().Get("comp") == "appendblock" || req.Header.Get("x-ms-blob-type") != "" && req.URL.Query().Get("comp") == "") {
+		return opBlobWrite, "", ""
+	}
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	n := len(parts)
 	switch {
@@ -134,6 +144,20 @@ func (l *lockedRand) between(lo, hi time.Duration) time.Duration {
 		return lo
 	}
 	return lo + time.Duration(l.r.Int64N(int64(hi-lo)))
+}
+
+// float returns a number in [0, 1).
+func (l *lockedRand) float() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// perm returns a random permutation of [0, n).
+func (l *lockedRand) perm(n int) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Perm(n)
 }
 
 // intN returns a number in [0, n).
@@ -189,7 +213,11 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 	case modeQuiet:
 		return f.pass(req)
 	}
-	if op != opOther {
+	if op == opBlobWrite && f.rng.chance(f.rates.BlobBusy) {
+		f.note(req, fault503, op, id)
+		return serviceError(req, http.StatusServiceUnavailable, "ServerBusy", f.rng.chance(f.rates.RetryAfter)), nil
+	}
+	if op != opOther && op != opBlobWrite {
 		switch {
 		case f.rng.chance(f.rates.ServerBusy):
 			f.note(req, fault503, op, id)
@@ -213,6 +241,8 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 		kind, rate, acted = faultLostUpdate, f.rates.LostUpdate, resp.StatusCode == http.StatusNoContent
 	case opSend:
 		kind, rate, acted = faultLostSend, f.rates.LostSend, resp.StatusCode == http.StatusCreated
+	case opBlobWrite:
+		kind, rate, acted = faultLostBlob, f.rates.LostBlob, resp.StatusCode == http.StatusCreated
 	}
 	if !acted || !f.rng.chance(rate) {
 		return resp, nil

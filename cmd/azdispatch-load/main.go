@@ -13,6 +13,7 @@
 //	go run ./cmd/azdispatch-load -scenario pause -json   # -duration sets the pause (default 30s)
 //	go run ./cmd/azdispatch-load -scenario idle-paused   # -duration sets the window (default 10m)
 //	go run ./cmd/azdispatch-load -scenario batch-handler -json
+//	go run ./cmd/azdispatch-load -scenario groups -duration 10m -json
 package main
 
 import (
@@ -48,6 +49,7 @@ type options struct {
 	priority priorityConfig  // zero: the priority scenario's defaults
 	fairness fairnessConfig  // zero: the fairness scenario's defaults
 	keys     keysConfig      // zero: the keys scenario's defaults
+	groups   groupsConfig    // zero: the groups scenario's defaults
 	// batchHandler sizes the batch-handler scenario; zero: its defaults.
 	batchHandler batchHandlerConfig
 }
@@ -110,11 +112,12 @@ var scenarios = map[string]scenario{
 	"pause":         runQueuePause,
 	"idle-paused":   runIdlePaused,
 	"batch-handler": runBatchHandler,
+	"groups":        runGroups,
 }
 
 // soaks judge rather than measure, or take minutes of their own, and run
 // only when named.
-var soaks = []string{"chaos", "schedule", "pause", "idle-paused", "batch-handler"}
+var soaks = []string{"chaos", "schedule", "pause", "idle-paused", "batch-handler", "groups"}
 
 func main() {
 	if code, ok := runRole(); ok {
@@ -128,16 +131,17 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 5, "runs per variant; the median is reported")
 	flag.DurationVar(&o.limit, "limit", 15*time.Second, "longest a run may take; a slow variant's rate is measured over this window")
 	flag.BoolVar(&o.real, "real", false, "use the account in AZDISPATCH_CONNECTION_STRING instead of private Azurite processes")
-	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule: how long to inject faults (default 3m); latency: each variant's measured window (default 1m); pause: the pause (default 30s); idle-paused: the window (default 10m)")
+	flag.DurationVar(&o.duration, "duration", 0, "chaos, schedule, groups: how long to inject faults (default 3m); latency: each variant's measured window (default 1m); pause: the pause (default 30s); idle-paused: the window (default 10m)")
 	flag.Int64Var(&o.seed, "seed", 0, "chaos, schedule: the seed of the faults' random draws, to replay a run's schedule; latency: of the arrivals (default random, printed)")
 	flag.IntVar(&o.keys.Keys, "keys", 0, "keys: how many keys (default 1,000)")
 	flag.IntVar(&o.keys.Each, "each", 0, "keys: messages of each key (default 50)")
 	flag.DurationVar(&o.keys.Hold, "hold", 0, "keys: a handler call's time (default 100ms)")
-	flag.StringVar(&o.keys.Only, "variant", "", "keys: run this variant alone after the one with no limit (per-key, fleet, in-order)")
+	flag.StringVar(&o.keys.Only, "variant", "", "keys: run this variant alone after the one with no limit (per-key, fleet, in-order); groups: this one alone (soak, big)")
 	flag.IntVar(&o.keys.Emulators, "emulators", 0, "keys: emulators to spread the queue over, one shard each, with the blobs on one more when above 1 (default 1)")
 	flag.BoolVar(&o.keys.Keep, "keep", false, "keys: keep the processes' stderr files, and say where")
 	o.wait = latencyFlags(flag.CommandLine)
 	flag.Parse()
+	o.groups.Only = o.keys.Only
 
 	// All is every benchmark, not the soaks.
 	run := slices.DeleteFunc(names(), func(n string) bool { return slices.Contains(soaks, n) })

@@ -42,6 +42,9 @@ func runRole() (code int, ok bool) {
 	if raw := os.Getenv(keysRole.config); raw != "" {
 		return roleMain(keysRole, raw, runKeysWorker), true
 	}
+	if raw := os.Getenv(groupsRole.config); raw != "" {
+		return roleMain(groupsRole, raw, runGroupsWorker), true
+	}
 	if raw := os.Getenv(queuePauseRole.config); raw != "" {
 		return roleMain(queuePauseRole, raw, runQueuePauseWorker), true
 	}

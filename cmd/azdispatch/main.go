@@ -60,7 +60,7 @@ func commands() []command {
 		{"resume", "end the pause of a queue: its listeners receive again", runResume},
 		{"sweep", "find (dry run) or delete (-apply) orphaned payload blobs", runSweep},
 		{"schedules", "list the schedules of schedulers: next and last occurrence, sent by whom, counts", runSchedules},
-		{"groups", "a group of messages' progress: children succeeded, poisoned (why) and pending; complete?", runGroups},
+		{"status", "what became of a group of messages (-group) or a tracked message (-token)", runStatus},
 		{"dashboard", "serve the web dashboard (read-only unless -write) on 127.0.0.1:8080", runDashboard},
 	}
 }

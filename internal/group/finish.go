@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/azdispatch/azdispatch/internal/blobs"
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // Outcome is how a complete group ended.
@@ -53,7 +53,7 @@ func (s *Store) Finish(ctx context.Context, ref Ref, c Child) (*Done, error) {
 	if len(c.Result) > MaxResult {
 		return nil, fmt.Errorf("a child's result of %d bytes: at most %d", len(c.Result), MaxResult)
 	}
-	c.Reason = cut(printable(c.Reason), MaxReason)
+	c.Reason = xmltext.TruncateUTF8(printable(c.Reason), MaxReason)
 	if c.Failed {
 		c.Result = nil
 	} else {
@@ -252,15 +252,4 @@ func printable(s string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
-}
-
-// cut is s cut to at most n bytes, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

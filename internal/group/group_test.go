@@ -122,6 +122,18 @@ func TestTheLastFinishCompletesTheGroup(t *testing.T) {
 				total := b.Requests(blobs.OpWrite) + b.Requests(blobs.OpRead) - statusReads
 				t.Logf("%d children in %d shards: %d requests, %.3f per child", size, st.Shards, total, float64(total)/float64(size))
 				assert.LessOrEqual(t, total, int64(2*size+3), "at most 2 per child and 3 per group")
+
+				reads := b.Requests(blobs.OpRead)
+				results, err := s.Results(ctx, "g")
+				require.NoError(t, err)
+				assert.Equal(t, reads+1, b.Requests(blobs.OpRead), "a complete group's results are in its head")
+				for i := range size {
+					if rule == OnFinish && i%7 == 3 {
+						assert.NotContains(t, results, i, "a failure leaves no result")
+					} else {
+						assert.Equal(t, []byte(fmt.Sprint(i)), results[i])
+					}
+				}
 			})
 		}
 	}

@@ -32,7 +32,7 @@ type Status struct {
 // shard, a few at a time.
 func (s *Store) Status(ctx context.Context, id string) (Status, error) {
 	if err := checkID(id); err != nil {
-		return Status{}, err
+		return Status{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	def, heads, err := s.readHead(ctx, id)
 	if err != nil {
@@ -89,4 +89,52 @@ func (s *Store) Status(ctx context.Context, id string) (Status, error) {
 		st.Complete, st.Outcome = true, Succeeded
 	}
 	return st, nil
+}
+
+// Results reads what the children that succeeded left (see
+// [Child.Result]), by index, as the group was when each of its blobs was
+// complete: one read of its head, and one of each shard the head does not
+// mark complete yet (none, once the group is). Children that left nothing
+// are not listed.
+func (s *Store) Results(ctx context.Context, id string) (map[int][]byte, error) {
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	def, heads, err := s.readHead(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := def.check(); err != nil {
+		return nil, fmt.Errorf("%w: group %s: %w", ErrCorrupt, id, err)
+	}
+	children := tally(heads)
+	marked := map[int]bool{}
+	for _, b := range heads {
+		if b.Shard == nil || marked[b.Shard.K] {
+			continue
+		}
+		marked[b.Shard.K] = true
+		for _, c := range b.Shard.Children {
+			children[c.Index] = c
+		}
+	}
+	for k := 0; def.Shards > 1 && k < def.Shards; k++ {
+		if marked[k] {
+			continue
+		}
+		marks, err := s.read(ctx, s.shard(id, k))
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range tally(marks) {
+			children[i] = c
+		}
+	}
+	out := map[int][]byte{}
+	for i, c := range children {
+		if !c.Failed && len(c.Result) > 0 && i >= 0 && i < def.Size {
+			out[i] = c.Result
+		}
+	}
+	return out, nil
 }

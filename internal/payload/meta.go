@@ -49,6 +49,9 @@ const (
 	// KindGroup is a group's head or shard: the marks of its children's
 	// finishes (see internal/group). It lives on after its last write.
 	KindGroup = "group"
+	// KindStatus is a tracked message's status (see internal/track). It
+	// lives on after its last write.
+	KindStatus = "status"
 )
 
 // States of a cancel record.
@@ -67,7 +70,7 @@ const (
 
 // IsRecord reports whether kind is a record's.
 func IsRecord(kind string) bool {
-	return kind == KindCancel || kind == KindUnique || kind == KindSchedule || kind == KindOnce || kind == KindGroup
+	return kind == KindCancel || kind == KindUnique || kind == KindSchedule || kind == KindOnce || kind == KindGroup || kind == KindStatus
 }
 
 // Metadata names. They are short: all of a blob's metadata must fit in 8 KiB.

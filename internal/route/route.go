@@ -22,6 +22,7 @@ type Route struct {
 	At     time.Time        // SendAt's time, to the second
 	Key    string           // "": no key
 	Group  string           // the reference of the group it is a child of; "": none
+	Track  string           // its status token (see internal/track); "": not tracked
 	TTL    time.Duration    // the send's own, if OwnTTL
 	OwnTTL bool             // TTL is the send's, not the publisher's
 	Line   bool             // a due line even within the hop: SendAt's time, before the target's clock is known

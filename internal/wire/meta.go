@@ -33,6 +33,9 @@ const (
 	OnceEntry      = "azdispatch-once"
 )
 
+// TrackEntry holds a tracked message's status token (see internal/track).
+const TrackEntry = "azdispatch-track"
+
 // PauseEntry is the queue metadata entry (not a message's) that holds a
 // queue's pause (see internal/pause). Metadata names must be identifiers:
 // an underscore, not a hyphen.

@@ -294,3 +294,122 @@ func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
 	assert.True(t, status.Complete)
 	assert.Equal(t, size, status.Succeeded)
 }
+
+// Children leave results for their continuation, which reads them all, and
+// starts a group of its own (a chain): run twice (its first call fails
+// after starting it), the chained group is the same one, its children
+// count once, and its own continuation is handled once.
+func TestChildrenLeaveResultsAndAContinuationStartsTheNextGroup(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	final := memqueue.New("final", nil)
+	pubFinal, err := azdispatch.NewPublisher[string](final, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	store := s.children.PayloadStore()
+	queues := map[string]azdispatch.Target{s.next.Name(): s.next, final.Name(): final}
+	opts := &azdispatch.ListenerOptions{
+		Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle},
+		Retry: func(int64) time.Duration { return 0 },
+		Payloads: azdispatch.PayloadOptions{Store: store, Continue: func(name string) (azdispatch.Target, error) {
+			return queues[name], nil
+		}},
+	}
+	then, err := azdispatch.ContinueWith(s.pubNext, "index")
+	require.NoError(t, err)
+	const size = 100 // two shards
+	g, err := store.StartGroup(ctx, size, then, &azdispatch.GroupOptions{ID: "resize"})
+	require.NoError(t, err)
+	for i := range size {
+		_, err := s.pubChildren.SendWith(ctx, fmt.Sprint(i), &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	assert.Error(t, azdispatch.SetGroupResult(ctx, []byte("x")), "not a handler's context")
+	children, err := azdispatch.NewListener(s.children, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		require.Error(t, azdispatch.SetGroupResult(ctx, make([]byte, azdispatch.MaxGroupResult+1)))
+		require.NoError(t, azdispatch.SetGroupResult(ctx, []byte("first")))
+		return azdispatch.SetGroupResult(ctx, []byte("w"+m.Body)) // the last one counts
+	}, opts)
+	require.NoError(t, err)
+	runUntil(t, children, func(st azdispatch.State) bool { return st.Succeeded == size })
+
+	var calls int
+	var results map[int][]byte
+	index, err := azdispatch.NewListener(s.next, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		calls++
+		o, ok := azdispatch.GroupOutcomeOf(m.MessageInfo)
+		require.True(t, ok)
+		if results, err = store.GroupResults(ctx, o.ID); err != nil {
+			return err
+		}
+		next, err := azdispatch.ContinueWith(pubFinal, "published")
+		if err != nil {
+			return err
+		}
+		// The chained group's ID is the continuation's own group's, so
+		// that a second call starts the same group.
+		g2, err := store.StartGroup(ctx, 3, next, &azdispatch.GroupOptions{ID: o.ID + ".publish"})
+		if err != nil {
+			return err
+		}
+		for i := range 3 {
+			if _, err := s.pubChildren.SendWith(ctx, "p"+fmt.Sprint(i), &azdispatch.SendOptions{Group: g2.Child(i)}); err != nil {
+				return err
+			}
+		}
+		if calls == 1 {
+			return errors.New("failed after starting the next group")
+		}
+		return nil
+	}, opts)
+	require.NoError(t, err)
+	runUntil(t, index, func(st azdispatch.State) bool { return st.Succeeded == 1 })
+	assert.Equal(t, 2, calls)
+	require.Len(t, results, size)
+	assert.Equal(t, []byte("w42"), results[42])
+
+	children, err = azdispatch.NewListener(s.children, func(context.Context, *azdispatch.Message[string]) error { return nil }, opts)
+	require.NoError(t, err)
+	runUntil(t, children, func(st azdispatch.State) bool { return st.Succeeded == 6 }) // each sent twice
+	st, err := store.GroupStatus(ctx, "resize.publish")
+	require.NoError(t, err)
+	assert.True(t, st.Complete)
+	assert.Equal(t, 3, st.Succeeded)
+
+	var published int
+	last, err := azdispatch.NewListener(final, func(_ context.Context, m *azdispatch.Message[string]) error {
+		published++
+		o, _ := azdispatch.GroupOutcomeOf(m.MessageInfo)
+		assert.Equal(t, "resize.publish", o.ID)
+		return nil
+	}, &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}})
+	require.NoError(t, err)
+	end := runUntil(t, last, func(st azdispatch.State) bool { return st.Succeeded+st.Duplicates >= 1 })
+	assert.Equal(t, 1, published)
+	assert.EqualValues(t, 1, end.Succeeded)
+}
+
+// A continuation whose queue the listener cannot open keeps the child that
+// completed its group (it is tried again), and the listener's state says
+// why: a fatal error, which FatalTimeout may end Run on.
+func TestAContinuationThatCannotBeSentIsAFatalError(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	then, err := azdispatch.ContinueWith(s.pubNext, "then")
+	require.NoError(t, err)
+	g, err := s.children.PayloadStore().StartGroup(ctx, 1, then, nil)
+	require.NoError(t, err)
+	_, err = s.pubChildren.SendWith(ctx, "only", &azdispatch.SendOptions{Group: g.Child(0)})
+	require.NoError(t, err)
+	l, err := azdispatch.NewListener(s.children, func(context.Context, *azdispatch.Message[string]) error { return nil },
+		&azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle},
+			Payloads: azdispatch.PayloadOptions{Continue: func(name string) (azdispatch.Target, error) {
+				return nil, fmt.Errorf("no queue %q here", name)
+			}}})
+	require.NoError(t, err)
+	st := runUntil(t, l, func(st azdispatch.State) bool { return st.Fatal != nil })
+	assert.ErrorContains(t, st.Fatal, "no queue")
+	assert.Zero(t, st.Succeeded, "the child is kept")
+	depth, err := s.children.Depth(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, depth)
+}

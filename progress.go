@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/group"
 	"github.com/azdispatch/azdispatch/internal/payload"
+	"github.com/azdispatch/azdispatch/internal/track"
 	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
@@ -227,6 +229,50 @@ func (s *PayloadStore) GroupStatus(ctx context.Context, id string) (GroupStatus,
 	return out, nil
 }
 
+// MaxGroupResult is the longest result a group's child may leave (see
+// [SetGroupResult]).
+const MaxGroupResult = group.MaxResult
+
+// tryKey is the context key a message's handler call answers with its try.
+type tryKey struct{}
+
+// SetGroupResult leaves result (at most [MaxGroupResult] bytes) for the
+// continuation of the group whose child is being handled with ctx: when
+// the handler succeeds, the child's finish records it, and the
+// continuation's handler reads every child's with
+// [PayloadStore.GroupResults]. A later call replaces an earlier one; a
+// message that is no group's child ignores it. It fails for a context
+// that is not a message handler's (nor made from one): a [BatchHandler]
+// cannot leave results. A result is kept by the finish made on the
+// delivery whose handler left it: a child whose finish could not be
+// recorded then, and is recorded on its next delivery without a call,
+// leaves none.
+func SetGroupResult(ctx context.Context, result []byte) error {
+	t, ok := ctx.Value(tryKey{}).(*try)
+	switch {
+	case !ok:
+		return &ConfigError{Field: "SetGroupResult's ctx", Reason: "not a message handler's context"}
+	case len(result) > MaxGroupResult:
+		return &ConfigError{Field: "SetGroupResult's result", Reason: fmt.Sprintf("%d bytes: at most %d", len(result), MaxGroupResult)}
+	}
+	r := slices.Clone(result)
+	t.result.Store(&r)
+	return nil
+}
+
+// GroupResults reads the results the children of group id left (see
+// [SetGroupResult]), by child index; a child that left none, or failed, is
+// not in it. Once the group is complete it is one blob read (its head
+// holds them), before, one more per shard of 64 children not complete. At
+// most [MaxGroupResult] bytes per child.
+func (s *PayloadStore) GroupResults(ctx context.Context, id string) (map[int][]byte, error) {
+	out, err := s.groups().Results(ctx, id)
+	if err != nil {
+		return nil, wrapf(err, "group %s", id)
+	}
+	return out, nil
+}
+
 // GroupOutcome is what a group's continuation says of the group.
 type GroupOutcome struct {
 	ID      string `json:"id"`
@@ -239,6 +285,20 @@ type GroupOutcome struct {
 	Failed      int    `json:"failed"`
 	FailedChild *int   `json:"failedChild,omitempty"`
 	Reason      string `json:"reason,omitempty"` // the first failed child's
+}
+
+// GroupChildOf returns the ID of the group m is a child of, and its index,
+// and false for a message that is no group's child.
+func GroupChildOf(m MessageInfo) (id string, child int, ok bool) {
+	text, ok := m.Metadata[wire.GroupEntry]
+	if !ok {
+		return "", 0, false
+	}
+	r, err := group.ParseRef(text)
+	if err != nil {
+		return "", 0, false
+	}
+	return r.Group, r.Index, true
 }
 
 // GroupOutcomeOf returns the outcome of the group whose continuation m
@@ -276,6 +336,9 @@ func (l *Listener[T]) finishGroup(ctx context.Context, t *try, failed bool, reas
 		return nil
 	}
 	c := group.Child{Failed: failed, Reason: reason}
+	if r := t.result.Load(); r != nil && !failed {
+		c.Result = *r
+	}
 	done, err := store.groups().Finish(ctx, r, c)
 	switch {
 	case errors.Is(err, group.ErrNotFound):
@@ -323,12 +386,25 @@ func (l *Listener[T]) continueGroup(ctx context.Context, done *group.Done) error
 	}
 	target, err := l.continuationTarget(then.Queue)
 	if err != nil {
+		// No retry fixes it: the child is kept, and the listener's state
+		// says why (State.Fatal, and FatalTimeout ends Run) until a
+		// continuation is sent again.
+		if l.health.Fail(opContinuation, err, true, time.Now()) {
+			l.alerts().Error("a group's continuation cannot be sent until the listener's options change; the child that completed its group is kept", "err", err)
+			l.event(Event{Kind: EventFatal, Err: err})
+		}
 		return err
 	}
 	msg := wire.Text{Meta: meta, Body: then.Text}
-	_, err = target.Send(ctx, msg.Render(), nil)
+	if _, err = target.Send(ctx, msg.Render(), nil); err == nil {
+		l.storageSucceeded(opContinuation)
+	}
 	return err
 }
+
+// opContinuation keys, in a listener's health, the sends of groups'
+// continuations whose queue could not be opened.
+const opContinuation Op = "group continuation"
 
 // continuationTarget opens the queue a continuation goes to.
 func (l *Listener[T]) continuationTarget(name string) (Target, error) {
@@ -342,4 +418,119 @@ func (l *Listener[T]) continuationTarget(name string) (Target, error) {
 		return t, nil
 	}
 	return nil, &ConfigError{Field: "ListenerOptions.Payloads.Continue", Reason: fmt.Sprintf("cannot open queue %q for a group's continuation: set it", name)}
+}
+
+// A tracked message (see [SendOptions.Track]) has one record in the
+// payload store, written as it is sent (pending), then by the listeners
+// that handle it: delivered before its handler is called, failed after a
+// try that failed, and, before its message is deleted, succeeded or
+// poisoned; a cancel that succeeds writes cancelled. No write moves it out
+// of a final state, so a slow process or a redelivery that writes late
+// changes nothing. A send costs one blob request more, a delivery two, a
+// failed try two and the end two.
+
+// trackLife is how long a tracked message's record stays after its last
+// write; [Sweep] removes it then.
+const trackLife = 14 * 24 * time.Hour
+
+// ErrStatusNotFound is matched by the error of [PayloadStore.MessageStatus]
+// for a token that names no record (not tracked, or swept).
+var ErrStatusNotFound = track.ErrNotFound
+
+// MessageStatus is what became of a tracked message.
+type MessageStatus struct {
+	Token string
+	// State is "pending" (sent, not delivered yet), "delivered" (a handler
+	// has it), "failed" (its last try failed; it is tried again),
+	// "succeeded", "poisoned" or "cancelled". Final says it is one of the
+	// last three, which never change.
+	State string
+	Final bool
+	Queue string
+	// MessageID is the message's ID once delivered.
+	MessageID string
+	// Tries counts its deliveries so far; Reason is why the last try
+	// failed, or why it was poisoned.
+	Tries  int
+	Reason string
+	// Updated is its last change, by the service's clock.
+	Updated time.Time
+}
+
+func (s *PayloadStore) tracker() *track.Store { return track.New(s.records, trackLife) }
+
+// MessageStatus reads the status of the message sent with token (see
+// [Sent.StatusToken]): one blob read. A token that is not one is
+// [ErrStatusNotFound], like one never tracked.
+func (s *PayloadStore) MessageStatus(ctx context.Context, token string) (MessageStatus, error) {
+	st, err := s.tracker().Read(ctx, token)
+	if err != nil {
+		return MessageStatus{}, wrapf(err, "status %.40s", token)
+	}
+	return MessageStatus{Token: token, State: string(st.State), Final: st.State.Final(), Queue: st.Queue,
+		MessageID: st.Message, Tries: st.Tries, Reason: st.Reason, Updated: st.Updated}, nil
+}
+
+// track starts a tracked send's record, and returns its token.
+func (p *Publisher[T]) track(ctx context.Context) (string, error) {
+	token := track.NewToken()
+	if err := p.store.tracker().Start(ctx, token, p.target.Name()); err != nil {
+		return "", wrapf(err, "track the message")
+	}
+	return token, nil
+}
+
+// trackCancelled records a tracked message cancelled. It is cancelled
+// whatever this write does: if it fails, the listener that drops the
+// message records it (a message sent for later), or the status stays
+// pending.
+func (p *Publisher[T]) trackCancelled(ctx context.Context, c cancelToken) {
+	if c.Track != "" {
+		_ = p.store.tracker().Move(ctx, c.Track, track.Status{State: track.Cancelled})
+	}
+}
+
+// trackToken is t's message's status token, if it is tracked and this
+// listener can record it.
+func (l *Listener[T]) trackToken(t *try) string {
+	token := t.meta[wire.TrackEntry]
+	if token == "" || l.opts.Payloads.Store == nil || !track.ValidToken(token) {
+		return ""
+	}
+	return token
+}
+
+// markDelivered records a tracked message delivered, before its handler
+// is called. A failure is only logged: the handler runs all the same, and
+// a later write says more.
+func (l *Listener[T]) markDelivered(h *inHand[T]) (action, bool) {
+	t := &h.t
+	if token := l.trackToken(t); token != "" {
+		st := track.Status{State: track.Delivered, Message: t.d.ID, Tries: int(t.d.DequeueCount)}
+		if err := l.opts.Payloads.Store.tracker().Move(t.context(), token, st); err != nil {
+			l.storageFailed(err)
+			l.msgLog(t.d).Warn("could not record the tracked message delivered", "err", err)
+		}
+	}
+	return action{}, false
+}
+
+// trackMove moves a tracked message's status; best says a failure is only
+// logged. It returns an error when the message must not be deleted yet
+// (its end could not be recorded).
+func (l *Listener[T]) trackMove(ctx context.Context, t *try, st track.State, reason string, best bool) error {
+	token := l.trackToken(t)
+	if token == "" {
+		return nil
+	}
+	err := l.opts.Payloads.Store.tracker().Move(ctx, token, track.Status{State: st, Message: t.d.ID, Tries: int(t.d.DequeueCount), Reason: reason})
+	if err == nil {
+		return nil
+	}
+	l.storageFailed(err)
+	if best {
+		l.msgLog(t.d).Warn("could not record the tracked message "+string(st), "err", err)
+		return nil
+	}
+	return wrapf(err, "record the tracked message %s", st)
 }
