@@ -244,9 +244,9 @@ type tryKey struct{}
 // message that is no group's child ignores it. It fails for a context
 // that is not a message handler's (nor made from one): a [BatchHandler]
 // cannot leave results. A result is kept by the finish made on the
-// delivery whose handler left it: a child whose finish could not be
-// recorded then, and is recorded on its next delivery without a call,
-// leaves none.
+// delivery whose handler left it, and kept when the child is recorded again
+// later; a child whose finish could not be written at all then, and is
+// recorded on its next delivery without a call, leaves none.
 func SetGroupResult(ctx context.Context, result []byte) error {
 	t, ok := ctx.Value(tryKey{}).(*try)
 	switch {
@@ -402,6 +402,20 @@ func (l *Listener[T]) continueGroup(ctx context.Context, done *group.Done) error
 	return err
 }
 
+// sendOnly is a [Target] made of a source's send: its own queue, for a
+// continuation sent where its children were.
+type sendOnly struct {
+	name string
+	send func(ctx context.Context, text string, opts *SendOptions) (sentMessage, error)
+}
+
+func (s sendOnly) Name() string { return s.name }
+
+func (s sendOnly) Send(ctx context.Context, text string, opts *SendOptions) (string, error) {
+	m, err := s.send(ctx, text, opts)
+	return m.ID, err
+}
+
 // opContinuation keys, in a listener's health, the sends of groups'
 // continuations whose queue could not be opened.
 const opContinuation Op = "group continuation"
@@ -411,11 +425,13 @@ func (l *Listener[T]) continuationTarget(name string) (Target, error) {
 	if open := l.opts.Payloads.Continue; open != nil {
 		return open(name)
 	}
-	if q, ok := l.src.(*Queue); ok && q.account != nil {
-		return q.account.Queue(name)
+	if l.caps.Account != nil {
+		if a := l.caps.Account(); a != nil {
+			return a.Queue(name)
+		}
 	}
-	if t, ok := l.src.(Target); ok && l.src.Name() == name {
-		return t, nil
+	if l.caps.send != nil && l.src.Name() == name {
+		return sendOnly{name: name, send: l.caps.send}, nil
 	}
 	return nil, &ConfigError{Field: "ListenerOptions.Payloads.Continue", Reason: fmt.Sprintf("cannot open queue %q for a group's continuation: set it", name)}
 }
@@ -480,14 +496,12 @@ func (p *Publisher[T]) track(ctx context.Context) (string, error) {
 	return token, nil
 }
 
-// trackCancelled records a tracked message cancelled. It is cancelled
-// whatever this write does: if it fails, the listener that drops the
-// message records it (a message sent for later), or the status stays
-// pending.
-func (p *Publisher[T]) trackCancelled(ctx context.Context, c cancelToken) {
-	if c.Track != "" {
-		_ = p.store.tracker().Move(ctx, c.Track, track.Status{State: track.Cancelled})
+// trackCancelled records a tracked message cancelled.
+func (p *Publisher[T]) trackCancelled(ctx context.Context, c cancelToken) error {
+	if c.Track == "" {
+		return nil
 	}
+	return p.store.tracker().Move(ctx, c.Track, track.Status{State: track.Cancelled})
 }
 
 // trackToken is t's message's status token, if it is tracked and this

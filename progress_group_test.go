@@ -413,3 +413,58 @@ func TestAContinuationThatCannotBeSentIsAFatalError(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, depth)
 }
+
+// A child's finish written but whose answer was lost is recorded again on
+// the message's next delivery, without a handler call: the result and the
+// poisoning's reason the first record carried stay.
+func TestAFinishRecordedAgainKeepsItsResultAndReason(t *testing.T) {
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := setupGroup(t)
+	s.children = memqueue.New("children", &memqueue.Options{Clock: clock})
+	var err error
+	s.pubChildren, err = azdispatch.NewPublisher[string](s.children, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	then, err := azdispatch.ContinueWith(s.pubNext, "then")
+	require.NoError(t, err)
+	store := s.children.PayloadStore()
+	g, err := store.StartGroup(ctx, 3, then, &azdispatch.GroupOptions{ID: "kept", Rule: azdispatch.ContinueOnFinish})
+	require.NoError(t, err)
+	for i, body := range []string{"ok", "lost", "broken"} {
+		_, err := s.pubChildren.SendWith(ctx, body, &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	var calls sync.Map
+	l, err := azdispatch.NewListener(s.children, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		n, _ := calls.LoadOrStore(m.Body, new(int))
+		*n.(*int)++
+		if err := azdispatch.SetGroupResult(ctx, []byte("made "+m.Body)); err != nil {
+			return err
+		}
+		if m.Body != "ok" {
+			s.children.LoseNext(memqueue.OpBlobWrite, 1) // its finish: written, its answer lost
+		}
+		if m.Body == "broken" {
+			return azdispatch.Permanent(errors.New("cannot be made"))
+		}
+		return nil
+	}, &azdispatch.ListenerOptions{
+		Codec: azdispatch.Raw(), VisibilityTimeout: time.Second,
+		Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1}, Concurrency: 1,
+		Payloads: azdispatch.PayloadOptions{Continue: func(string) (azdispatch.Target, error) { return s.next, nil }},
+	})
+	require.NoError(t, err)
+	runPastFailedDeletes(t, l, clock, func(st azdispatch.State) bool { return st.Succeeded+st.Poisoned == 3 })
+	for _, body := range []string{"ok", "lost", "broken"} {
+		n, _ := calls.Load(body)
+		assert.Equal(t, 1, *n.(*int), "%s handled once", body)
+	}
+	assert.EqualValues(t, 2, l.State().HandledBefore, "two recorded again on a later delivery, without a call")
+	results, err := store.GroupResults(ctx, "kept")
+	require.NoError(t, err)
+	assert.Equal(t, map[int][]byte{0: []byte("made ok"), 1: []byte("made lost")}, results)
+	st, err := store.GroupStatus(ctx, "kept")
+	require.NoError(t, err)
+	require.Len(t, st.Failures, 1)
+	assert.Contains(t, st.Failures[0].Reason, "cannot be made")
+}

@@ -153,3 +153,32 @@ func TestTrackingIsRefusedWhereItCannotBeKept(t *testing.T) {
 	require.ErrorAs(t, err, &cfg)
 	assert.Equal(t, "SendOptions.Track", cfg.Field)
 }
+
+// A cancel that cancels a tracked message but cannot record its status
+// says so; tried again, it says ErrAlreadyCancelled and records it.
+func TestACancelThatCannotRecordItsStatusSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var armed atomic.Bool
+	var writes atomic.Int32
+	q := memqueue.New("tracked-cancel", &memqueue.Options{Intercept: func(_ context.Context, _ string, op azdispatch.Op) error {
+		if armed.Load() && op == memqueue.OpBlobWrite && writes.Add(1) == 3 {
+			return errors.New("503 ServerBusy")
+		}
+		return nil
+	}})
+	pub, err := azdispatch.NewPublisher[string](q, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
+	require.NoError(t, err)
+	sent, err := pub.SendWith(ctx, "x", &azdispatch.SendOptions{Track: true, Delay: time.Hour})
+	require.NoError(t, err)
+	armed.Store(true) // the cancel record, its final state, then the status: refused
+	err = pub.Cancel(ctx, sent.Token)
+	require.ErrorContains(t, err, "cancelled, but its status could not be recorded")
+	st, err := q.PayloadStore().MessageStatus(ctx, sent.StatusToken)
+	require.NoError(t, err)
+	assert.Equal(t, "pending", st.State)
+	assert.ErrorIs(t, pub.Cancel(ctx, sent.Token), azdispatch.ErrAlreadyCancelled)
+	st, err = q.PayloadStore().MessageStatus(ctx, sent.StatusToken)
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", st.State)
+}

@@ -298,6 +298,11 @@ func parseCancelToken(s string) (cancelToken, error) {
 // delivered record (one conditional write), so that a cancel and a
 // delivery at the same moment cannot both win.
 //
+// A tracked message (see [SendOptions.Track]) has its status moved to
+// cancelled: a cancel that cancelled it but could not record that returns
+// an error, and a cancel tried again records it (and says
+// [ErrAlreadyCancelled]).
+//
 // A cancel that fails (its context ended, storage failed) may be tried
 // again: for a message listeners may hide again it is done once its record
 // is written; otherwise it gives its record back, and a record a cancel that
@@ -333,10 +338,17 @@ func (p *Publisher[T]) Cancel(ctx context.Context, token string) error {
 	if p.store == nil {
 		return p.cancelUnrecorded(ctx, q, c)
 	}
-	if err := p.cancelRecorded(ctx, q, c); err != nil {
+	err = p.cancelRecorded(ctx, q, c)
+	switch {
+	case errors.Is(err, ErrAlreadyCancelled):
+		_ = p.trackCancelled(ctx, c) // an earlier cancel's that could not record it
+		return err
+	case err != nil:
 		return err
 	}
-	p.trackCancelled(ctx, c)
+	if err := p.trackCancelled(ctx, c); err != nil {
+		return c.fail(fmt.Errorf("cancelled, but its status could not be recorded so (a Cancel again records it, and says ErrAlreadyCancelled): %w", err))
+	}
 	return nil
 }
 

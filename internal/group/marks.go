@@ -187,7 +187,9 @@ func (d definition) inline() (string, bool) {
 
 // tally is the best finish of each child among marks: a success over a
 // failure, so that a child requeued after it failed, and then succeeded,
-// counts as succeeded; of two failures, the later.
+// counts as succeeded; of two of a kind, the later, unless it says less (a
+// finish recorded again on a later delivery, without the handler's result
+// or the poisoning's reason, leaves the earlier one's).
 func tally(marks []block) map[int]Child {
 	best := map[int]Child{}
 	for _, b := range marks {
@@ -195,12 +197,21 @@ func tally(marks []block) map[int]Child {
 			continue
 		}
 		c := *b.Child
-		if old, ok := best[c.Index]; ok && !old.Failed && c.Failed {
+		if old, ok := best[c.Index]; ok && (!old.Failed && c.Failed || old.Failed == c.Failed && saysMore(old, c)) {
 			continue
 		}
 		best[c.Index] = c
 	}
 	return best
+}
+
+// saysMore reports whether a, of the same kind as b, carries what b lacks:
+// a success's result, a failure's reason.
+func saysMore(a, b Child) bool {
+	if a.Failed {
+		return a.Reason != "" && b.Reason == ""
+	}
+	return len(a.Result) > 0 && len(b.Result) == 0
 }
 
 // complete reports whether children, the best finishes of a blob whose

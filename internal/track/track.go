@@ -149,6 +149,9 @@ func (s *Store) Move(ctx context.Context, token string, to Status) error {
 			next.Message = cur.Message
 		}
 		next.Tries = max(next.Tries, cur.Tries)
+		if next.State == Poisoned && next.Reason == "" {
+			next.Reason = cur.Reason // recorded again on a later delivery, which no longer knows why
+		}
 		if rec.Value, err = json.Marshal(next); err != nil {
 			return err
 		}
