@@ -46,9 +46,16 @@ func TestAMessageNotYetDueIsHiddenAgainByTheServicesClock(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, got, 1)
 	assert.Equal(t, 1, got[0].Body.N)
-	assert.Equal(t, int64(1), got[0].DequeueCount, "the hop was not a try")
 	assert.False(t, ranAt[0].Before(at.Add(-time.Second)), "not before its time by the service's clock (to its second)")
 	tx := q.Transactions()
+	// The hop is not a try: one try on a quiet machine; and however many
+	// receives brought the message (a hold stalled past its visibility
+	// timeout lets it be received again, which is a try), fewer tries than
+	// them.
+	assert.Less(t, got[0].DequeueCount, tx.Receive-tx.EmptyReceive, "the hop was not a try")
+	if tx.Receive-tx.EmptyReceive == 2 {
+		assert.Equal(t, int64(1), got[0].DequeueCount, "the hop was not a try")
+	}
 	assert.Equal(t, int64(1), tx.Delete)
 	// One Update Message for the hop and the hop's receive and the
 	// delivery's; on a loaded machine perhaps more of each: a receive that
