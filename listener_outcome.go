@@ -191,7 +191,9 @@ func (l *Listener[T]) settle(t *try, a action) {
 	case actRetry:
 		t.save(ctx)
 		l.msgLog(t.d).Info("retrying later", "err", a.err)
-		_ = l.trackMove(ctx, t, track.Failed, fmt.Sprint(a.err), true)
+		if l.trackToken(t) != "" { // the reason formatted only for a tracked message
+			_ = l.trackMove(ctx, t, track.Failed, fmt.Sprint(a.err), true)
+		}
 		l.reappearForRetry(ctx, t, a.why)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/azdispatch/azdispatch"
+	"github.com/azdispatch/azdispatch/internal/track"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
@@ -193,17 +194,7 @@ func (h *StatusHandler) answer(w http.ResponseWriter, r *http.Request, done, suc
 
 // validToken reports whether token can be a status token, so that no
 // other blob is read for it.
-func validToken(token string) bool {
-	if len(token) != 32 {
-		return false
-	}
-	for _, c := range token {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func validToken(token string) bool { return track.ValidToken(token) }
 
 // validGroupID reports whether id can name a group, so that no other
 // blob is read for it.
