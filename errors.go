@@ -478,27 +478,6 @@ func (a answer) receiptStale(o Op) bool {
 	return false
 }
 
-// leaseGone: the service answered that this holder's lease is not the
-// blob's lease any more (another ID, expired and taken, broken, or the blob
-// is gone). Throttling and timeouts are not proof and are retried.
-func leaseGone(err error) bool {
-	s := answerOf(err).status
-	return s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests
-}
-
-// held: another contender holds the lease (409 LeaseAlreadyPresent).
-func held(err error) bool { return answerOf(err).status == http.StatusConflict }
-
-// missing: the container or blob does not exist yet.
-func missing(err error) bool { return answerOf(err).status == http.StatusNotFound }
-
-// conflict: it exists already, or is leased by someone else (both fine for
-// creation).
-func conflict(err error) bool {
-	s := answerOf(err).status
-	return s == http.StatusConflict || s == http.StatusPreconditionFailed
-}
-
 // isQueueNotFound reports whether err says the queue does not exist.
 func isQueueNotFound(err error) bool {
 	return queueerror.Code(answerOf(err).code) == queueerror.QueueNotFound

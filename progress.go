@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/group"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/track"
@@ -142,7 +143,9 @@ func (g *Group) Child(i int) GroupChild {
 }
 
 // groups is the group store on s's blobs.
-func (s *PayloadStore) groups() *group.Store { return group.New(s.blobs, "groups/", nil) }
+func (s *PayloadStore) groups() *group.Store {
+	return group.New(blobs.Described(s.blobs, s.recordErr), "groups/", nil)
+}
 
 // continuationText is a group's continuation as its head keeps it.
 type continuationText struct {

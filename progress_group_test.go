@@ -295,6 +295,35 @@ func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
 	assert.Equal(t, size, status.Succeeded)
 }
 
+// A group's start whose write fails, or whose answer is lost, fails with
+// a *StorageError naming the group's blob, as every request of a payload
+// store does; started again under the same ID, it recognises the group its
+// lost write made, and a different group under that ID is refused.
+func TestAGroupStartedAgainAfterAFailedOrLostWriteIsTheSameGroup(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	then, err := azdispatch.ContinueWith(s.pubNext, "then")
+	require.NoError(t, err)
+	store := s.children.PayloadStore()
+	opts := &azdispatch.GroupOptions{ID: "resize"}
+
+	s.children.FailNext(memqueue.OpBlobWrite, 1, nil)
+	_, err = store.StartGroup(ctx, 3, then, opts)
+	var se *azdispatch.StorageError
+	require.ErrorAs(t, err, &se, "a refused write")
+	assert.Equal(t, memqueue.OpBlobWrite, se.Op)
+	assert.Contains(t, se.Blob, "groups/resize")
+
+	s.children.LoseNext(memqueue.OpBlobWrite, 1)
+	_, err = store.StartGroup(ctx, 3, then, opts)
+	require.ErrorAs(t, err, &se, "a lost answer")
+	g, err := store.StartGroup(ctx, 3, then, opts)
+	require.NoError(t, err, "started again: the group the lost write made")
+	assert.Equal(t, "resize", g.ID)
+	_, err = store.StartGroup(ctx, 4, then, opts)
+	assert.ErrorIs(t, err, azdispatch.ErrGroupExists, "another group under the same ID")
+}
+
 // Children leave results for their continuation, which reads them all, and
 // starts a group of its own (a chain): run twice (its first call fails
 // after starting it), the chained group is the same one, its children

@@ -13,7 +13,6 @@ package keylock
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -161,7 +160,7 @@ func (ls *Locks) takeListed(ctx context.Context, key string, tries int) (*Lock, 
 func (ls *Locks) takeAmong(ctx context.Context, key string, places []int) (*Lock, error) {
 	for _, i := range places {
 		name := ls.blobName(key, i)
-		l := &Lock{locks: ls, key: key, name: name, id: newLeaseID(), base: context.WithoutCancel(ctx)}
+		l := &Lock{locks: ls, key: key, name: name, id: blobs.NewLeaseID(), base: context.WithoutCancel(ctx)}
 		err := l.acquire(ctx)
 		if over := ls.releaseOf(name); errors.Is(err, blobs.ErrLeased) && over != nil {
 			// Held by this process, which is giving it up: once more
@@ -376,14 +375,4 @@ func (ls *Locks) blobName(key string, i int) string {
 func (ls *Locks) keyPrefix(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return ls.prefix + hex.EncodeToString(sum[:20]) + "/"
-}
-
-// newLeaseID is a random lease ID, in the GUID form the service takes.
-func newLeaseID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }

@@ -69,7 +69,7 @@ func TestAHolderRenewsAndAnotherTakesAnExpiredLease(t *testing.T) {
 
 	// A holder that dies (no release, no renewals) loses the place when
 	// the lease expires.
-	dead := &Lock{locks: ls, key: "k", name: ls.blobName("k", 0), id: newLeaseID()}
+	dead := &Lock{locks: ls, key: "k", name: ls.blobName("k", 0), id: blobs.NewLeaseID()}
 	require.NoError(t, dead.acquire(ctx))
 	_, err = New(b, "q", 1, 300*time.Millisecond, nil).Take(ctx, "k")
 	require.ErrorIs(t, err, ErrHeld)

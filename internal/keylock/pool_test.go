@@ -54,7 +54,7 @@ func TestPoolsNeverHoldMoreThanThePlaces(t *testing.T) {
 	}
 	other := New(b, "q", places, 15*time.Second, nil)
 	for i := range places {
-		l := &Lock{locks: other, key: "fleet", name: other.blobName("fleet", i), id: newLeaseID()}
+		l := &Lock{locks: other, key: "fleet", name: other.blobName("fleet", i), id: blobs.NewLeaseID()}
 		require.NoError(t, l.acquire(ctx), "place %d free after Release", i)
 	}
 }
@@ -148,7 +148,7 @@ func TestASearchFindsTheOneFreePlace(t *testing.T) {
 	other := New(b, "q", places, 15*time.Second, nil)
 	free := 29
 	for i := range places {
-		l := &Lock{locks: other, key: "fleet", name: other.blobName("fleet", i), id: newLeaseID()}
+		l := &Lock{locks: other, key: "fleet", name: other.blobName("fleet", i), id: blobs.NewLeaseID()}
 		require.NoError(t, l.acquire(ctx))
 		if i == free { // used before, and given up
 			_, err := b.ReleaseLease(ctx, l.name, l.id)

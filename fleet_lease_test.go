@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,10 +104,8 @@ func TestLeaseIsTakenOverAfterTheHolderDies(t *testing.T) {
 	// A holder that took the lease and died: it never renews or releases.
 	waiter, err := NewLease(a, name, testLeaseOptions())
 	require.NoError(t, err)
-	require.NoError(t, waiter.create(context.Background()))
-	svc, err := a.blobService()
-	require.NoError(t, err)
-	dead, err := lease.NewBlobClient(svc.NewContainerClient("azdispatch-leases").NewBlockBlobClient(name), nil)
+	blob := leaseBlob(t, a, name)
+	dead, err := lease.NewBlobClient(blob, nil)
 	require.NoError(t, err)
 	_, err = dead.AcquireLease(context.Background(), 15, nil)
 	require.NoError(t, err)
@@ -169,4 +169,20 @@ func TestLeaseOptionsAreChecked(t *testing.T) {
 	require.NoError(t, err)
 	_, err = NewLease(noBlob, "x", nil)
 	assert.ErrorIs(t, err, ErrNoBlobService)
+}
+
+// leaseBlob makes the blob of the lease called name in the default
+// container, as a contender's first acquire would, and returns its client.
+func leaseBlob(t *testing.T, a *Account, name string) *blockblob.Client {
+	t.Helper()
+	svc, err := a.blobService()
+	require.NoError(t, err)
+	cc := svc.NewContainerClient("azdispatch-leases")
+	if _, err := cc.Create(context.Background(), nil); err != nil {
+		require.True(t, bloberror.HasCode(err, bloberror.ContainerAlreadyExists), "%v", err)
+	}
+	b := cc.NewBlockBlobClient(name)
+	_, err = b.UploadBuffer(context.Background(), nil, nil)
+	require.NoError(t, err)
+	return b
 }

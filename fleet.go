@@ -4,14 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/v2/queueerror"
 
+	"github.com/azdispatch/azdispatch/internal/blobs"
+	"github.com/azdispatch/azdispatch/internal/lease"
 	"github.com/azdispatch/azdispatch/internal/pause"
 )
+
+// What the processes of a fleet agree on through storage alone, with
+// nothing else to run: a pause, which stops every listener of a queue in
+// every process, and a lease, which lets one process at a time run a
+// function (its machinery is internal/lease).
 
 // A pause stops every listener of a queue, in every process, from
 // receiving, until it ends or a [Pauser.Resume]: the lever an operator
@@ -351,4 +359,157 @@ func DepthAndPause(ctx context.Context, src Source) (int, PauseState, error) {
 	}
 	st, err := c.Pauser.PauseState(ctx)
 	return depth, st, err
+}
+
+// LeaseOptions configures a [Lease]. Nil, or a zero field, means the
+// documented default.
+type LeaseOptions struct {
+	// Container holds the lease blobs. Defaults to "azdispatch-leases". It
+	// and the blob are created on first use.
+	Container string
+
+	// Duration is the lease period, 15 to 60 s (the service's bounds). A
+	// holder that dies is replaced at most Duration plus AcquireEvery after
+	// its last renewal. Defaults to 30 s.
+	Duration time.Duration
+
+	// RenewEvery is how often the holder renews; it must be less than
+	// Duration. Defaults to Duration/3, so that two renewals can fail before
+	// the lease is at risk. A failed renewal is retried every second.
+	RenewEvery time.Duration
+
+	// AcquireEvery is how often a process waiting for the lease tries to take
+	// it (±20%). Defaults to Duration/3. Each try is a billable request: at
+	// the defaults a waiting process makes 360 an hour, and so does the holder.
+	AcquireEvery time.Duration
+
+	// Logger receives the lease's comings and goings. Defaults to none.
+	Logger *slog.Logger
+}
+
+// Lease lets one process among several run a function at a time, over a
+// lease on a blob in one account: a single active distributor, say, that
+// feeds many queues, with a standby ready to take over.
+// Create one per contender with [NewLease]; every contender names the same
+// blob.
+//
+// The holder renews the lease every [LeaseOptions.RenewEvery]. It considers the
+// lease lost, and cancels its function's context with cause [ErrOwnershipLost],
+// when the service says another holder has it, or when no renewal has succeeded
+// for [LeaseOptions.Duration] less a margin (a tenth) counted from when the
+// last successful renewal was sent, so that it stops before the service can
+// give the lease to anyone else. A holder that exits cleanly releases the
+// lease, and a waiting contender takes it at its next try.
+//
+// None of that stops a holder that is paused (not running at all) past its
+// lease from resuming and writing after its successor started: give every
+// such write the holder's fence, which [LeaseFence] reads from the function's
+// context, and have the storage refuse a write with an older fence than the
+// data's.
+type Lease struct {
+	c  *lease.Contender
+	tx counter
+}
+
+// NewLease returns a contender for the lease on the blob called name in
+// the account's blob service.
+func NewLease(a *Account, name string, opts *LeaseOptions) (*Lease, error) {
+	if a == nil {
+		return nil, &ConfigError{Field: "account", Reason: "nil"}
+	}
+	if name == "" {
+		return nil, &ConfigError{Field: "name", Reason: "empty"}
+	}
+	var c LeaseOptions
+	if opts != nil {
+		c = *opts
+	}
+	setDefault(&c.Container, "azdispatch-leases")
+	setDefault(&c.Duration, 30*time.Second)
+	setDefault(&c.RenewEvery, c.Duration/3)
+	setDefault(&c.AcquireEvery, c.Duration/3)
+	switch {
+	case c.Duration < 15*time.Second || c.Duration > 60*time.Second:
+		return nil, &ConfigError{Field: "LeaseOptions.Duration", Reason: fmt.Sprintf("%v is not between 15 s and 60 s", c.Duration)}
+	case c.RenewEvery <= 0 || c.RenewEvery >= c.Duration:
+		return nil, &ConfigError{Field: "LeaseOptions.RenewEvery", Reason: fmt.Sprintf("%v must be more than 0 and less than Duration", c.RenewEvery)}
+	case c.AcquireEvery <= 0:
+		return nil, &ConfigError{Field: "LeaseOptions.AcquireEvery", Reason: "must be more than 0"}
+	}
+	svc, err := a.blobService()
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{}
+	// Every request of the lease is counted in its own Transactions too;
+	// fn's are not, as its context does not pass through here.
+	var b blobs.Backend = blobs.NewAzure(svc.NewContainerClient(c.Container), c.Container, func(ctx context.Context, o blobs.Op) context.Context {
+		return tagBlob(countIn(ctx, &l.tx), Op(o))
+	})
+	b = blobs.Described(b, func(o blobs.Op, blob string, err error) error {
+		return blobError(Op(o), c.Container+"/"+blob, err)
+	})
+	l.c = lease.New(b, name, lease.Options{
+		Duration: c.Duration, RenewEvery: c.RenewEvery, AcquireEvery: c.AcquireEvery, Logger: c.Logger,
+		Lost: ErrOwnershipLost,
+	})
+	return l, nil
+}
+
+// Transactions counts the requests this contender made: lease requests; for
+// each acquisition, the read and the metadata write that advance the fence;
+// and the blob writes that create the container and blob the first time.
+// The function's own requests are not counted here.
+func (l *Lease) Transactions() Transactions { return l.tx.snapshot() }
+
+// Run waits until it holds the lease, then runs fn with a context that ends
+// when ctx does or when the lease is lost (cause [ErrOwnershipLost]), renewing
+// the lease meanwhile. The context carries this holder's fence (see
+// [LeaseFence]). When fn returns, Run releases the lease and returns fn's
+// error. If the lease is lost it waits for fn to return and returns an
+// error wrapping ErrOwnershipLost. If ctx ends before the lease is held, it
+// returns ctx's cause. To keep contending after a loss, call Run again.
+func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	return l.c.Run(ctx, func(ctx context.Context, fence int64) error {
+		return fn(context.WithValue(ctx, leaseFenceKey{}, fence))
+	})
+}
+
+// leaseFenceKey is the context key under which Run hands fn its fence.
+type leaseFenceKey struct{}
+
+// LeaseFence returns the fencing token of the lease held for the function
+// that [Lease.Run] called with ctx (or with a context ctx derives from), and
+// false for any other context.
+//
+// The fence is the lease's generation: each time any contender takes the
+// lease, its fence is greater than every fence handed out before, by any
+// contender. A fence counts from 1.
+//
+// A lease alone cannot keep two holders from overlapping. A holder paused
+// past its lease (a long garbage collection, a stopped process, a frozen
+// virtual machine) resumes with its function still running after another
+// process took the lease; nothing runs during the pause to cancel its
+// context, and a check of ctx just before a write cannot rule out a pause
+// just after the check. Only writes that the storage refuses from an older
+// holder are safe, and the fence is what lets it refuse them: carry it into
+// every write that must not come from two holders at once.
+//
+//   - Store the fence of the latest writer beside the data: in a blob's
+//     metadata, an entity's property, a column.
+//   - Write only if the stored fence is not greater than yours, and make the
+//     write conditional on the data being unchanged since you read that
+//     fence (If-Match with the ETag you read; a compare-and-set in SQL), so
+//     that a newer holder writing in between makes your write fail.
+//   - Treat a refused write as the lease lost: return from the function.
+//
+// Writes that do not check the fence are not protected: a paused holder
+// makes them after its successor started. See the example.
+//
+// The fence is kept in the lease blob's metadata. Deleting that blob starts
+// the count again from 1, and data fenced with the old numbers then refuses
+// the new holders until the count passes them.
+func LeaseFence(ctx context.Context) (int64, bool) {
+	f, ok := ctx.Value(leaseFenceKey{}).(int64)
+	return f, ok
 }
