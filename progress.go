@@ -68,12 +68,16 @@ func (r GroupRule) rule() (group.Rule, error) {
 type Continuation struct {
 	Queue string // where it goes
 	text  string // as the publisher encoded it
+	ttl   time.Duration
 }
 
 // ContinueWith returns the continuation that sends body as p would, to p's
 // target, when a group completes. The body is encoded now; the listener
 // that completes the group sends the text as it is, to the queue of that
-// name (see [PayloadOptions.Continue]).
+// name (see [PayloadOptions.Continue]). It lives as p's messages do
+// ([PublisherOptions.TTL]; the service's 7 days by default): set p's TTL
+// negative for a continuation that may wait longer than that to be
+// received, as one whose listeners are stopped for a week would.
 func ContinueWith[T any](p *Publisher[T], body T) (Continuation, error) {
 	text, err := p.codec.Encode(body)
 	if err != nil {
@@ -89,7 +93,7 @@ func ContinueWith[T any](p *Publisher[T], body T) (Continuation, error) {
 	case len(text) > MaxMessageSize-1024:
 		return Continuation{}, &ConfigError{Field: "ContinueWith's body", Reason: fmt.Sprintf("%d bytes: at most %d, to fit a message with its group's outcome", len(text), MaxMessageSize-1024)}
 	}
-	return Continuation{Queue: p.target.Name(), text: text}, nil
+	return Continuation{Queue: p.target.Name(), text: text, ttl: p.policy.TTL}, nil
 }
 
 // GroupOptions configures a group. Nil, or a zero field, means the
@@ -151,6 +155,9 @@ func (s *PayloadStore) groups() *group.Store {
 type continuationText struct {
 	Queue string `json:"q"`
 	Text  string `json:"t"`
+	// TTL is the continuation's life, as its publisher's messages live;
+	// 0 for the service's default.
+	TTL time.Duration `json:"l,omitempty"`
 }
 
 // StartGroup starts a group of size children (1 to 100,000) whose
@@ -181,7 +188,7 @@ func (s *PayloadStore) StartGroup(ctx context.Context, size int, then Continuati
 	if len(then.text) > MaxMessageSize-1024 {
 		return nil, &ConfigError{Field: "then", Reason: fmt.Sprintf("a continuation of %d bytes: at most %d, to fit a message with its group's outcome", len(then.text), MaxMessageSize-1024)}
 	}
-	data, err := json.Marshal(continuationText{Queue: then.Queue, Text: then.text})
+	data, err := json.Marshal(continuationText{Queue: then.Queue, Text: then.text, TTL: then.ttl})
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +406,11 @@ func (l *Listener[T]) continueGroup(ctx context.Context, done *group.Done) error
 		return err
 	}
 	msg := wire.Text{Meta: meta, Body: then.Text}
-	if _, err = target.Send(ctx, msg.Render(), nil); err == nil {
+	var opts *SendOptions
+	if then.TTL != 0 {
+		opts = &SendOptions{TTL: then.TTL}
+	}
+	if _, err = target.Send(ctx, msg.Render(), opts); err == nil {
 		l.storageSucceeded(opContinuation)
 	}
 	return err

@@ -136,6 +136,46 @@ func TestAGroupSendsItsContinuationOnceEveryChildHasFinished(t *testing.T) {
 	assert.Equal(t, 7, *o.FailedChild)
 }
 
+// A continuation lives as its publisher's messages do: one made with a
+// publisher whose messages never expire never does, and one whose
+// publisher has the service's default lives 7 days, as any message would.
+// (It had lived 7 days whatever its publisher said: a continuation whose
+// listeners were stopped for a week was lost, and its group's outcome with
+// it.)
+func TestAContinuationLivesAsItsPublishersMessages(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		ttl     time.Duration
+		expires bool
+	}{{ttl: -1}, {ttl: 0, expires: true}, {ttl: 30 * 24 * time.Hour, expires: true}} {
+		s := setupGroup(t)
+		pub, err := azdispatch.NewPublisher[string](s.next, &azdispatch.PublisherOptions{Codec: azdispatch.Raw(), TTL: c.ttl})
+		require.NoError(t, err)
+		then, err := azdispatch.ContinueWith(pub, "then")
+		require.NoError(t, err)
+		g, err := s.children.PayloadStore().StartGroup(ctx, 1, then, nil)
+		require.NoError(t, err)
+		_, err = s.pubChildren.SendWith(ctx, "0", &azdispatch.SendOptions{Group: g.Child(0)})
+		require.NoError(t, err)
+		runUntil(t, s.childListener(t, func(context.Context, *azdispatch.Message[string]) error { return nil }),
+			func(st azdispatch.State) bool { return st.Succeeded == 1 })
+
+		front, err := s.next.Peek(ctx, 32)
+		require.NoError(t, err)
+		require.Len(t, front, 1, "TTL %v: the continuation", c.ttl)
+		d := front[0]
+		if !c.expires {
+			assert.True(t, d.ExpiresAt.IsZero() || d.ExpiresAt.Sub(d.InsertedAt) > 60*365*24*time.Hour, "TTL %v: never expires: %v", c.ttl, d.ExpiresAt)
+			continue
+		}
+		want := c.ttl
+		if want == 0 {
+			want = 7 * 24 * time.Hour
+		}
+		assert.Equal(t, want, d.ExpiresAt.Sub(d.InsertedAt), "TTL %v", c.ttl)
+	}
+}
+
 // Under ContinueOnSuccess a poisoned child keeps the group waiting;
 // requeued and handled, it completes the group.
 func TestAGroupWaitsForAPoisonedChildRequeued(t *testing.T) {
