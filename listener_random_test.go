@@ -361,7 +361,10 @@ func (e *engineRound) run(t *testing.T) {
 	stopScheduler()
 	drained := time.Now()
 	e.drain(t, l)
-	t.Logf("%s", e.features.summary())
+	e.mu.Lock() // a handler may still run: a message delivered again after the drain
+	summary := e.features.summary()
+	e.mu.Unlock()
+	t.Logf("%s", summary)
 	if e.batchCalls {
 		e.mu.Lock()
 		t.Logf("%d batch calls; the largest %d", len(e.batchSizes), slices.Max(append(e.batchSizes, 0)))
