@@ -399,7 +399,10 @@ type LeaseOptions struct {
 // for [LeaseOptions.Duration] less a margin (a tenth) counted from when the
 // last successful renewal was sent, so that it stops before the service can
 // give the lease to anyone else. A holder that exits cleanly releases the
-// lease, and a waiting contender takes it at its next try.
+// lease, and a waiting contender takes it at its next try: a contender
+// that released the lease waits one and a half [LeaseOptions.AcquireEvery]
+// before its next Run tries to take it again, so that one calling Run in a
+// loop does not starve the others.
 //
 // None of that stops a holder that is paused (not running at all) past its
 // lease from resuming and writing after its successor started: give every

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -62,6 +63,10 @@ type Contender struct {
 	id   string // this contender's lease ID, fresh and random
 	o    Options
 	log  *slog.Logger
+
+	// releasedAt is when this contender last released the lease, in
+	// UnixNano; 0 for never (see yieldTurn).
+	releasedAt atomic.Int64
 }
 
 // New returns a contender for the lease on the blob called name in b.
@@ -85,6 +90,9 @@ func (c *Contender) Path() string { return c.b.Container() + "/" + c.name }
 // (joined with fn's error, unless that is a cancellation). If ctx ends
 // before the lease is held, it returns ctx's cause.
 func (c *Contender) Run(ctx context.Context, fn func(ctx context.Context, fence int64) error) error {
+	if !c.yieldTurn(ctx) {
+		return context.Cause(ctx)
+	}
 	sent, fence, err := c.acquire(ctx)
 	if err != nil {
 		return err
@@ -106,6 +114,20 @@ func (c *Contender) Run(ctx context.Context, fn func(ctx context.Context, fence 
 	fnErr := <-done // keep returned because fn did, or because ctx ended and fn followed
 	c.release(ctx)
 	return fnErr
+}
+
+// yieldTurn waits, after this contender released the lease, until every
+// contender waiting for it has tried to take it (each tries at least every
+// AcquireEvery and a fifth), so that one that runs its function again at
+// once does not take it back before the others ever see it free. It
+// reports false if ctx ended first.
+func (c *Contender) yieldTurn(ctx context.Context) bool {
+	released := c.releasedAt.Load()
+	if released == 0 {
+		return true
+	}
+	wait := c.o.AcquireEvery*3/2 - time.Since(time.Unix(0, released))
+	return wait <= 0 || syncx.Sleep(ctx, wait, nil)
 }
 
 // keep renews the lease until fn returns (nil result) or the lease is lost
@@ -202,6 +224,7 @@ func (c *Contender) create(ctx context.Context) error {
 func (c *Contender) release(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	c.releasedAt.Store(time.Now().UnixNano()) // tried: the others may see it free
 	if _, err := c.b.ReleaseLease(rctx, c.name, c.id); err != nil {
 		c.log.Warn("lease release failed; it expires on its own", "err", err)
 		return

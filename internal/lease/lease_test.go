@@ -184,3 +184,43 @@ func TestAWaitEndsWithItsContext(t *testing.T) {
 	})
 	assert.ErrorIs(t, err, why)
 }
+
+// A holder that runs its function again as soon as it returns does not
+// take the lease back before a contender waiting for it had its try: the
+// waiter holds it within the holder's first turns, where before the
+// holder took it back every time (its 50 turns took a few milliseconds,
+// less than the waiter's wait between two tries).
+func TestAHolderThatRunsAgainLetsAWaiterHaveItsTurn(t *testing.T) {
+	var leaseRequests atomic.Int64
+	b := blobs.NewMemory("leases", nil, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
+		if op == blobs.OpLease {
+			leaseRequests.Add(1)
+		}
+		return nil, false
+	})
+	holder, waiter := New(b, "one", quick()), New(b, "one", quick())
+	ctx := context.Background()
+	held := make(chan struct{})
+	done := make(chan error, 1)
+	require.NoError(t, holder.Run(ctx, func(context.Context, int64) error {
+		go func() {
+			done <- waiter.Run(ctx, func(context.Context, int64) error { close(held); return nil })
+		}()
+		for leaseRequests.Load() < 2 { // the waiter found it held
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}))
+	turns := 0
+	for ; turns < 50; turns++ {
+		select {
+		case <-held:
+		default:
+			require.NoError(t, holder.Run(ctx, func(context.Context, int64) error { return nil }))
+			continue
+		}
+		break
+	}
+	assert.Less(t, turns, 50, "the waiter held the lease while the holder ran again and again")
+	require.NoError(t, <-done)
+}
