@@ -14,6 +14,7 @@ import (
 
 	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/codec"
+	"github.com/azdispatch/azdispatch/internal/group"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
 	"github.com/azdispatch/azdispatch/internal/wire"
@@ -99,9 +100,12 @@ const DefaultPayloadContainer = "azdispatch-payloads"
 // a memqueue.Queue offers.
 type PayloadStore struct {
 	blobs   blobs.Backend
-	records *records.Blobs      // the store's records, on its blobs and its clock
-	retry   policy.RetryOptions // the account's, for downloads to adapt
-	stall   payload.Stall
+	records *records.Blobs // the store's records, on its blobs and its clock
+	// groups are the store's groups, whose failed requests are the
+	// store's own errors (see recordErr).
+	groups *group.Store
+	retry  policy.RetryOptions // the account's, for downloads to adapt
+	stall  payload.Stall
 }
 
 // newPayloadStore is the store on backend b, whose records are judged on
@@ -109,6 +113,7 @@ type PayloadStore struct {
 func newPayloadStore(b blobs.Backend, clock records.Clock, retry policy.RetryOptions) *PayloadStore {
 	s := &PayloadStore{blobs: b, retry: retry, stall: payload.DefaultStall}
 	s.records = records.OnBlobs(b, clock, s.recordErr)
+	s.groups = group.New(blobs.Described(b, s.recordErr), "groups/", nil)
 	return s
 }
 

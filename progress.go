@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/azdispatch/azdispatch/internal/blobs"
 	"github.com/azdispatch/azdispatch/internal/group"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/track"
@@ -146,11 +145,6 @@ func (g *Group) Child(i int) GroupChild {
 	return GroupChild{ref: g.refs(i).String()}
 }
 
-// groups is the group store on s's blobs.
-func (s *PayloadStore) groups() *group.Store {
-	return group.New(blobs.Described(s.blobs, s.recordErr), "groups/", nil)
-}
-
 // continuationText is a group's continuation as its head keeps it.
 type continuationText struct {
 	Queue string `json:"q"`
@@ -196,7 +190,7 @@ func (s *PayloadStore) StartGroup(ctx context.Context, size int, then Continuati
 	if err := spec.Check(); err != nil {
 		return nil, &ConfigError{Field: "StartGroup", Reason: err.Error()}
 	}
-	if err := s.groups().Create(ctx, spec); err != nil {
+	if err := s.groups.Create(ctx, spec); err != nil {
 		return nil, wrapf(err, "start group %s", o.ID)
 	}
 	return &Group{ID: o.ID, Size: size, refs: spec.Refs()}, nil
@@ -227,7 +221,7 @@ type GroupFailure struct {
 // GroupStatus reads group id's progress: one blob read, and one more per
 // 64 children beyond the first 64.
 func (s *PayloadStore) GroupStatus(ctx context.Context, id string) (GroupStatus, error) {
-	st, err := s.groups().Status(ctx, id)
+	st, err := s.groups.Status(ctx, id)
 	if err != nil {
 		return GroupStatus{}, wrapf(err, "group %s", id)
 	}
@@ -276,7 +270,7 @@ func SetGroupResult(ctx context.Context, result []byte) error {
 // holds them), before, one more per shard of 64 children not complete. At
 // most [MaxGroupResult] bytes per child.
 func (s *PayloadStore) GroupResults(ctx context.Context, id string) (map[int][]byte, error) {
-	out, err := s.groups().Results(ctx, id)
+	out, err := s.groups.Results(ctx, id)
 	if err != nil {
 		return nil, wrapf(err, "group %s", id)
 	}
@@ -349,7 +343,7 @@ func (l *Listener[T]) finishGroup(ctx context.Context, t *try, failed bool, reas
 	if r := t.result.Load(); r != nil && !failed {
 		c.Result = *r
 	}
-	done, err := store.groups().Finish(ctx, r, c)
+	done, err := store.groups.Finish(ctx, r, c)
 	switch {
 	case errors.Is(err, group.ErrNotFound):
 		log.Warn("the message's group is gone (swept, or never started); deleted without counting", "err", err)
@@ -363,7 +357,7 @@ func (l *Listener[T]) finishGroup(ctx context.Context, t *try, failed bool, reas
 	if err := l.continueGroup(ctx, done); err != nil {
 		return wrapf(err, "send the continuation of group %s", r.Group)
 	}
-	if err := store.groups().Continued(ctx, r.Group); err != nil {
+	if err := store.groups.Continued(ctx, r.Group); err != nil {
 		log.Warn("continuation sent; not marked so, a later finish may send it again (its once-mark drops it)", "err", err)
 	}
 	return nil

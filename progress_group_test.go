@@ -26,7 +26,18 @@ type groupSetup struct {
 
 func setupGroup(t *testing.T) *groupSetup {
 	t.Helper()
-	s := &groupSetup{children: memqueue.New("children", nil), next: memqueue.New("next", nil)}
+	return setupGroupOn(t, nil)
+}
+
+// setupGroupOn is setupGroup with the children's queue on clock, if it is
+// not nil.
+func setupGroupOn(t *testing.T, clock *memqueue.ManualClock) *groupSetup {
+	t.Helper()
+	children := memqueue.New("children", nil)
+	if clock != nil {
+		children = memqueue.New("children", &memqueue.Options{Clock: clock})
+	}
+	s := &groupSetup{children: children, next: memqueue.New("next", nil)}
 	var err error
 	s.pubChildren, err = azdispatch.NewPublisher[string](s.children, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
 	require.NoError(t, err)
@@ -284,11 +295,7 @@ func TestGroupOptionsAreChecked(t *testing.T) {
 func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
 	ctx := context.Background()
 	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := setupGroup(t)
-	s.children = memqueue.New("children", &memqueue.Options{Clock: clock})
-	var err error
-	s.pubChildren, err = azdispatch.NewPublisher[string](s.children, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
-	require.NoError(t, err)
+	s := setupGroupOn(t, clock)
 	then, err := azdispatch.ContinueWith(s.pubNext, "then")
 	require.NoError(t, err)
 	const size = 3
@@ -489,11 +496,7 @@ func TestAContinuationThatCannotBeSentIsAFatalError(t *testing.T) {
 func TestAFinishRecordedAgainKeepsItsResultAndReason(t *testing.T) {
 	ctx := context.Background()
 	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := setupGroup(t)
-	s.children = memqueue.New("children", &memqueue.Options{Clock: clock})
-	var err error
-	s.pubChildren, err = azdispatch.NewPublisher[string](s.children, &azdispatch.PublisherOptions{Codec: azdispatch.Raw()})
-	require.NoError(t, err)
+	s := setupGroupOn(t, clock)
 	then, err := azdispatch.ContinueWith(s.pubNext, "then")
 	require.NoError(t, err)
 	store := s.children.PayloadStore()

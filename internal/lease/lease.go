@@ -90,8 +90,8 @@ func (c *Contender) Path() string { return c.b.Container() + "/" + c.name }
 // (joined with fn's error, unless that is a cancellation). If ctx ends
 // before the lease is held, it returns ctx's cause.
 func (c *Contender) Run(ctx context.Context, fn func(ctx context.Context, fence int64) error) error {
-	if !c.yieldTurn(ctx) {
-		return context.Cause(ctx)
+	if ctx.Err() != nil || !c.yieldTurn(ctx) {
+		return context.Cause(ctx) // no request made for a caller gone already
 	}
 	sent, fence, err := c.acquire(ctx)
 	if err != nil {

@@ -224,3 +224,21 @@ func TestAHolderThatRunsAgainLetsAWaiterHaveItsTurn(t *testing.T) {
 	assert.Less(t, turns, 50, "the waiter held the lease while the holder ran again and again")
 	require.NoError(t, <-done)
 }
+
+// A Run whose caller is gone already makes no request: each would be
+// billed for nothing.
+func TestARunForACallerGoneMakesNoRequest(t *testing.T) {
+	var requests atomic.Int64
+	b := blobs.NewMemory("leases", nil, func(context.Context, blobs.Op, string) (error, bool) {
+		requests.Add(1)
+		return nil, false
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := New(b, "one", quick()).Run(ctx, func(context.Context, int64) error {
+		t.Error("ran for a caller gone")
+		return nil
+	})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, requests.Load())
+}
