@@ -570,9 +570,9 @@ func (e *engineRound) sendUnique(t *testing.T) {
 
 // startScheduler runs a schedule over the round's publisher, in rounds
 // that have one, until the function it returns is called.
-func (e *engineRound) startScheduler(t *testing.T) (stop func()) {
+func (e *engineRound) startScheduler(t *testing.T) (stop func() error) {
 	if !e.schedule {
-		return func() {}
+		return func() error { return nil }
 	}
 	s, err := azdispatch.NewScheduler(e.pub, &azdispatch.SchedulerOptions{Instance: "engine", Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -591,9 +591,11 @@ func (e *engineRound) startScheduler(t *testing.T) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	return func() {
-		cancel()
-		require.NoError(t, <-done, "the scheduler's Run")
+	var once sync.Once
+	var runErr error
+	return func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
 	}
 }
 
@@ -609,8 +611,8 @@ func occurrenceOf(body string) (string, bool) {
 
 // controlSchedule pauses the round's schedule for a few seconds, resumes
 // it, or asks for a run now, at random. A pause is recorded once made, and
-// shortened before its resume, so that no occurrence is judged by a pause
-// longer than the one it met.
+// shortened before its resume or when another replaces it, so that no
+// occurrence is judged by a pause longer than the one it met.
 func (e *engineRound) controlSchedule() {
 	if e.sched == nil {
 		return
@@ -622,6 +624,11 @@ func (e *engineRound) controlSchedule() {
 		st, err := e.sched.Pause(ctx, "tick", d, nil)
 		if err == nil {
 			e.mu.Lock()
+			// A pause replaces one that still holds: that one held
+			// until this one began.
+			if n := len(e.pauses); n > 0 && st.Paused.Since.Before(e.pauses[n-1].until) {
+				e.pauses[n-1].until = st.Paused.Since
+			}
 			e.pauses = append(e.pauses, schedPause{since: st.Paused.Since, until: st.Paused.Until})
 			e.mu.Unlock()
 		}

@@ -345,6 +345,14 @@ func (e *engineRound) run(t *testing.T) {
 	require.NoError(t, err)
 	run := startRun(l)
 	stopScheduler := e.startScheduler(t)
+	defer func() {
+		// A check that fails ends the round at once: its listener and
+		// scheduler must not run on into the tests after it.
+		if t.Failed() {
+			_ = stopScheduler()
+			_ = run.stop()
+		}
+	}()
 	if e.waitCheck {
 		e.waitCostsNoCPU(t, l)
 	}
@@ -358,7 +366,7 @@ func (e *engineRound) run(t *testing.T) {
 	// Cancels finish, and the scheduler stops, before the drain: from
 	// here on nothing is sent.
 	e.waitCancels(t)
-	stopScheduler()
+	require.NoError(t, stopScheduler(), "the scheduler's Run")
 	drained := time.Now()
 	e.drain(t, l)
 	e.mu.Lock() // a handler may still run: a message delivered again after the drain
@@ -895,6 +903,8 @@ func (e *engineRound) intercept(_ context.Context, queue string, op azdispatch.O
 type runningListener struct {
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
+	err    error
 }
 
 func startRun(l *azdispatch.Listener[string]) *runningListener {
@@ -907,13 +917,15 @@ func startRun(l *azdispatch.Listener[string]) *runningListener {
 // stop ends the Run and returns its result; Run must return within a
 // minute (its drain timeout is at most a second).
 func (r *runningListener) stop() error {
-	r.cancel()
-	select {
-	case err := <-r.done:
-		return err
-	case <-time.After(time.Minute):
-		return errors.New("Run did not return within a minute of its context ending")
-	}
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.done:
+		case <-time.After(time.Minute):
+			r.err = errors.New("Run did not return within a minute of its context ending")
+		}
+	})
+	return r.err
 }
 
 func head[E cmp.Ordered](ns []E, n int) []E {

@@ -126,17 +126,21 @@ func TestAGroupSendsItsContinuationOnceEveryChildHasFinished(t *testing.T) {
 	assert.Equal(t, 7, st.Failures[0].Child)
 	assert.Contains(t, st.Failures[0].Reason, "corrupt image")
 
-	// The continuation sent twice (as after a crash between its send and
-	// its mark): handled once, the other dropped.
+	// The last child's finish and the second copy of child 3's may both
+	// find the group complete before either marks it continued, and both
+	// send it: one or two continuations are queued. One more is sent (as
+	// after a crash between a send and its mark): one is handled, the
+	// others dropped by its once-mark.
 	front, err := s.next.Peek(ctx, 32)
 	require.NoError(t, err)
-	require.Len(t, front, 1, "one continuation")
+	require.NotEmpty(t, front, "a continuation")
+	require.LessOrEqual(t, len(front), 2, "a continuation per finish that found the group complete")
 	_, err = s.next.Send(ctx, front[0].Text, nil)
 	require.NoError(t, err)
 
-	bodies, outcomes, next := s.continuations(t, 2)
+	bodies, outcomes, next := s.continuations(t, int64(len(front)+1))
 	assert.Equal(t, []string{"build the index"}, bodies)
-	assert.EqualValues(t, 1, next.Duplicates)
+	assert.EqualValues(t, len(front), next.Duplicates)
 	o := outcomes[0]
 	assert.Equal(t, "thumbnails", o.ID)
 	assert.Equal(t, "failed", o.Outcome)
