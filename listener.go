@@ -418,7 +418,7 @@ func (l *Listener[T]) superviseDequeuers(ctx context.Context, s *session, stopRu
 func (l *Listener[T]) startWatch(s *session) (stop func()) {
 	s.watch = newWatch(l.opts.VisibilityTimeout/2, l.opts.HandlerTimeout, func(t *try) { t.renew = l.startRenewer(t) })
 	s.watch.timedOut = l.expectReappearance
-	s.watch.remember = func(t *try) { l.memo.Remember(t.d.ID, t.d.Text, memo.Handled) }
+	s.watch.remember = func(t *try) { l.memo.Remember(t.d.ID, t.d.Text, memo.Handled, t.resultNote()) }
 	s.watch.every(tryIdle, s.tries.retireIdle)
 	var watching sync.WaitGroup
 	stopWatch := make(chan struct{})

@@ -52,7 +52,7 @@ const (
 // action is the outcome of a try: what to do, and why.
 type action struct {
 	kind           actionKind
-	reason         string        // actPoison: the poison envelope's reason
+	reason         string        // actPoison: the poison envelope's reason; actDone, poisonedBefore: the earlier delivery's
 	err            error         // actRetry: the failure, for the log
 	why            retryCause    // actRetry: its cause, as State.RetriedFor counts it
 	handledBefore  bool          // actDone: handled on an earlier delivery whose delete failed
@@ -221,7 +221,7 @@ func (l *Listener[T]) leaveWatch(t *try, handled bool) (lost bool) {
 		lost = r.stop()
 	}
 	if late {
-		l.memo.Remember(t.d.ID, t.d.Text, memo.Handled)
+		l.memo.Remember(t.d.ID, t.d.Text, memo.Handled, t.resultNote())
 	}
 	return lost
 }
@@ -235,13 +235,13 @@ func (l *Listener[T]) leaveWatch(t *try, handled bool) (lost bool) {
 func (l *Listener[T]) deleteDone(ctx context.Context, t *try, a action, handled bool) {
 	d := t.d
 	why := "its group or status could not record it; it reappears, is recorded and deleted"
-	err := l.finishGroup(ctx, t, a.poisonedBefore, "")
+	err := l.finishGroup(ctx, t, a.poisonedBefore, a.reason)
 	if err == nil {
 		end := track.Succeeded
 		if a.poisonedBefore {
 			end = track.Poisoned
 		}
-		err = l.trackMove(ctx, t, end, "", false)
+		err = l.trackMove(ctx, t, end, a.reason, false)
 	}
 	if err == nil {
 		why = ""
@@ -257,7 +257,7 @@ func (l *Listener[T]) deleteDone(ctx context.Context, t *try, a action, handled 
 	}
 	if err != nil {
 		if handled {
-			l.memo.Remember(d.ID, d.Text, memo.Handled)
+			l.memo.Remember(d.ID, d.Text, memo.Handled, t.resultNote())
 		}
 		// Record what is done, so the next delivery only deletes.
 		t.save(ctx)
@@ -301,6 +301,15 @@ func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
 	l.msgLog(d).Info("deleted a message cancelled while it waited, unhandled")
 }
 
+// resultNote is the result t's handler left for its group (see
+// SetGroupResult), as the memo keeps it; "" if none.
+func (t *try) resultNote() string {
+	if r := t.result.Load(); r != nil {
+		return string(*r)
+	}
+	return ""
+}
+
 // save records a batch's progress, if the try is a batch's.
 func (t *try) save(ctx context.Context) {
 	if t.saveProgress != nil {
@@ -330,7 +339,7 @@ func (l *Listener[T]) poisonMessage(ctx context.Context, t *try, reason string) 
 	// Remembered before the delete, as a success is: its next delivery
 	// here is deleted, not poisoned again, whenever it comes. Another
 	// listener would poison it again, and Requeue skips such a duplicate.
-	l.memo.Remember(d.ID, d.Text, memo.Poisoned)
+	l.memo.Remember(d.ID, d.Text, memo.Poisoned, reason)
 	err = l.finishGroup(ctx, t, true, reason)
 	if err == nil {
 		err = l.trackMove(ctx, t, track.Poisoned, reason, false)

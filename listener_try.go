@@ -193,16 +193,22 @@ func (l *Listener[T]) skipSettled(h *inHand[T]) (action, bool) {
 		// however it ends (see finishGroup); readMetadata refines it.
 		t.meta = h.msg.Meta.Pairs()
 	}
-	switch l.memo.Settled(d.ID, d.Text) {
+	switch as, note := l.memo.Settled(d.ID, d.Text); as {
 	case memo.Handled:
 		// Handled before: delete it now (and its payload blob, if any,
-		// after it), and do not count this delivery against it.
+		// after it), and do not count this delivery against it. A group's
+		// child is finished with the result its handler left then.
 		t.blob = l.ownPayload(h.msg.Pointer)
+		if note != "" {
+			result := []byte(note)
+			t.result.Store(&result)
+		}
 		return action{kind: actDone, handledBefore: true}, true
 	case memo.Poisoned:
-		// Copied to the poison queue before: finish the move. Its payload
-		// blob stays, for the envelope.
-		return action{kind: actDone, poisonedBefore: true}, true
+		// Copied to the poison queue before: finish the move, with the
+		// reason it was poisoned for. Its payload blob stays, for the
+		// envelope.
+		return action{kind: actDone, poisonedBefore: true, reason: note}, true
 	}
 	return action{}, false
 }

@@ -346,6 +346,57 @@ func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
 	assert.Equal(t, size, status.Succeeded)
 }
 
+// A child's finish refused on its first delivery is recorded on its next
+// with what only the first knew: the result its handler left, the reason
+// it was poisoned for. (Both had been lost: the next delivery, which only
+// finishes and deletes, recorded a success without its result and a
+// failure without its reason.)
+func TestAChildsResultAndReasonOutliveARefusedFinish(t *testing.T) {
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := setupGroupOn(t, clock)
+	then, err := azdispatch.ContinueWith(s.pubNext, "then")
+	require.NoError(t, err)
+	g, err := s.children.PayloadStore().StartGroup(ctx, 2, then, &azdispatch.GroupOptions{Rule: azdispatch.ContinueOnFinish})
+	require.NoError(t, err)
+	for i, body := range []string{"resize", "corrupt"} {
+		_, err := s.pubChildren.SendWith(ctx, body, &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	s.children.FailNext(memqueue.OpBlobWrite, 2, nil) // both first finishes refused (503)
+
+	var mu sync.Mutex
+	calls := map[string]int{}
+	l, err := azdispatch.NewListener(s.children, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		mu.Lock()
+		calls[m.Body]++
+		mu.Unlock()
+		if m.Body == "corrupt" {
+			return azdispatch.Permanent(errors.New("the image is corrupt"))
+		}
+		return azdispatch.SetGroupResult(ctx, []byte("1024x768"))
+	}, &azdispatch.ListenerOptions{
+		Codec: azdispatch.Raw(), VisibilityTimeout: time.Second,
+		Scaling:  azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1},
+		Payloads: azdispatch.PayloadOptions{Continue: func(string) (azdispatch.Target, error) { return s.next, nil }},
+	})
+	require.NoError(t, err)
+	runPastFailedDeletes(t, l, clock, func(st azdispatch.State) bool { return st.Succeeded+st.Poisoned == 2 })
+	st := l.State()
+	assert.EqualValues(t, 2, st.Lost, "both kept for their next delivery")
+	assert.EqualValues(t, 2, st.HandledBefore, "both only finished and deleted then")
+	assert.Equal(t, map[string]int{"resize": 1, "corrupt": 1}, calls, "each handler ran once")
+
+	results, err := s.children.PayloadStore().GroupResults(ctx, g.ID)
+	require.NoError(t, err)
+	assert.Equal(t, map[int][]byte{0: []byte("1024x768")}, results, "the result left on the refused delivery")
+	status, err := s.children.PayloadStore().GroupStatus(ctx, g.ID)
+	require.NoError(t, err)
+	require.True(t, status.Complete)
+	require.Len(t, status.Failures, 1)
+	assert.Contains(t, status.Failures[0].Reason, "the image is corrupt", "the reason it was poisoned for")
+}
+
 // A group's start whose write fails, or whose answer is lost, fails with
 // a *StorageError naming the group's blob, as every request of a payload
 // store does; started again under the same ID, it recognises the group its

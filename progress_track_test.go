@@ -137,6 +137,31 @@ func TestATrackedMessagesEndIsRecordedBeforeItsDelete(t *testing.T) {
 	assert.Equal(t, "succeeded", st.State)
 }
 
+// A poisoned tracked message whose end is refused is recorded poisoned on
+// its next delivery with the reason it was poisoned for, not without one.
+func TestAPoisonedTrackedMessagesReasonOutlivesARefusedEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	q := memqueue.New("tracked-poison-faults", &memqueue.Options{Clock: clock})
+	var calls atomic.Int32
+	pub, l := trackSetup(t, q, func(context.Context, *azdispatch.Message[string]) error {
+		calls.Add(1)
+		return azdispatch.Permanent(errors.New("no such customer"))
+	})
+	sent, err := pub.SendWith(ctx, "x", &azdispatch.SendOptions{Track: true})
+	require.NoError(t, err)
+	// The delivered mark's write is refused (only logged), then the end's.
+	q.FailNext(memqueue.OpBlobWrite, 2, nil)
+	runPastFailedDeletes(t, l, clock, func(st azdispatch.State) bool { return st.Poisoned == 1 })
+	assert.EqualValues(t, 1, calls.Load(), "handled once")
+	assert.EqualValues(t, 1, l.State().Lost, "kept once, for its end to be recorded")
+	st, err := q.PayloadStore().MessageStatus(ctx, sent.StatusToken)
+	require.NoError(t, err)
+	assert.Equal(t, "poisoned", st.State)
+	assert.Contains(t, st.Reason, "no such customer")
+}
+
 // Tracking needs a Publisher and one message: a Target's Send and a batch
 // refuse it.
 func TestTrackingIsRefusedWhereItCannotBeKept(t *testing.T) {

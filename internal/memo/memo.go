@@ -7,13 +7,19 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // Size bounds the messages a listener remembers as handled but
-// not deleted: about 80 bytes each plus the IDs, under a megabyte. A
-// message forgotten past it is only handled once more, as at-least-once
-// allows.
+// not deleted: about 80 bytes each plus the IDs and notes, a few
+// megabytes at most. A message forgotten past it is only handled once
+// more, as at-least-once allows.
 const Size = 10_000
+
+// MaxNote bounds a note (see [Memo.Remember]): a group child's result and
+// a reason are kept to this length where they are recorded too.
+const MaxNote = 256
 
 // Memo remembers messages whose handler succeeded, from the moment
 // it returned until their delete succeeds, so that a message that comes
@@ -48,6 +54,7 @@ type memoEntry struct {
 	id         string
 	text       uint64
 	as         As
+	note       string
 	prev, next int32
 }
 
@@ -64,14 +71,19 @@ func New() *Memo {
 	return &Memo{seed: maphash.MakeSeed(), index: map[string]int32{}, oldest: -1, newest: -1, free: -1}
 }
 
-// Remember records what became of the message id with text.
-func (m *Memo) Remember(id, text string, as As) {
+// Remember records what became of the message id with text, and note,
+// what its settlement had still to record where the message's next
+// delivery records it again: a group child's result, a poisoning's reason
+// (cut to MaxNote bytes). Without it, a record refused on the first
+// delivery would be made on the next without what only the first knew.
+func (m *Memo) Remember(id, text string, as As, note string) {
 	hash := maphash.String(m.seed, text)
+	note = xmltext.TruncateUTF8(note, MaxNote)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if i, ok := m.index[id]; ok {
 		e := &m.entries[i]
-		e.text, e.as = hash, as
+		e.text, e.as, e.note = hash, as, note
 		return
 	}
 	var i int32
@@ -87,7 +99,7 @@ func (m *Memo) Remember(id, text string, as As) {
 		m.unlink(i)
 		delete(m.index, m.entries[i].id)
 	}
-	m.entries[i] = memoEntry{id: id, text: hash, as: as, prev: m.newest, next: -1}
+	m.entries[i] = memoEntry{id: id, text: hash, as: as, note: note, prev: m.newest, next: -1}
 	if m.newest >= 0 {
 		m.entries[m.newest].next = i
 	} else {
@@ -98,12 +110,12 @@ func (m *Memo) Remember(id, text string, as As) {
 	m.size.Store(int64(len(m.index)))
 }
 
-// Settled reports what became of the message id with text before, if it
-// is remembered; 0 if not. While nothing is remembered it costs one atomic
-// load.
-func (m *Memo) Settled(id, text string) As {
+// Settled reports what became of the message id with text before, and the
+// note remembered with it, if it is remembered; 0 if not. While nothing is
+// remembered it costs one atomic load.
+func (m *Memo) Settled(id, text string) (As, string) {
 	if m.size.Load() == 0 {
-		return 0
+		return 0, ""
 	}
 	m.mu.Lock()
 	i, ok := m.index[id]
@@ -113,9 +125,9 @@ func (m *Memo) Settled(id, text string) As {
 	}
 	m.mu.Unlock()
 	if !ok || e.text != maphash.String(m.seed, text) {
-		return 0
+		return 0, ""
 	}
-	return e.as
+	return e.as, e.note
 }
 
 // Forget drops the message id once it is deleted.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,6 +32,31 @@ func TestHandledMemoIsBoundedAndKnowsTextFromID(t *testing.T) {
 	assert.Equal(t, Poisoned, m.settled(last), "the latest outcome is kept")
 	m.forget(last)
 	assert.Zero(t, m.settled(last))
+}
+
+// A note is kept with what became of a message, replaced by the next
+// remembering, cut to MaxNote bytes without splitting a character, and
+// forgotten with it.
+func TestANoteIsKeptWithWhatBecameOfAMessage(t *testing.T) {
+	t.Parallel()
+	m := New()
+	d := &Delivery{ID: "m0", Text: "a"}
+	m.Remember(d.ID, d.Text, Handled, "result")
+	as, note := m.Settled(d.ID, d.Text)
+	assert.Equal(t, Handled, as)
+	assert.Equal(t, "result", note)
+	_, note = m.Settled(d.ID, "b")
+	assert.Empty(t, note, "another message's text")
+
+	long := strings.Repeat("x", MaxNote-1) + "é"
+	m.Remember(d.ID, d.Text, Poisoned, long)
+	as, note = m.Settled(d.ID, d.Text)
+	assert.Equal(t, Poisoned, as)
+	assert.Equal(t, long[:MaxNote-1], note, "cut before the character that would not fit")
+	m.Forget(d.ID)
+	m.Remember(d.ID, d.Text, Handled, "")
+	_, note = m.Settled(d.ID, d.Text)
+	assert.Empty(t, note, "forgotten with its message")
 }
 
 // The memo behaves as a list of the last Size messages
@@ -76,6 +102,9 @@ func TestHandledMemoAgreesWithAModel(t *testing.T) {
 // Delivery stands for the listener's message in these tests.
 type Delivery struct{ ID, Text string }
 
-func (m *Memo) remember(d *Delivery, as As) { m.Remember(d.ID, d.Text, as) }
-func (m *Memo) settled(d *Delivery) As      { return m.Settled(d.ID, d.Text) }
-func (m *Memo) forget(d *Delivery)          { m.Forget(d.ID) }
+func (m *Memo) remember(d *Delivery, as As) { m.Remember(d.ID, d.Text, as, "") }
+func (m *Memo) settled(d *Delivery) As {
+	as, _ := m.Settled(d.ID, d.Text)
+	return as
+}
+func (m *Memo) forget(d *Delivery) { m.Forget(d.ID) }
