@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,47 @@ func (s *groupSetup) childListener(t *testing.T, h azdispatch.Handler[string]) *
 	})
 	require.NoError(t, err)
 	return l
+}
+
+// startChildren starts a group whose continuation is "then" to the next
+// queue, and sends one child per body.
+func (s *groupSetup) startChildren(t *testing.T, opts *azdispatch.GroupOptions, bodies ...string) *azdispatch.Group {
+	t.Helper()
+	ctx := context.Background()
+	then, err := azdispatch.ContinueWith(s.pubNext, "then")
+	require.NoError(t, err)
+	g, err := s.children.PayloadStore().StartGroup(ctx, len(bodies), then, opts)
+	require.NoError(t, err)
+	for i, body := range bodies {
+		_, err := s.pubChildren.SendWith(ctx, body, &azdispatch.SendOptions{Group: g.Child(i)})
+		require.NoError(t, err)
+	}
+	return g
+}
+
+// countingListener handles the children one at a time, with a visibility
+// timeout of a second for a manual clock to pass, through h, and counts
+// the handler's calls by body.
+func (s *groupSetup) countingListener(t *testing.T, h azdispatch.Handler[string]) (*azdispatch.Listener[string], func() map[string]int) {
+	t.Helper()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	l, err := azdispatch.NewListener(s.children, func(ctx context.Context, m *azdispatch.Message[string]) error {
+		mu.Lock()
+		calls[m.Body]++
+		mu.Unlock()
+		return h(ctx, m)
+	}, &azdispatch.ListenerOptions{
+		Codec: azdispatch.Raw(), VisibilityTimeout: time.Second,
+		Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1}, Concurrency: 1,
+		Payloads: azdispatch.PayloadOptions{Continue: func(string) (azdispatch.Target, error) { return s.next, nil }},
+	})
+	require.NoError(t, err)
+	return l, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(calls)
+	}
 }
 
 // continuations handles the next queue's messages until n are handled,
@@ -300,32 +342,13 @@ func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
 	ctx := context.Background()
 	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := setupGroupOn(t, clock)
-	then, err := azdispatch.ContinueWith(s.pubNext, "then")
-	require.NoError(t, err)
 	const size = 3
-	g, err := s.children.PayloadStore().StartGroup(ctx, size, then, nil)
-	require.NoError(t, err)
-	for i := range size {
-		_, err := s.pubChildren.SendWith(ctx, fmt.Sprint(i), &azdispatch.SendOptions{Group: g.Child(i)})
-		require.NoError(t, err)
-	}
+	g := s.startChildren(t, nil, "0", "1", "2")
 	s.children.FailNext(memqueue.OpBlobWrite, 1, nil) // a finish refused (503)
 	s.children.LoseNext(memqueue.OpBlobWrite, 1)      // a finish done, its answer lost
 	s.next.LoseNext(azdispatch.OpSend, 1)             // the continuation sent, its answer lost
 
-	var mu sync.Mutex
-	calls := map[string]int{}
-	l, err := azdispatch.NewListener(s.children, func(_ context.Context, m *azdispatch.Message[string]) error {
-		mu.Lock()
-		calls[m.Body]++
-		mu.Unlock()
-		return nil
-	}, &azdispatch.ListenerOptions{
-		Codec: azdispatch.Raw(), VisibilityTimeout: time.Second,
-		Scaling: azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1}, Concurrency: 1,
-		Payloads: azdispatch.PayloadOptions{Continue: func(string) (azdispatch.Target, error) { return s.next, nil }},
-	})
-	require.NoError(t, err)
+	l, calls := s.countingListener(t, func(context.Context, *azdispatch.Message[string]) error { return nil })
 	runPastFailedDeletes(t, l, clock, func(st azdispatch.State) bool { return st.Succeeded == size })
 	st := l.State()
 	// The refused finish's message comes back and completes the group,
@@ -334,9 +357,7 @@ func TestAGroupSurvivesFailedAndLostRequests(t *testing.T) {
 	// on a later delivery, its handler not run again.
 	assert.EqualValues(t, 3, st.Lost, "three tries kept for their next delivery")
 	assert.EqualValues(t, 2, st.HandledBefore, "two messages only finished and deleted then")
-	for i := range size {
-		assert.Equal(t, 1, calls[fmt.Sprint(i)], "child %d handled once", i)
-	}
+	assert.Equal(t, map[string]int{"0": 1, "1": 1, "2": 1}, calls(), "each child handled once")
 	bodies, _, next := s.continuations(t, 2)
 	assert.Equal(t, []string{"then"}, bodies, "sent twice, handled once")
 	assert.EqualValues(t, 1, next.Duplicates)
@@ -355,37 +376,20 @@ func TestAChildsResultAndReasonOutliveARefusedFinish(t *testing.T) {
 	ctx := context.Background()
 	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := setupGroupOn(t, clock)
-	then, err := azdispatch.ContinueWith(s.pubNext, "then")
-	require.NoError(t, err)
-	g, err := s.children.PayloadStore().StartGroup(ctx, 2, then, &azdispatch.GroupOptions{Rule: azdispatch.ContinueOnFinish})
-	require.NoError(t, err)
-	for i, body := range []string{"resize", "corrupt"} {
-		_, err := s.pubChildren.SendWith(ctx, body, &azdispatch.SendOptions{Group: g.Child(i)})
-		require.NoError(t, err)
-	}
+	g := s.startChildren(t, &azdispatch.GroupOptions{Rule: azdispatch.ContinueOnFinish}, "resize", "corrupt")
 	s.children.FailNext(memqueue.OpBlobWrite, 2, nil) // both first finishes refused (503)
 
-	var mu sync.Mutex
-	calls := map[string]int{}
-	l, err := azdispatch.NewListener(s.children, func(ctx context.Context, m *azdispatch.Message[string]) error {
-		mu.Lock()
-		calls[m.Body]++
-		mu.Unlock()
+	l, calls := s.countingListener(t, func(ctx context.Context, m *azdispatch.Message[string]) error {
 		if m.Body == "corrupt" {
 			return azdispatch.Permanent(errors.New("the image is corrupt"))
 		}
 		return azdispatch.SetGroupResult(ctx, []byte("1024x768"))
-	}, &azdispatch.ListenerOptions{
-		Codec: azdispatch.Raw(), VisibilityTimeout: time.Second,
-		Scaling:  azdispatch.ScalingOptions{Idle: quickIdle, MaxDequeuers: 1},
-		Payloads: azdispatch.PayloadOptions{Continue: func(string) (azdispatch.Target, error) { return s.next, nil }},
 	})
-	require.NoError(t, err)
 	runPastFailedDeletes(t, l, clock, func(st azdispatch.State) bool { return st.Succeeded+st.Poisoned == 2 })
 	st := l.State()
 	assert.EqualValues(t, 2, st.Lost, "both kept for their next delivery")
 	assert.EqualValues(t, 2, st.HandledBefore, "both only finished and deleted then")
-	assert.Equal(t, map[string]int{"resize": 1, "corrupt": 1}, calls, "each handler ran once")
+	assert.Equal(t, map[string]int{"resize": 1, "corrupt": 1}, calls(), "each handler ran once")
 
 	results, err := s.children.PayloadStore().GroupResults(ctx, g.ID)
 	require.NoError(t, err)
