@@ -17,6 +17,7 @@ import (
 	"github.com/azdispatch/azdispatch/internal/group"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/records"
+	"github.com/azdispatch/azdispatch/internal/track"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
@@ -440,8 +441,9 @@ type SweepResult struct {
 	Foreign  int // blobs this package did not write (no payload metadata): never touched
 
 	// Of Deleted, Live and Poisoned: their bytes (as listed), and how many
-	// were batches and records (of cancels, unique keys, schedules and
-	// occurrences); the rest are claim-checked messages.
+	// were batches and records (of cancels, unique keys, schedules,
+	// occurrences, groups and tracked messages' statuses); the rest are
+	// claim-checked messages.
 	DeletedBytes, LiveBytes, PoisonedBytes int64
 	Batches, Records                       int
 }
@@ -499,7 +501,7 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 			res.Scanned++
 			meta, ok := payload.ParseStrings(item.Metadata)
 			switch {
-			case !ok || !payload.IsLowerHex(item.Name, payload.BlobIDLen):
+			case !ok || !store.sweepable(item.Name, meta.Kind):
 				res.Foreign++
 				continue
 			case o.Queue != "" && meta.Queue != o.Queue:
@@ -540,6 +542,20 @@ func Sweep(ctx context.Context, store *PayloadStore, opts *SweepOptions) (SweepR
 		err = store.err(opBlobList, "", err)
 	}
 	return res, err
+}
+
+// sweepable reports whether name is one this store gives a blob of kind:
+// a payload's or a record's ID, a group's head or shard, a tracked
+// message's status. A blob of any other name is another writer's, whatever
+// its metadata says.
+func (s *PayloadStore) sweepable(name, kind string) bool {
+	switch kind {
+	case payload.KindGroup:
+		return s.groups.Owns(name)
+	case payload.KindStatus:
+		return track.IsName(name)
+	}
+	return payload.IsLowerHex(name, payload.BlobIDLen)
 }
 
 // sweepDue reports whether the message that could point at a payload has

@@ -401,6 +401,34 @@ func TestAChildsResultAndReasonOutliveARefusedFinish(t *testing.T) {
 	assert.Contains(t, status.Failures[0].Reason, "the image is corrupt", "the reason it was poisoned for")
 }
 
+// Sweep removes a group's records (its head and its shards) and a tracked
+// message's status once their life has passed since their last write, and
+// keeps them before. (It had taken them for another writer's blobs, by
+// their names, and kept them for ever.)
+func TestSweepRemovesGroupsAndStatusesOnceTheirLifeHasPassed(t *testing.T) {
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := setupGroupOn(t, clock)
+	store := s.children.PayloadStore()
+	bodies := make([]string, 65) // two shards
+	g := s.startChildren(t, &azdispatch.GroupOptions{Life: time.Hour}, bodies...)
+	sent, err := s.pubChildren.SendWith(ctx, "tracked", &azdispatch.SendOptions{Track: true, TTL: time.Hour})
+	require.NoError(t, err)
+
+	res, err := azdispatch.Sweep(ctx, store, nil)
+	require.NoError(t, err)
+	assert.Equal(t, azdispatch.SweepResult{Scanned: 4, Live: 4, Records: 4, LiveBytes: res.LiveBytes}, res, "a head, two shards and a status, all live")
+
+	clock.Advance(31 * 24 * time.Hour)
+	res, err = azdispatch.Sweep(ctx, store, nil)
+	require.NoError(t, err)
+	assert.Equal(t, azdispatch.SweepResult{Scanned: 4, Deleted: 4, Records: 4, DeletedBytes: res.DeletedBytes}, res)
+	_, err = store.GroupStatus(ctx, g.ID)
+	assert.ErrorIs(t, err, azdispatch.ErrGroupNotFound)
+	_, err = store.MessageStatus(ctx, sent.StatusToken)
+	assert.ErrorIs(t, err, azdispatch.ErrStatusNotFound)
+}
+
 // A group's start whose write fails, or whose answer is lost, fails with
 // a *StorageError naming the group's blob, as every request of a payload
 // store does; started again under the same ID, it recognises the group its

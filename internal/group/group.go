@@ -261,6 +261,25 @@ func New(b blobs.Backend, prefix string, now func() time.Time) *Store {
 func (s *Store) head(id string) string         { return s.prefix + id }
 func (s *Store) shard(id string, k int) string { return s.prefix + id + "/" + strconv.Itoa(k) }
 
+// Owns reports whether name is one this store gives a group's blob: a
+// head, or a shard within the most a group has. A sweep removes only
+// such names, so that a blob of another writer is never taken for one.
+func (s *Store) Owns(name string) bool {
+	rest, ok := strings.CutPrefix(name, s.prefix)
+	if !ok {
+		return false
+	}
+	id, shard, sharded := strings.Cut(rest, "/")
+	if checkID(id) != nil {
+		return false
+	}
+	if !sharded {
+		return true
+	}
+	k, err := strconv.Atoi(shard)
+	return err == nil && k >= 0 && k < shardsFor(MaxChildren) && strconv.Itoa(k) == shard
+}
+
 // meta is the metadata of each of spec's blobs: a record the sweep
 // removes once life has passed since its last write.
 func (s *Store) meta(spec Spec) map[string]string {

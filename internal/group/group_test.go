@@ -433,3 +433,16 @@ func TestContinuedAndDeleted(t *testing.T) {
 		assert.Zero(t, n, "no blob is left")
 	}
 }
+
+// Owns knows a group's head and shards by their names, and nothing else:
+// a sweep removes only what it owns.
+func TestAStoreOwnsOnlyItsGroupsNames(t *testing.T) {
+	s := New(nil, "groups/", nil)
+	for _, name := range []string{"groups/a", "groups/resize-2026.01_x", "groups/a/0", "groups/a/1562"} {
+		assert.True(t, s.Owns(name), name)
+	}
+	for _, name := range []string{"groups/", "groups/a/", "groups/a/b", "groups/a/01", "groups/a/-1", "groups/a/1563",
+		"groups/a/0/0", "groups/..", "groups/a b", "status/a", "a", "0123456789abcdef0123456789abcdef"} {
+		assert.False(t, s.Owns(name), name)
+	}
+}

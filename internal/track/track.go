@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/azdispatch/azdispatch/internal/payload"
@@ -98,6 +99,14 @@ func New(r records.Store, life time.Duration) *Store { return &Store{r: r, life:
 
 // name is token's record's name.
 func name(token string) string { return "status/" + token }
+
+// IsName reports whether s is the name of a tracked message's record. A
+// sweep removes only such names, so that a blob of another writer is
+// never taken for one.
+func IsName(s string) bool {
+	token, ok := strings.CutPrefix(s, "status/")
+	return ok && ValidToken(token)
+}
 
 // Start writes token's first record, Pending in queue: one request. A
 // record already there (a send tried again) is left as it is.

@@ -131,3 +131,13 @@ func TestConcurrentMovesEndInOneFinalState(t *testing.T) {
 		assert.Equal(t, "q", got.Queue)
 	}
 }
+
+// IsName knows a status record by its name, and nothing else: a sweep
+// removes only such names.
+func TestIsNameKnowsOnlyAStatusRecordsName(t *testing.T) {
+	token := NewToken()
+	assert.True(t, IsName(name(token)))
+	for _, s := range []string{token, "status/", "status/" + token + "/x", "status/" + strings.ToUpper(token), "groups/" + token} {
+		assert.False(t, IsName(s), s)
+	}
+}
