@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,7 +59,9 @@ type PoisonEnvelope struct {
 	Batch string `json:"batch,omitempty"`
 	Item  int    `json:"item,omitempty"`
 	// Body is the original message text (for a batch item, the item's
-	// encoded text). A body too large for a poison queue message is stored
+	// encoded text), without a delay's due line or a group continuation's
+	// once-mark, so that its requeued copy is neither delayed again nor
+	// dropped as a duplicate of itself. A body too large for a poison queue message is stored
 	// as a payload blob and Body holds a pointer to it, which [Requeue] puts
 	// back like any text and a listener resolves.
 	Body string `json:"-"`
@@ -67,12 +70,39 @@ type PoisonEnvelope struct {
 // newPoisonEnvelope describes d, poisoned from source for reason, with
 // the earlier IDs its metadata names if [Requeue] moved it back before.
 func newPoisonEnvelope(source string, d *Delivery, reason string, now time.Time) *PoisonEnvelope {
-	body := bodyText(d.Text)
+	body := poisonBody(d.Text)
 	return &PoisonEnvelope{
 		Queue: source, MessageID: d.ID, DequeueCount: d.DequeueCount, Reason: reason,
 		InsertedAt: d.InsertedAt, PoisonedAt: now.UTC(), ExpiresAt: d.ExpiresAt, Body: body,
 		Earlier: earlierIn(body),
 	}
+}
+
+// poisonBody is what a poison envelope keeps of a message's text: the
+// text without its due line (see bodyText) and without a group
+// continuation's once-mark. Its requeued copy, a message of another ID,
+// would otherwise find the mark its first delivery wrote and be dropped as
+// a duplicate, and its group's outcome with it; as a scheduled occurrence,
+// requeued without its due line, it is handled as a message of its own.
+func poisonBody(text string) string {
+	body := bodyText(text)
+	if !wire.Marked(body) {
+		return body
+	}
+	msg, err := wire.Parse(body, wire.Limits{})
+	if err != nil && !errors.Is(err, wire.ErrInvalidPointer) {
+		return body // kept as it was: the listener poisons it again for what it is
+	}
+	pairs := msg.Meta.Pairs()
+	if _, ok := pairs[wire.OnceEntry]; !ok {
+		return body
+	}
+	pairs = maps.Clone(pairs)
+	delete(pairs, wire.OnceEntry)
+	if msg.Meta, err = wire.NewMeta(pairs); err != nil {
+		return body
+	}
+	return msg.Render()
 }
 
 // encode returns the envelope as message text. To keep the header within

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,6 +400,41 @@ func TestAChildsResultAndReasonOutliveARefusedFinish(t *testing.T) {
 	require.True(t, status.Complete)
 	require.Len(t, status.Failures, 1)
 	assert.Contains(t, status.Failures[0].Reason, "the image is corrupt", "the reason it was poisoned for")
+}
+
+// A continuation poisoned and requeued is handled: its poison envelope
+// keeps its text and its group's outcome, but not its once-mark, which its
+// first delivery wrote under another message ID. (It had been dropped as a
+// duplicate of itself, and its group's outcome lost for good.)
+func TestAPoisonedContinuationRequeuedIsHandled(t *testing.T) {
+	ctx := context.Background()
+	s := setupGroup(t)
+	g := s.startChildren(t, nil, "only")
+	runUntil(t, s.childListener(t, func(context.Context, *azdispatch.Message[string]) error { return nil }),
+		func(st azdispatch.State) bool { return st.Succeeded == 1 })
+
+	var calls atomic.Int32
+	continuation := func(_ context.Context, m *azdispatch.Message[string]) error {
+		o, ok := azdispatch.GroupOutcomeOf(m.MessageInfo)
+		assert.True(t, ok && o.ID == g.ID && o.Outcome == "succeeded", "its group's outcome: %+v", o)
+		if calls.Add(1) == 1 {
+			return azdispatch.Permanent(errors.New("the index service refused it"))
+		}
+		return nil
+	}
+	opts := &azdispatch.ListenerOptions{Codec: azdispatch.Raw(), Scaling: azdispatch.ScalingOptions{Idle: quickIdle}}
+	l, err := azdispatch.NewListener(s.next, continuation, opts)
+	require.NoError(t, err)
+	runUntil(t, l, func(st azdispatch.State) bool { return st.Poisoned == 1 })
+
+	res, err := azdispatch.Requeue(ctx, s.next.PoisonQueue(), s.next, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	l, err = azdispatch.NewListener(s.next, continuation, opts)
+	require.NoError(t, err)
+	st := runUntil(t, l, func(st azdispatch.State) bool { return st.Succeeded+st.Duplicates+st.Poisoned == 1 })
+	assert.EqualValues(t, 1, st.Succeeded, "handled, not dropped as a duplicate: %+v", st)
+	assert.EqualValues(t, 2, calls.Load())
 }
 
 // Sweep removes a group's records (its head and its shards) and a tracked
