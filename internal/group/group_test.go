@@ -446,3 +446,25 @@ func TestAStoreOwnsOnlyItsGroupsNames(t *testing.T) {
 		assert.False(t, s.Owns(name), name)
 	}
 }
+
+// Of a child's finishes, the tally keeps a success over a failure, and of
+// two of a kind the first, unless a later one carries what the first
+// lacks: what a continuation read stays what the status says.
+func TestATallyKeepsAChildsFirstFinishOfItsKind(t *testing.T) {
+	mark := func(c Child) block { return block{Child: &c} }
+	for _, tt := range []struct {
+		name  string
+		marks []block
+		want  Child
+	}{
+		{"two results", []block{mark(Child{Result: []byte("A")}), mark(Child{Result: []byte("B")})}, Child{Result: []byte("A")}},
+		{"two reasons", []block{mark(Child{Failed: true, Reason: "a"}), mark(Child{Failed: true, Reason: "b"})}, Child{Failed: true, Reason: "a"}},
+		{"a success after a failure", []block{mark(Child{Failed: true, Reason: "a"}), mark(Child{Result: []byte("B")})}, Child{Result: []byte("B")}},
+		{"a failure after a success", []block{mark(Child{Result: []byte("A")}), mark(Child{Failed: true, Reason: "b"})}, Child{Result: []byte("A")}},
+		{"a result after none", []block{mark(Child{}), mark(Child{Result: []byte("B")})}, Child{Result: []byte("B")}},
+		{"none after a result", []block{mark(Child{Result: []byte("A")}), mark(Child{})}, Child{Result: []byte("A")}},
+		{"a reason after none", []block{mark(Child{Failed: true}), mark(Child{Failed: true, Reason: "b"})}, Child{Failed: true, Reason: "b"}},
+	} {
+		assert.Equal(t, map[int]Child{0: tt.want}, tally(tt.marks), tt.name)
+	}
+}

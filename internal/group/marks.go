@@ -187,9 +187,12 @@ func (d definition) inline() (string, bool) {
 
 // tally is the best finish of each child among marks: a success over a
 // failure, so that a child requeued after it failed, and then succeeded,
-// counts as succeeded; of two of a kind, the later, unless it says less (a
-// finish recorded again on a later delivery, without the handler's result
-// or the poisoning's reason, leaves the earlier one's).
+// counts as succeeded; of two of a kind, the first, unless a later one
+// carries what it lacks. A child delivered twice, and handled twice, keeps
+// the result or reason of its first record, which a continuation may
+// have read already; a finish recorded again on a later delivery without
+// the handler's result or the poisoning's reason leaves the earlier one's,
+// and fills it in if the earlier one had none.
 func tally(marks []block) map[int]Child {
 	best := map[int]Child{}
 	for _, b := range marks {
@@ -197,10 +200,10 @@ func tally(marks []block) map[int]Child {
 			continue
 		}
 		c := *b.Child
-		if old, ok := best[c.Index]; ok && (!old.Failed && c.Failed || old.Failed == c.Failed && saysMore(old, c)) {
-			continue
+		old, ok := best[c.Index]
+		if !ok || old.Failed && !c.Failed || old.Failed == c.Failed && saysMore(c, old) {
+			best[c.Index] = c
 		}
-		best[c.Index] = c
 	}
 	return best
 }
