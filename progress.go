@@ -102,7 +102,10 @@ type GroupOptions struct {
 	// Defaults to a random one. A creator that may run again (a handler
 	// that starts a group, and is retried) sets its own: a group started
 	// again with the same ID, size, rule and continuation is the same
-	// group, and one with another gives [ErrGroupExists].
+	// group, and one with another gives [ErrGroupExists]. Once its
+	// records are swept (see Life), the ID may name a new group, whose
+	// continuation is its own; a child of the old group still queued then
+	// would count as the new one's.
 	ID string
 	// Rule says when the continuation is sent. Defaults to
 	// [ContinueOnSuccess].
@@ -383,7 +386,7 @@ func (l *Listener[T]) continueGroup(ctx context.Context, done *group.Done) error
 	}
 	meta, err := wire.NewMeta(map[string]string{
 		wire.GroupDoneEntry: string(outcome),
-		wire.OnceEntry:      recordName(payload.KindOnce, then.Queue, "group\x00"+done.Group),
+		wire.OnceEntry:      recordName(payload.KindOnce, then.Queue, "group\x00"+done.Group+"\x00"+done.Made),
 	})
 	if err != nil {
 		return err

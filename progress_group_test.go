@@ -437,6 +437,29 @@ func TestAPoisonedContinuationRequeuedIsHandled(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load())
 }
 
+// A group started under the ID of one whose records were swept is
+// continued: its continuation's once-mark is not the earlier group's,
+// which outlives the group's records when their life is shorter. (It had
+// been dropped as a duplicate of the earlier group's continuation.)
+func TestAGroupStartedUnderASweptGroupsIDIsContinued(t *testing.T) {
+	ctx := context.Background()
+	clock := memqueue.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := setupGroupOn(t, clock)
+	for round := range 2 {
+		s.startChildren(t, &azdispatch.GroupOptions{ID: "nightly", Life: time.Hour}, "only")
+		runUntil(t, s.childListener(t, func(context.Context, *azdispatch.Message[string]) error { return nil }),
+			func(st azdispatch.State) bool { return st.Succeeded == 1 })
+		bodies, _, next := s.continuations(t, 1)
+		assert.Equal(t, []string{"then"}, bodies, "round %d", round)
+		assert.Zero(t, next.Duplicates, "round %d", round)
+
+		clock.Advance(2 * time.Hour)
+		res, err := azdispatch.Sweep(ctx, s.children.PayloadStore(), nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Deleted, "round %d: the group's head", round)
+	}
+}
+
 // Sweep removes a group's records (its head and its shards) and a tracked
 // message's status once their life has passed since their last write, and
 // keeps them before. (It had taken them for another writer's blobs, by

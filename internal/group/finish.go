@@ -32,6 +32,11 @@ type Done struct {
 	Children []Child
 	// Then is the continuation as created.
 	Then []byte
+	// Made tells this group from another of its ID, started once this
+	// one's records were swept: a continuation's once-mark names both,
+	// so that the new group's is not taken for a duplicate of the old
+	// one's. Empty for a group whose head does not say.
+	Made string
 }
 
 // Finish records what became of ref's child, and returns the group if
@@ -181,7 +186,7 @@ func (s *Store) failed(ctx context.Context, ref Ref, c Child) (*Done, error) {
 	if err != nil || continued(heads) {
 		return nil, err
 	}
-	return &Done{Group: ref.Group, Outcome: Failed, Size: ref.Size, Failed: 1, Children: []Child{c}, Then: def.Then}, nil
+	return &Done{Group: ref.Group, Outcome: Failed, Size: ref.Size, Failed: 1, Children: []Child{c}, Then: def.Then, Made: def.Made}, nil
 }
 
 // Delete removes group id's blobs: its shards, then its head, so that a
@@ -219,7 +224,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 
 // done_ is the Done of a group whose children are all finished.
 func done_(ref Ref, def definition, children []Child) *Done {
-	d := &Done{Group: ref.Group, Outcome: Succeeded, Size: ref.Size, Children: children, Then: def.Then}
+	d := &Done{Group: ref.Group, Outcome: Succeeded, Size: ref.Size, Children: children, Then: def.Then, Made: def.Made}
 	for _, c := range children {
 		if c.Failed {
 			d.Failed++

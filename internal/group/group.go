@@ -27,6 +27,8 @@ package group
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -300,7 +302,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) error {
 		return err
 	}
 	meta := s.meta(spec)
-	def := definition{Size: spec.Size, Rule: string(spec.Rule), Shards: shardsFor(spec.Size), Then: spec.Then}
+	def := definition{Size: spec.Size, Rule: string(spec.Rule), Shards: shardsFor(spec.Size), Then: spec.Then, Made: newMade()}
 	block, err := def.encode()
 	if err != nil {
 		return err
@@ -342,6 +344,13 @@ func (s *Store) Create(ctx context.Context, spec Spec) error {
 		}
 	}
 	return s.createShards(ctx, spec.ID, def.Shards, meta)
+}
+
+// newMade draws a definition's Made: 64 random bits, in hex.
+func newMade() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // createShards makes a group's shards, a few at a time; one made before

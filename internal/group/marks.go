@@ -25,10 +25,13 @@ type definition struct {
 	Rule   string `json:"rule"`
 	Shards int    `json:"shards"`
 	Then   []byte `json:"then,omitempty"`
+	// Made tells this group from an earlier one of its ID, swept since:
+	// drawn at random by its creator (see Done.Made).
+	Made string `json:"made,omitempty"`
 }
 
 // same reports whether d and o define one group: a creator that runs
-// again writes the same.
+// again writes the same, but for Made, which the first one's holds.
 func (d definition) same(o definition) bool {
 	return d.Size == o.Size && d.Rule == o.Rule && d.Shards == o.Shards && bytes.Equal(d.Then, o.Then)
 }
