@@ -269,12 +269,17 @@ func run(t *testing.T, newBackend func(t *testing.T) blobs.Backend) {
 		for c := range counts {
 			seen = append(seen, c)
 		}
+		// The service tells each append the count its own block made;
+		// the emulator reads the count after its append, so two racing
+		// appends may both be told the later one (seen: 1, 2, 2, 3, 5, …).
+		// What a group's finish relies on holds on both: no append is told
+		// less than its own block makes, and the last is told all.
 		slices.Sort(seen)
-		want := make([]int, writers)
-		for i := range want {
-			want[i] = i + 1
+		require.Len(t, seen, writers)
+		for i, c := range seen {
+			assert.GreaterOrEqual(t, c, i+1, "the %d-th smallest count: no append is told less than its own block makes", i+1)
 		}
-		assert.Equal(t, want, seen, "each append is told the count with it: one of them is told all")
+		assert.Equal(t, writers, seen[writers-1], "one of them is told all")
 
 		_, err = b.SetMetadata(ctx, "tally", map[string]string{"kind": "tally", "done": "yes"}, "")
 		require.NoError(t, err)
