@@ -301,6 +301,16 @@ func (l *Listener[T]) dropCancelled(ctx context.Context, t *try, rec *record) {
 	l.msgLog(d).Info("deleted a message cancelled while it waited, unhandled")
 }
 
+// ownPayload is p if it names a blob of this listener's payload
+// container: the blob to delete with its message. A pointer to another
+// container names nothing to delete.
+func (l *Listener[T]) ownPayload(p *wire.Pointer) *wire.Pointer {
+	if p == nil || l.opts.Payloads.Store == nil || p.Container != "" && p.Container != l.opts.Payloads.Store.Container() {
+		return nil
+	}
+	return p
+}
+
 // resultNote is the result t's handler left for its group (see
 // SetGroupResult), as the memo keeps it; "" if none.
 func (t *try) resultNote() string {

@@ -358,16 +358,6 @@ func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
 	return l.judge(t, &h.call, l.callWatched(t, &h.call, &h.m, len(h.text))), true
 }
 
-// ownPayload is p if it names a blob of this listener's payload
-// container: the blob to delete with its message. A pointer to another
-// container names nothing to delete.
-func (l *Listener[T]) ownPayload(p *wire.Pointer) *wire.Pointer {
-	if p == nil || l.opts.Payloads.Store == nil || p.Container != "" && p.Container != l.opts.Payloads.Store.Container() {
-		return nil
-	}
-	return p
-}
-
 // receivedAt is when d was received by the service's clock, or by the
 // local clock if its source cannot tell.
 func (l *Listener[T]) receivedAt(d *Delivery) time.Time {
