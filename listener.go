@@ -88,6 +88,7 @@ type Listener[T any] struct {
 	poison  Capabilities // what opts.PoisonQueue can do, read once
 	handler Handler[T]
 	opts    ListenerOptions // defaults filled in
+	decoder Codec           // opts.Codec, or the default JSON read in place (see bodyDecoder)
 	limits  payload.Limits  // opts.Payloads.Limits, as the payload format takes them
 	log     *slog.Logger
 	alerts  func() *slog.Logger // log, or slog.Default when no Logger was set: for what needs a person
@@ -150,8 +151,6 @@ type Listener[T any] struct {
 	classes []*keylock.Pool
 	// batch is a batch listener's (see NewBatchListener); nil otherwise.
 	batch *batcher[T]
-	// stages are the stages of a try (see tryStages), made once.
-	stages []tryStage[T]
 	// clock is the local clock, read for a delivery whose source does not
 	// give the service's time of its receive; time.Now but in tests that
 	// skew it, to show that nothing else depends on it.
@@ -224,7 +223,7 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		floor = 0
 	}
 	l := &Listener[T]{
-		src: source, caps: caps, poison: CapabilitiesOf(o.PoisonQueue), handler: handler, opts: o, limits: payload.Limits(o.Payloads.Limits),
+		src: source, caps: caps, poison: CapabilitiesOf(o.PoisonQueue), handler: handler, opts: o, decoder: bodyDecoder[T](o.Codec), limits: payload.Limits(o.Payloads.Limits),
 		log:       o.Logger.With("source", source.Name()),
 		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
@@ -238,7 +237,6 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		records:   recordsOf(o.Payloads.Store),
 		budget:    payload.NewBudget(o.Payloads.Memory, payload.GCPercent()),
 		hop:       MaxVisibility,
-		stages:    tryStages[T](),
 		clock:     time.Now,
 	}
 	l.paused = l.pauseGate()

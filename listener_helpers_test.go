@@ -137,6 +137,19 @@ func depth(t testing.TB, q *Queue) int {
 	return n
 }
 
+// poisonedOnce runs l until it has poisoned one message, stops it, checks
+// its bookkeeping, and returns the one envelope then in q's poison queue.
+func poisonedOnce[T any](t testing.TB, q *Queue, l *Listener[T]) *PoisonEnvelope {
+	t.Helper()
+	stop := started(t, l)
+	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
+	require.NoError(t, stop())
+	assertSettled(t, l.State())
+	envs := poisonEnvelopes(t, q)
+	require.Len(t, envs, 1)
+	return envs[0]
+}
+
 // poisonEnvelopes drains q's poison queue and returns its envelopes.
 func poisonEnvelopes(t testing.TB, q *Queue) []*PoisonEnvelope {
 	t.Helper()

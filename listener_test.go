@@ -166,19 +166,14 @@ func TestListenerPoisonsAMessageThatKeepsFailing(t *testing.T) {
 		return errors.New("always")
 	}), cfg)
 	require.NoError(t, err)
-	stop := started(t, l)
-	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
-	require.NoError(t, stop())
-	assertSettled(t, l.State())
+	env := poisonedOnce(t, q, l)
 
 	assert.Equal(t, 3, c.callsOf(0), "MaxDequeueCount tries, then poison without a fourth delivery")
 	s := l.State()
 	assert.EqualValues(t, 3, s.Failed)
 	assert.EqualValues(t, 2, s.Retried)
-	envs := poisonEnvelopes(t, q)
-	require.Len(t, envs, 1)
-	assert.EqualValues(t, 3, envs[0].DequeueCount)
-	assert.Contains(t, envs[0].Reason, "failed 3 times; last error: always")
+	assert.EqualValues(t, 3, env.DequeueCount)
+	assert.Contains(t, env.Reason, "failed 3 times; last error: always")
 	assert.Equal(t, 0, depth(t, q))
 }
 
@@ -200,16 +195,11 @@ func TestListenerPoisonsAnOverDeliveredMessageWithoutRunningTheHandler(t *testin
 	c := newTally()
 	l, err := NewListener(q, c.handler(func(context.Context, *Message[job]) error { return nil }), cfg)
 	require.NoError(t, err)
-	stop := started(t, l)
-	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
-	require.NoError(t, stop())
-	assertSettled(t, l.State())
+	env := poisonedOnce(t, q, l)
 
 	assert.Zero(t, c.callsOf(0), "the handler never saw it")
-	envs := poisonEnvelopes(t, q)
-	require.Len(t, envs, 1)
-	assert.EqualValues(t, 3, envs[0].DequeueCount)
-	assert.Contains(t, envs[0].Reason, "more than MaxDequeueCount 2")
+	assert.EqualValues(t, 3, env.DequeueCount)
+	assert.Contains(t, env.Reason, "more than MaxDequeueCount 2")
 }
 
 func TestListenerPoisonsWhatItCannotDecode(t *testing.T) {
@@ -573,14 +563,9 @@ func TestListenerPoisonsAMessageWhoseDecoderPanics(t *testing.T) {
 		return nil
 	}, quick())
 	require.NoError(t, err)
-	stop := started(t, l)
-	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
-	require.NoError(t, stop())
-	assertSettled(t, l.State())
+	env := poisonedOnce(t, q, l)
 	assert.False(t, called.Load())
-	envs := poisonEnvelopes(t, q)
-	require.Len(t, envs, 1)
-	assert.Contains(t, envs[0].Reason, "codec panicked")
+	assert.Contains(t, env.Reason, "codec panicked")
 }
 
 func TestListenerLetsAnotherTryRunWhileAHandlerHangs(t *testing.T) {

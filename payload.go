@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -80,6 +81,16 @@ func checkCodecType[T any](c Codec) error {
 		return checkCodecType[T](x.Inner)
 	}
 	return nil
+}
+
+// bodyDecoder is the codec a listener of T decodes with: c, or, for the
+// default JSON and a T whose decoding runs no code but encoding/json's,
+// the same JSON read in place, without a copy of each message's text.
+func bodyDecoder[T any](c Codec) Codec {
+	if _, ok := c.(codec.JSON); ok && codec.DecodesInPlace(reflect.TypeFor[T]()) {
+		return codec.JSONInPlace{}
+	}
+	return c
 }
 
 // DefaultPayloadContainer is the blob container, one per account, that holds

@@ -222,13 +222,9 @@ func TestClaimCheckWithoutAPayloadStoreFailsBeforeAnyRequest(t *testing.T) {
 	require.NoError(t, err)
 	l, err := NewListener(q, func(context.Context, *Message[string]) error { return nil }, quick())
 	require.NoError(t, err)
-	stop := started(t, l)
-	waitFor(t, "poisoned", func() bool { return l.State().Poisoned == 1 })
-	require.NoError(t, stop())
-	envs := poisonEnvelopes(t, q)
-	require.Len(t, envs, 1)
-	assert.Contains(t, envs[0].Reason, ErrNoBlobService.Error())
-	assert.Equal(t, ptr, envs[0].Body)
+	env := poisonedOnce(t, q, l)
+	assert.Contains(t, env.Reason, ErrNoBlobService.Error())
+	assert.Equal(t, ptr, env.Body)
 	assert.Zero(t, a.Transactions().Blob())
 }
 

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/codec"
 )
 
 func TestCodecsRoundTrip(t *testing.T) {
@@ -138,4 +142,40 @@ func TestEveryCodecRefusesTextThatIsNotUTF8(t *testing.T) {
 	text, err := Raw().Encode(bad)
 	require.NoError(t, err)
 	assert.ErrorIs(t, checkText(text, serviceMessageLimit), ErrInvalidText)
+}
+
+// scribbler's UnmarshalJSON writes over the bytes it is given, which the
+// json.Unmarshaler contract does not forbid.
+type scribbler struct{ Seen string }
+
+func (s *scribbler) UnmarshalJSON(b []byte) error {
+	s.Seen = string(b)
+	for i := range b {
+		b[i] = 'X'
+	}
+	return nil
+}
+
+func TestAListenerReadsTextInPlaceOnlyWhereNoUnmarshalerCanChangeIt(t *testing.T) {
+	t.Parallel()
+	type plain struct {
+		ID string
+		At time.Time
+	}
+	assert.Equal(t, codec.JSONInPlace{}, bodyDecoder[plain](JSON()), "encoding/json alone reads the text")
+	assert.Equal(t, JSON(), bodyDecoder[scribbler](JSON()))
+	assert.Equal(t, JSON(), bodyDecoder[struct{ In []*scribbler }](JSON()))
+	assert.Equal(t, Base64(JSON()), bodyDecoder[plain](Base64(JSON())), "another codec is left as it is")
+
+	// A scribbler's message, poisoned, keeps its text in its envelope.
+	q := testQueue(t)
+	const text = `{"note":"keep me"}`
+	sendTexts(t, q, 1, func(int) string { return text })
+	l, err := NewListener(q, func(_ context.Context, m *Message[scribbler]) error {
+		return Permanent(fmt.Errorf("refused %s", m.Body.Seen))
+	}, quick())
+	require.NoError(t, err)
+	env := poisonedOnce(t, q, l)
+	assert.Equal(t, text, env.Body)
+	assert.Contains(t, env.Reason, "refused "+text)
 }
