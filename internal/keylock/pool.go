@@ -22,10 +22,10 @@ type Pool struct {
 
 	mu   sync.Mutex
 	idle []*Place
-	// held counts the places the process holds, in use or idle: never
-	// more than there are, even if a lease expired unseen (a clock that
-	// jumped, a process paused), so that the process alone never runs
-	// past the limit.
+	// held counts the places the process holds, in use or idle, and the
+	// one a search is asking for: never more than there are, even if a
+	// lease expired unseen (a clock that jumped, a process paused), so
+	// that the process alone never runs past the limit.
 	held   int
 	reaper *time.Timer
 	freed  chan struct{} // closed and replaced when a place is given back
@@ -130,25 +130,46 @@ func (p *Pool) find(ctx context.Context, freed chan struct{}) (*Place, error) {
 			return nil, ctx.Err()
 		}
 	}
+	// The place is counted before it is asked for. The service cannot
+	// be trusted to say that this process holds every place: a lease
+	// that expired unseen (a clock that jumped, a process paused) lists
+	// as free, and a search that began while one place was free, and
+	// waited here for another search to take it, would take a place
+	// more.
+	p.mu.Lock()
+	if p.held >= p.locks.places {
+		p.mu.Unlock()
+		return nil, nil // taken meanwhile: wait for one given back
+	}
+	p.held++
+	p.mu.Unlock()
 	// Bounded: a blob service that does not answer is looked at again
 	// later, as one that refuses is.
 	tctx, cancel := context.WithTimeout(ctx, giveUpWithin)
 	lock, err := p.locks.takeListed(tctx, p.name, searchTries)
 	cancel()
-	switch {
-	case err == nil:
+	if err == nil {
 		now := time.Now()
-		p.mu.Lock()
-		p.held++
-		p.mu.Unlock()
 		return &Place{lock: lock, since: now, last: now}, nil
-	case ctx.Err() != nil:
+	}
+	p.mu.Lock()
+	p.held--
+	p.freeOne() // a Get that found the pool full counted this one
+	p.mu.Unlock()
+	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	// Every place tried is held, or a request failed: look again a
 	// little later either way.
 	p.nextSearch = time.Now().Add(Every/2 + mrand.N(Every))
 	return nil, nil
+}
+
+// freeOne wakes the calls waiting for a place to be given back. The
+// caller holds mu.
+func (p *Pool) freeOne() {
+	close(p.freed)
+	p.freed = make(chan struct{})
 }
 
 // Put gives back a place a call is done with: kept for the next call, or
@@ -163,8 +184,7 @@ func (p *Pool) Put(pl *Place) {
 		pl.last = now
 		p.idle = append(p.idle, pl)
 	}
-	close(p.freed)
-	p.freed = make(chan struct{})
+	p.freeOne()
 	if p.reaper == nil && len(p.idle) > 0 {
 		p.reaper = time.AfterFunc(p.idleFor, p.reap)
 	}

@@ -195,3 +195,60 @@ func TestASearchWithoutListTriesPlacesAtRandom(t *testing.T) {
 	}
 	p.Release()
 }
+
+// A process never holds more places than there are, even where the
+// service lists one it holds as free (its lease expired unseen: a clock
+// that jumped, a process paused): a search that waited for another to end
+// takes no place more once that one took the last.
+func TestASearchTakesNoPlaceMoreThanThereAreWhenLeasesExpiredUnseen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	var hold atomic.Bool
+	searching, goOn := make(chan struct{}, 1), make(chan struct{})
+	b := blobs.NewMemory("c", clock, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
+		if op == blobs.OpList && hold.CompareAndSwap(true, false) {
+			searching <- struct{}{}
+			<-goOn
+		}
+		return nil, false
+	})
+	p := NewPool(New(b, "q", 2, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
+	first, err := p.Get(ctx)
+	require.NoError(t, err)
+	now.Add(int64(72 * time.Hour)) // the first place's lease has expired, unseen
+
+	hold.Store(true)
+	type got struct {
+		pl  *Place
+		err error
+	}
+	second, third := make(chan got, 1), make(chan got, 1)
+	go func() { pl, err := p.Get(ctx); second <- got{pl, err} }()
+	<-searching // the second's search is under way
+	thirdCtx, cancelThird := context.WithCancel(ctx)
+	defer cancelThird()
+	go func() { pl, err := p.Get(thirdCtx); third <- got{pl, err} }()
+	time.Sleep(50 * time.Millisecond) // the third waits, for the search or for a place given back
+	close(goOn)
+	g := <-second
+	require.NoError(t, g.err)
+	select {
+	case g3 := <-third:
+		t.Fatalf("a third place of two: %v, %v", g3.pl, g3.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.mu.Lock()
+	assert.Equal(t, 2, p.held)
+	p.mu.Unlock()
+
+	p.Put(first)
+	g3 := <-third
+	require.NoError(t, g3.err)
+	assert.Same(t, first, g3.pl, "the place given back")
+	p.Put(g.pl)
+	p.Put(g3.pl)
+	p.Release()
+}
