@@ -203,9 +203,7 @@ func TestASearchWithoutListTriesPlacesAtRandom(t *testing.T) {
 func TestASearchTakesNoPlaceMoreThanThereAreWhenLeasesExpiredUnseen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	clock, advance := manualClock()
 	var hold atomic.Bool
 	searching, goOn := make(chan struct{}, 1), make(chan struct{})
 	b := blobs.NewMemory("c", clock, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
@@ -218,7 +216,7 @@ func TestASearchTakesNoPlaceMoreThanThereAreWhenLeasesExpiredUnseen(t *testing.T
 	p := NewPool(New(b, "q", 2, 15*time.Second, nil), "fleet", time.Minute, time.Minute)
 	first, err := p.Get(ctx)
 	require.NoError(t, err)
-	now.Add(int64(72 * time.Hour)) // the first place's lease has expired, unseen
+	advance(72 * time.Hour) // the first place's lease has expired, unseen
 
 	hold.Store(true)
 	type got struct {
