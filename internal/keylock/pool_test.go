@@ -2,6 +2,8 @@ package keylock
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -249,4 +251,63 @@ func TestASearchTakesNoPlaceMoreThanThereAreWhenLeasesExpiredUnseen(t *testing.T
 	p.Put(g.pl)
 	p.Put(g3.pl)
 	p.Release()
+}
+
+// Seeded rounds of two processes' pools over a few places, with requests
+// that fail or whose answers are lost after they took effect, and a clock
+// that jumps past every lease: a process never has more calls inside than
+// there are places, and every call gets a place in the end.
+func TestPoolsUnderFaultsAndClockJumpsKeepTheirBound(t *testing.T) {
+	t.Parallel()
+	unavailable := &azcore.ResponseError{StatusCode: http.StatusServiceUnavailable, ErrorCode: "ServerBusy"}
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			r := rand.New(rand.NewPCG(seed, 0x9e3779b9))
+			var rmu sync.Mutex
+			draw := func(n int) int { rmu.Lock(); defer rmu.Unlock(); return r.IntN(n) }
+			clock, advance := manualClock()
+			b := blobs.NewMemory("c", clock, func(_ context.Context, op blobs.Op, _ string) (error, bool) {
+				if op != blobs.OpList && op != blobs.OpLease {
+					return nil, false
+				}
+				switch draw(20) {
+				case 0:
+					return unavailable, false
+				case 1:
+					return nil, true // done, its answer lost
+				}
+				return nil, false
+			})
+			places := 1 + draw(3)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			for range 2 {
+				p := NewPool(New(b, "q", places, 15*time.Second, nil), "fleet", 5*time.Millisecond, 20*time.Millisecond)
+				var inside atomic.Int32
+				for range 4 {
+					wg.Go(func() {
+						for range 6 {
+							pl, err := p.Get(ctx)
+							if !assert.NoError(t, err, "every call gets a place in the end") {
+								return
+							}
+							if n := inside.Add(1); n > int32(places) {
+								t.Errorf("%d calls of one process inside, past %d places", n, places)
+							}
+							if draw(4) == 0 {
+								advance(time.Duration(1+draw(3)) * 24 * time.Hour) // every lease expires, unseen
+							}
+							time.Sleep(time.Duration(draw(2000)) * time.Microsecond)
+							inside.Add(-1)
+							p.Put(pl)
+						}
+					})
+				}
+				defer p.Release()
+			}
+			wg.Wait()
+		})
+	}
 }
