@@ -20,7 +20,8 @@ import (
 // The stages of a try that decide when, and whether, a message runs: one
 // sent for later (held, or hidden again until it is due), cancelled while
 // it waited, sent by a Scheduler for an occurrence that is delivered once,
-// or waiting for its key, and for its turn in the key's order.
+// or waiting for its key, for its turn in the key's order, and for its
+// turn under a rate limit.
 
 // whenDue handles the due line of t's message: a message received more
 // than a visibility timeout (at most 30 s) before it is due is hidden
@@ -504,4 +505,43 @@ func (l *Listener[T]) saveOrder(ctx context.Context, t *try, state keyorder.Stat
 	}
 	l.msgLog(t.d).Warn("a key's order could not be written", "key", t.key, "err", err)
 	return err
+}
+
+// awaitTurn waits for the message's turn under a rate limit. A message
+// waits here, hidden and renewed, and then while batch items hold every
+// handler token; its HandlerTimeout starts once it has one.
+func (l *Listener[T]) awaitTurn(h *inHand[T]) (action, bool) {
+	t := &h.t
+	if err := l.waitTurn(t, h.turn); err != nil {
+		return l.judge(t, t.context(), err), true
+	}
+	return action{}, false
+}
+
+// waitTurn waits for a handler call's turn under the rate limit, if there
+// is one: turn, booked at the message's receive for its first call, or,
+// if turn is zero, a turn of its own (a batch's further items). It fails
+// as takeHandler does.
+func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
+	if l.gate == nil || !turn.IsZero() && !time.Now().Before(turn) {
+		return nil
+	}
+	ctx, done := t.untilRunEnds()
+	defer done()
+	var err error
+	if !turn.IsZero() {
+		syncx.Sleep(ctx, time.Until(turn), nil)
+		err = ctx.Err()
+	} else {
+		err = l.opts.Scaling.RateLimit.Wait(ctx)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case t.ended():
+		return t.cause()
+	case t.s.run.Err() != nil:
+		return errNotStarted
+	}
+	return wrapf(err, "rate limit")
 }

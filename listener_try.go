@@ -13,7 +13,6 @@ import (
 	"github.com/azdispatch/azdispatch/internal/keyorder"
 	"github.com/azdispatch/azdispatch/internal/memo"
 	"github.com/azdispatch/azdispatch/internal/payload"
-	"github.com/azdispatch/azdispatch/internal/syncx"
 	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
@@ -347,17 +346,6 @@ func (l *Listener[T]) decodeBody(h *inHand[T]) (action, bool) {
 	return action{}, false
 }
 
-// awaitTurn waits for the message's turn under a rate limit. A message
-// waits here, hidden and renewed, and then while batch items hold every
-// handler token; its HandlerTimeout starts once it has one.
-func (l *Listener[T]) awaitTurn(h *inHand[T]) (action, bool) {
-	t := &h.t
-	if err := l.waitTurn(t, h.turn); err != nil {
-		return l.judge(t, t.context(), err), true
-	}
-	return action{}, false
-}
-
 // callHandler calls the handler for the message, once a handler token is
 // free, and judges its result.
 func (l *Listener[T]) callHandler(h *inHand[T]) (action, bool) {
@@ -399,34 +387,6 @@ func (l *Listener[T]) decode(text string, body *T) (err error) {
 		}
 	}()
 	return l.decoder.Decode(text, body)
-}
-
-// waitTurn waits for a handler call's turn under the rate limit, if there
-// is one: turn, booked at the message's receive for its first call, or,
-// if turn is zero, a turn of its own (a batch's further items). It fails
-// as takeHandler does.
-func (l *Listener[T]) waitTurn(t *try, turn time.Time) error {
-	if l.gate == nil || !turn.IsZero() && !time.Now().Before(turn) {
-		return nil
-	}
-	ctx, done := t.untilRunEnds()
-	defer done()
-	var err error
-	if !turn.IsZero() {
-		syncx.Sleep(ctx, time.Until(turn), nil)
-		err = ctx.Err()
-	} else {
-		err = l.opts.Scaling.RateLimit.Wait(ctx)
-	}
-	switch {
-	case err == nil:
-		return nil
-	case t.ended():
-		return t.cause()
-	case t.s.run.Err() != nil:
-		return errNotStarted
-	}
-	return wrapf(err, "rate limit")
 }
 
 // takePayload reserves n bytes of the listener's payload budget for t,
