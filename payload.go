@@ -37,6 +37,12 @@ type Codec interface {
 // would silently turn into U+FFFD, is refused with an error matching
 // [ErrInvalidText], as every codec of this package refuses it: for bytes,
 // use a []byte field (base64 in JSON) or [Raw] with [Base64].
+//
+// A [Listener] decodes with it without copying a message's text first when
+// nothing but encoding/json reads the text: when its body type reaches no
+// UnmarshalJSON or UnmarshalText method (those of [time.Time] and
+// [encoding/json.RawMessage] excepted, which only read). A method of your
+// own is given a copy, so that it may do with its bytes what it likes.
 func JSON() Codec { return codec.JSON{} }
 
 // Base64 wraps inner so that the message text is the base64 of inner's text.
