@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/azdispatch/azdispatch/internal/codec"
 	"github.com/azdispatch/azdispatch/internal/payload"
 	"github.com/azdispatch/azdispatch/internal/wire"
 	"github.com/azdispatch/azdispatch/internal/xmltext"
@@ -120,7 +121,11 @@ func (e *PoisonEnvelope) encode() (string, error) {
 		if err := enc.Encode(&h); err != nil {
 			return "", err
 		}
-		header := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		// A reason may quote a body or an error holding U+FFFE or
+		// U+FFFF, which XML cannot carry: escaped, or every move to the
+		// poison queue would be refused, and the message poisoned in the
+		// end for its dequeue count, its reason lost.
+		header := codec.EscapeNoncharacters(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 		if wire.EnvelopeHeadLen(len(header)) <= poisonHeaderReserve {
 			return wire.RenderEnvelope(string(header), e.Body), nil
 		}

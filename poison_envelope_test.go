@@ -1,13 +1,18 @@
 package azdispatch
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/xmltext"
 )
 
 // An envelope's header is JSON an operator reads as it is, with az or
@@ -36,4 +41,38 @@ func TestDeleteFailureWordsFollowTheAnswer(t *testing.T) {
 	assert.Contains(t, deleteFailed(gone), "the receipt is stale")
 	assert.NotContains(t, deleteFailed(gone), "will be delivered again")
 	assert.Contains(t, deleteFailed(busy), "will be delivered again")
+}
+
+// A reason that quotes a body or an error holding U+FFFE or U+FFFF, which
+// XML cannot carry, is written escaped: the envelope can be sent, and
+// parses back to the same reason.
+func TestAnEnvelopeCarriesAReasonHoldingNoncharacters(t *testing.T) {
+	t.Parallel()
+	reason := "decode: json: cannot unmarshal number \uFFFE into Go value of type int; name \"bad\uFFFF\""
+	env := newPoisonEnvelope("orders", &Delivery{ID: "m1", Text: `{"\ufffe":"x"}`}, reason, time.Now())
+	text, err := env.encode()
+	require.NoError(t, err)
+	require.NoError(t, xmltext.Check(text), "a queue message can carry it")
+	back, err := ParsePoison(text)
+	require.NoError(t, err)
+	assert.Equal(t, reason, back.Reason)
+	assert.Equal(t, env.Body, back.Body)
+
+	// Poisoned at once, for what its handler said, not after
+	// MaxDequeueCount refused moves.
+	q := testQueue(t)
+	sendTexts(t, q, 1, func(int) string { return `{"name":"bad\ufffe"}` })
+	type customer struct {
+		Name string `json:"name"`
+	}
+	var calls atomic.Int32
+	l, err := NewListener(q, func(_ context.Context, m *Message[customer]) error {
+		calls.Add(1)
+		return Permanent(fmt.Errorf("no customer %s", m.Body.Name))
+	}, quick())
+	require.NoError(t, err)
+	got := poisonedOnce(t, q, l)
+	assert.Equal(t, "permanent: no customer bad\uFFFE", got.Reason)
+	assert.EqualValues(t, 1, calls.Load())
+	assert.Zero(t, l.State().PoisonErrors)
 }

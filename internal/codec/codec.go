@@ -47,7 +47,7 @@ func (JSON) Encode(v any) (string, error) {
 			return "", fmt.Errorf("%w: %s is not valid UTF-8, which JSON would replace with U+FFFD", xmltext.ErrInvalid, path)
 		}
 	}
-	return string(escapeNoncharacters(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))), nil
+	return string(EscapeNoncharacters(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))), nil
 }
 
 // maxUTF8Depth bounds the walk of invalidUTF8: encoding/json refuses
@@ -101,11 +101,11 @@ func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
 	return "", false
 }
 
-// escapeNoncharacters writes U+FFFE and U+FFFF, which encoding/json leaves
+// EscapeNoncharacters writes U+FFFE and U+FFFF, which encoding/json leaves
 // as they are but XML cannot carry, as JSON escapes: JSON text holds them
 // only inside strings, where an escape means the same, so a string holding
 // them is sent rather than refused (see [xmltext.ErrInvalid]).
-func escapeNoncharacters(b []byte) []byte {
+func EscapeNoncharacters(b []byte) []byte {
 	fffe, ffff := []byte("\uFFFE"), []byte("\uFFFF")
 	if !bytes.Contains(b, fffe) && !bytes.Contains(b, ffff) {
 		return b

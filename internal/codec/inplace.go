@@ -44,7 +44,7 @@ var readOnlyUnmarshalers = map[reflect.Type]bool{
 // may not. Interfaces are decoded into as new maps, slices and scalars, so
 // they run nothing of the caller's.
 func DecodesInPlace(t reflect.Type) bool {
-	return decodesInPlace(t, map[reflect.Type]bool{})
+	return !jsonV2 && decodesInPlace(t, map[reflect.Type]bool{})
 }
 
 func decodesInPlace(t reflect.Type, seen map[reflect.Type]bool) bool {
@@ -59,6 +59,12 @@ func decodesInPlace(t reflect.Type, seen map[reflect.Type]bool) bool {
 		if t.Implements(u) || reflect.PointerTo(t).Implements(u) {
 			return false
 		}
+	}
+	// encoding/json/v2's own method, which encoding/json calls too when
+	// built with GOEXPERIMENT=jsonv2: its decoder hands out slices of the
+	// input. Known by its name, since its package exists only then.
+	if _, ok := reflect.PointerTo(t).MethodByName("UnmarshalJSONFrom"); ok {
+		return false
 	}
 	switch t.Kind() {
 	case reflect.Pointer, reflect.Slice, reflect.Array:

@@ -22,6 +22,11 @@ type ownText string
 
 func (o *ownText) UnmarshalText(b []byte) error { *o = ownText(b); return nil }
 
+// fromJSON has encoding/json/v2's method, known by its name alone.
+type fromJSON struct{}
+
+func (*fromJSON) UnmarshalJSONFrom(any) error { return nil }
+
 type valueJSON struct{}
 
 func (valueJSON) UnmarshalJSON([]byte) error { return nil }
@@ -59,9 +64,10 @@ func TestDecodesInPlaceOnlyWhereNoOtherCodeSeesTheText(t *testing.T) {
 		{struct{ In map[ownText]int }{}, false}, // a map key's UnmarshalText
 		{struct{ In *struct{ Deep [1]valueJSON } }{}, false},
 		{struct{ In json.Unmarshaler }{}, false},
+		{fromJSON{}, false}, {struct{ In map[string]fromJSON }{}, false},
 	} {
 		typ := reflect.TypeOf(c.v)
-		assert.Equal(t, c.want, DecodesInPlace(typ), "%v", typ)
+		assert.Equal(t, c.want && !jsonV2, DecodesInPlace(typ), "%v (none under GOEXPERIMENT=jsonv2)", typ)
 	}
 }
 
