@@ -17,8 +17,9 @@ import (
 // encoded text preceded by its length in bytes, in decimal, and a newline.
 // Lengths rather than separators, because item text may hold anything a
 // codec produces (newlines under a raw codec), and because a reader can
-// refuse an oversized item before allocating it.
-const framesHeader = wire.ItemsMagic
+// refuse an oversized item before allocating it. The header line is
+// wire.ItemsMagic: package wire owns every prefix a text or a blob starts
+// with.
 
 // maxLengthLine bounds a frame's length line: 20 digits and a newline.
 const maxLengthLine = 21
@@ -39,8 +40,8 @@ type Writer struct {
 func NewWriter(lim Limits) *Writer {
 	w := &Writer{lim: lim}
 	w.gz = gzip.NewWriter(&w.buf)
-	_, _ = w.gz.Write([]byte(framesHeader)) // a bytes.Buffer does not fail
-	w.expanded = int64(len(framesHeader))
+	_, _ = w.gz.Write([]byte(wire.ItemsMagic)) // a bytes.Buffer does not fail
+	w.expanded = int64(len(wire.ItemsMagic))
 	return w
 }
 
@@ -100,8 +101,8 @@ func NewReader(data []byte, lim Limits) (*Reader, error) {
 	}
 	br := &boundedReader{r: gz, left: lim.MaxExpandedSize}
 	fr := &Reader{r: bufio.NewReader(br), lim: lim, count: br}
-	head := make([]byte, len(framesHeader))
-	if _, err := io.ReadFull(fr.r, head); err != nil || string(head) != framesHeader {
+	head := make([]byte, len(wire.ItemsMagic))
+	if _, err := io.ReadFull(fr.r, head); err != nil || string(head) != wire.ItemsMagic {
 		return nil, fr.fault(err, "no items header")
 	}
 	return fr, nil

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/azdispatch/azdispatch/internal/wire"
+
 	"github.com/azdispatch/azdispatch/internal/allocs"
 )
 
@@ -30,24 +32,24 @@ const readerOverhead = 256 << 10
 // publisher with the same limits writes, and reads back the same.
 func FuzzFrames(f *testing.F) {
 	for _, s := range []string{
-		framesHeader,
-		framesHeader + "0\n",
-		framesHeader + "5\nhello2\n{}",
-		framesHeader + "3\na\nb" + "0\n",
-		framesHeader + "005\nhello+2\nab",
-		framesHeader + "5\nhel",
-		framesHeader + "5",
-		framesHeader + "-1\n",
-		framesHeader + "1073741824\n",
-		framesHeader + "99999999999999999999\n",
-		framesHeader + strings.Repeat("1", 40) + "\n",
-		strings.Replace(framesHeader, "/1\n", "/2\n", 1) + "1\na", // a version this reader does not know
+		wire.ItemsMagic,
+		wire.ItemsMagic + "0\n",
+		wire.ItemsMagic + "5\nhello2\n{}",
+		wire.ItemsMagic + "3\na\nb" + "0\n",
+		wire.ItemsMagic + "005\nhello+2\nab",
+		wire.ItemsMagic + "5\nhel",
+		wire.ItemsMagic + "5",
+		wire.ItemsMagic + "-1\n",
+		wire.ItemsMagic + "1073741824\n",
+		wire.ItemsMagic + "99999999999999999999\n",
+		wire.ItemsMagic + strings.Repeat("1", 40) + "\n",
+		strings.Replace(wire.ItemsMagic, "/1\n", "/2\n", 1) + "1\na", // a version this reader does not know
 		"",
 	} {
 		f.Add([]byte(s), uint16(1024), uint16(4096))
 	}
-	f.Add([]byte(framesHeader+"3\nabc3\ndef"), uint16(2), uint16(64))    // an item over MaxItemSize
-	f.Add([]byte(framesHeader+"3\nabc3\ndef"), uint16(1024), uint16(22)) // stream over MaxExpandedSize
+	f.Add([]byte(wire.ItemsMagic+"3\nabc3\ndef"), uint16(2), uint16(64))    // an item over MaxItemSize
+	f.Add([]byte(wire.ItemsMagic+"3\nabc3\ndef"), uint16(1024), uint16(22)) // stream over MaxExpandedSize
 	f.Fuzz(func(t *testing.T, content []byte, maxItem, maxExpanded uint16) {
 		// Not parallel: other work would count in the allocation bound.
 		lim := Limits{MaxBlobSize: 1 << 30, MaxExpandedSize: 1 + int64(maxExpanded), MaxItemSize: 1 + int(maxItem), MaxItems: 1 << 30}
@@ -125,13 +127,13 @@ func FuzzFrames(f *testing.F) {
 // and allocates within a bound set by the limits, not by what the bytes
 // claim. Scan and SingleText agree with reading item by item.
 func FuzzFramesBlob(f *testing.F) {
-	for _, s := range []string{framesHeader, framesHeader + "5\nhello0\n", framesHeader + "1073741824\n"} {
+	for _, s := range []string{wire.ItemsMagic, wire.ItemsMagic + "5\nhello0\n", wire.ItemsMagic + "1073741824\n"} {
 		f.Add(gzipped(f, s))
 	}
-	two := append(gzipped(f, framesHeader+"1\na"), gzipped(f, "1\nb")...)
+	two := append(gzipped(f, wire.ItemsMagic+"1\na"), gzipped(f, "1\nb")...)
 	f.Add(two) // gzip members concatenated read as one stream
-	f.Add(append(gzipped(f, framesHeader), "junk"...))
-	f.Add(gzipped(f, framesHeader+"1000000\n"+strings.Repeat("\x00", 1000000))) // a bomb of 1 KiB
+	f.Add(append(gzipped(f, wire.ItemsMagic), "junk"...))
+	f.Add(gzipped(f, wire.ItemsMagic+"1000000\n"+strings.Repeat("\x00", 1000000))) // a bomb of 1 KiB
 	f.Add([]byte("not gzip"))
 	f.Add([]byte{})
 	lim := Limits{MaxBlobSize: 1 << 30, MaxExpandedSize: 64 << 10, MaxItemSize: 4 << 10, MaxItems: 1 << 30}
@@ -144,7 +146,7 @@ func FuzzFramesBlob(f *testing.F) {
 			if fr, err = NewReader(data, lim); err != nil {
 				return
 			}
-			size = len(framesHeader)
+			size = len(wire.ItemsMagic)
 			for {
 				var it string
 				if it, err = fr.Next(false); err != nil {
@@ -178,7 +180,7 @@ func FuzzFramesBlob(f *testing.F) {
 // and how the stream ends: nil, ErrCorrupt or ErrTooLarge.
 func frameModel(content []byte, maxItem int) ([]string, error) {
 	items := []string{}
-	rest, ok := bytes.CutPrefix(content, []byte(framesHeader))
+	rest, ok := bytes.CutPrefix(content, []byte(wire.ItemsMagic))
 	if !ok {
 		return items, ErrCorrupt
 	}
@@ -225,7 +227,7 @@ func readItems(data []byte, lim Limits) ([]string, error) {
 
 // framedSize is the expanded size of a payload of items, written canonically.
 func framedSize(items []string) int64 {
-	n := int64(len(framesHeader))
+	n := int64(len(wire.ItemsMagic))
 	for _, it := range items {
 		n += int64(len(strconv.Itoa(len(it))) + 1 + len(it))
 	}
@@ -282,7 +284,7 @@ func errIsOneOf(err error, targets ...error) bool {
 // anything is allocated for it.
 func TestReaderRefusesAHugeFrameBeforeAllocatingIt(t *testing.T) {
 	// Not parallel: other tests' allocations would count.
-	data := gzipped(t, framesHeader+"1073741824\nabc")
+	data := gzipped(t, wire.ItemsMagic+"1073741824\nabc")
 	var err error
 	spent := allocs.Bytes(func() { _, err = SingleText(data, defaultLimits(t)) })
 	assert.ErrorIs(t, err, ErrTooLarge)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/azdispatch/azdispatch/internal/wire"
 )
 
 func TestFramesRoundTripAnyText(t *testing.T) {
@@ -79,21 +81,21 @@ func TestReaderRefusesCorruptAndOversizedPayloads(t *testing.T) {
 	}{
 		"not gzip":         {[]byte("plain text"), ErrCorrupt},
 		"no header":        {gzipped(t, "2\nab"), ErrCorrupt},
-		"bad length":       {gzipped(t, framesHeader+"x\nab"), ErrCorrupt},
-		"negative length":  {gzipped(t, framesHeader+"-1\n"), ErrCorrupt},
-		"long length line": {gzipped(t, framesHeader+strings.Repeat("1", 40)+"\n"), ErrCorrupt},
-		"truncated item":   {gzipped(t, framesHeader+"5\nab"), ErrCorrupt},
-		"truncated line":   {gzipped(t, framesHeader+"2\nab3"), ErrCorrupt},
-		"trailing garbage": {append(gzipped(t, framesHeader+"2\nab"), "junk"...), ErrCorrupt},
-		"item too large":   {gzipped(t, framesHeader+"101\n"+strings.Repeat("a", 101)), ErrTooLarge},
+		"bad length":       {gzipped(t, wire.ItemsMagic+"x\nab"), ErrCorrupt},
+		"negative length":  {gzipped(t, wire.ItemsMagic+"-1\n"), ErrCorrupt},
+		"long length line": {gzipped(t, wire.ItemsMagic+strings.Repeat("1", 40)+"\n"), ErrCorrupt},
+		"truncated item":   {gzipped(t, wire.ItemsMagic+"5\nab"), ErrCorrupt},
+		"truncated line":   {gzipped(t, wire.ItemsMagic+"2\nab3"), ErrCorrupt},
+		"trailing garbage": {append(gzipped(t, wire.ItemsMagic+"2\nab"), "junk"...), ErrCorrupt},
+		"item too large":   {gzipped(t, wire.ItemsMagic+"101\n"+strings.Repeat("a", 101)), ErrTooLarge},
 		// 2 MiB of zeros in a few KiB: the reader stops at 1 MiB.
-		"gzip bomb": {gzipped(t, framesHeader+"2097152\n"+strings.Repeat("\x00", 2<<20)), ErrTooLarge},
+		"gzip bomb": {gzipped(t, wire.ItemsMagic+"2097152\n"+strings.Repeat("\x00", 2<<20)), ErrTooLarge},
 	}
 	for name, c := range cases {
 		err := scanErr(c.data, 1, lim)
 		assert.ErrorIs(t, err, c.want, name)
 	}
-	bomb := gzipped(t, framesHeader+strings.Repeat("99\n"+strings.Repeat("\x00", 99), 20_000))
+	bomb := gzipped(t, wire.ItemsMagic+strings.Repeat("99\n"+strings.Repeat("\x00", 99), 20_000))
 	assert.Less(t, len(bomb), 64<<10, "the bomb is small")
 	assert.ErrorIs(t, scanErr(bomb, 20_000, Limits{MaxBlobSize: 1 << 20, MaxExpandedSize: 1 << 20, MaxItemSize: 100, MaxItems: 1 << 20}), ErrTooLarge)
 }
