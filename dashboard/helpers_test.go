@@ -41,8 +41,16 @@ func server(t *testing.T, opts *dashboard.Options) (*dashboard.Handler, *httptes
 }
 
 // client follows no redirect, so that a test sees the 303 of an action.
+//
+// Its transport is its own and keeps no idle connection: on
+// http.DefaultTransport, a parallel test's httptest.Server.Close, which
+// closes that transport's idle connections, could break a request that had
+// just taken one ("http: CloseIdleConnections called").
 func client() *http.Client {
-	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &http.Client{
+		Transport:     &http.Transport{DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // get fetches a page under the prefix and returns its status, headers and body.
