@@ -6,8 +6,11 @@ package azdispatch
 // takes slowCall, the rest go to try goroutines (tryPool) to run side by
 // side; once none has started for spillAfter, the dequeuer's loop goes to
 // a successor goroutine too, so that a slow or hung handler holds up
-// neither its receive's other messages nor the next receive. At the end of
-// the file: what a handler call holds while it runs (takeHandler).
+// neither its receive's other messages nor the next receive. Neither
+// happens while goroutines of the process wait for a core (Listener.cpuBusy):
+// a call was then slow for want of one, and more goroutines would only
+// wait for one too. At the end of the file: what a handler call holds
+// while it runs (takeHandler).
 
 import (
 	"errors"
@@ -148,13 +151,15 @@ func (w *tryPool) close() {
 // that hangs holds up the rest of its receive by one to two of these, and
 // the next receive not at all. Progress is what counts, not the batch's
 // time, so that a busy machine, which slows every message, does not spill
-// batches of fast ones.
+// batches of fast ones; and none spills while goroutines wait for a core,
+// as the dequeuer's own may be one of them.
 const spillAfter = 500 * time.Microsecond
 
 // slowCall is how long a handler call takes before the dequeuer gives the
 // rest of its receive to try goroutines at once, rather than call them one
 // after another: handlers that take this long are likely to wait on
-// something, or to be worth a core each.
+// something, or to be worth a core each. Not while every core is taken:
+// the call may have waited for one, and a core it is worth is not free.
 const slowCall = 100 * time.Microsecond
 
 // States of an inlineRun.
@@ -228,7 +233,7 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 	}()
 	finished := false
 	for a, ok := run.take(); ok; a, ok = run.take() {
-		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) {
+		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) && !l.cpuBusy() {
 			// Handlers this slow run side by side: the rest go to try
 			// goroutines now, and the dequeuer receives again (unless
 			// spill has just taken them).
@@ -274,13 +279,14 @@ func (dq *dequeuer[T]) afterGoexit(run *inlineRun) {
 }
 
 // spill looks at the run every spillAfter while the dequeuer tries its
-// receive's messages. If none started since the last look, it gives those
-// not yet taken to try goroutines, and the dequeuer's loop, with its count
-// in session.dequeuers, to a new goroutine; the goroutine that was trying
+// receive's messages. If none started since the last look, and a core is
+// free (see Listener.cpuBusy), it gives those not yet taken to try
+// goroutines, and the dequeuer's loop, with its count in
+// session.dequeuers, to a new goroutine; the goroutine that was trying
 // counts as a handler from now.
 func (dq *dequeuer[T]) spill(run *inlineRun) {
 	if run.state.Load() == runTrying {
-		if pos := run.pos.Load(); pos != run.seen.Load() {
+		if pos := run.pos.Load(); pos != run.seen.Load() || dq.l.cpuBusy() {
 			// Rarely, the run finishes and stops the timer between the
 			// load and this: it then waits for the next look, which finds
 			// it finished.

@@ -38,11 +38,13 @@ type Codec interface {
 // [ErrInvalidText], as every codec of this package refuses it: for bytes,
 // use a []byte field (base64 in JSON) or [Raw] with [Base64].
 //
-// A [Listener] decodes with it without copying a message's text first when
-// nothing but encoding/json reads the text: when its body type reaches no
-// UnmarshalJSON or UnmarshalText method (those of [time.Time] and
-// [encoding/json.RawMessage] excepted, which only read). A method of your
-// own is given a copy, so that it may do with its bytes what it likes.
+// A [Listener] keeps its JSON decoders from one message to the next, rather
+// than make one per message, when nothing but encoding/json reads the
+// text: when its body type reaches no UnmarshalJSON or UnmarshalText
+// method (those of [time.Time] and [encoding/json.RawMessage] excepted,
+// which only read). A method of your own is given bytes of its own, so
+// that it may do with them what it likes. Either way a text is accepted,
+// refused and decoded as json.Unmarshal does.
 func JSON() Codec { return codec.JSON{} }
 
 // Base64 wraps inner so that the message text is the base64 of inner's text.
@@ -91,10 +93,10 @@ func checkCodecType[T any](c Codec) error {
 
 // bodyDecoder is the codec a listener of T decodes with: c, or, for the
 // default JSON and a T whose decoding runs no code but encoding/json's,
-// the same JSON read in place, without a copy of each message's text.
+// the same JSON with decoders kept from one message to the next.
 func bodyDecoder[T any](c Codec) Codec {
-	if _, ok := c.(codec.JSON); ok && codec.DecodesInPlace(reflect.TypeFor[T]()) {
-		return codec.JSONInPlace{}
+	if _, ok := c.(codec.JSON); ok && codec.Poolable(reflect.TypeFor[T]()) {
+		return codec.NewPooledJSON()
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,38 +145,48 @@ func TestEveryCodecRefusesTextThatIsNotUTF8(t *testing.T) {
 	assert.ErrorIs(t, checkText(text, serviceMessageLimit), ErrInvalidText)
 }
 
-// scribbler's UnmarshalJSON writes over the bytes it is given, which the
-// json.Unmarshaler contract does not forbid.
-type scribbler struct{ Seen string }
+// keeper's UnmarshalJSON keeps the bytes it is given, which the
+// json.Unmarshaler contract forbids but nothing prevents: a decoder that
+// reused its buffer would change what it kept.
+type keeper struct {
+	Kept []byte
+	Seen string
+}
 
-func (s *scribbler) UnmarshalJSON(b []byte) error {
-	s.Seen = string(b)
-	for i := range b {
-		b[i] = 'X'
-	}
+func (k *keeper) UnmarshalJSON(b []byte) error {
+	k.Kept, k.Seen = b, string(b)
 	return nil
 }
 
-func TestAListenerReadsTextInPlaceOnlyWhereNoUnmarshalerCanChangeIt(t *testing.T) {
+func TestAListenerKeepsDecodersOnlyWhereNoUnmarshalerSeesTheirBuffer(t *testing.T) {
 	t.Parallel()
 	type plain struct {
 		ID string
 		At time.Time
 	}
-	assert.Equal(t, codec.JSONInPlace{}, bodyDecoder[plain](JSON()), "encoding/json alone reads the text")
-	assert.Equal(t, JSON(), bodyDecoder[scribbler](JSON()))
-	assert.Equal(t, JSON(), bodyDecoder[struct{ In []*scribbler }](JSON()))
+	assert.IsType(t, &codec.PooledJSON{}, bodyDecoder[plain](JSON()), "encoding/json alone reads the buffer")
+	assert.Equal(t, JSON(), bodyDecoder[keeper](JSON()))
+	assert.Equal(t, JSON(), bodyDecoder[struct{ In []*keeper }](JSON()))
 	assert.Equal(t, Base64(JSON()), bodyDecoder[plain](Base64(JSON())), "another codec is left as it is")
 
-	// A scribbler's message, poisoned, keeps its text in its envelope.
+	// Every keeper still holds its own message's text once all are handled.
 	q := testQueue(t)
-	const text = `{"note":"keep me"}`
-	sendTexts(t, q, 1, func(int) string { return text })
-	l, err := NewListener(q, func(_ context.Context, m *Message[scribbler]) error {
-		return Permanent(fmt.Errorf("refused %s", m.Body.Seen))
+	const n = 20
+	sendTexts(t, q, n, func(i int) string { return fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("x", i)) })
+	var mu sync.Mutex
+	var got []keeper
+	l, err := NewListener(q, func(_ context.Context, m *Message[keeper]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, m.Body)
+		return nil
 	}, quick())
 	require.NoError(t, err)
-	env := poisonedOnce(t, q, l)
-	assert.Equal(t, text, env.Body)
-	assert.Contains(t, env.Reason, "refused "+text)
+	stop := started(t, l)
+	require.Eventually(t, func() bool { return l.State().Succeeded == n }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, stop())
+	require.Len(t, got, n)
+	for _, k := range got {
+		assert.Equal(t, k.Seen, string(k.Kept), "what an unmarshaler kept is its own")
+	}
 }

@@ -1,7 +1,7 @@
 // Package codec holds the codecs the root package offers: JSON that refuses
 // text JSON would change, base64 around another codec, and raw strings and
-// bytes; and JSONInPlace, the JSON a listener decodes with when no code but
-// encoding/json's sees the text. Their errors match xmltext.ErrInvalid for text the service cannot
+// bytes; and PooledJSON, the JSON a listener decodes with, keeping its
+// decoders, when no code but encoding/json's sees the text. Their errors match xmltext.ErrInvalid for text the service cannot
 // carry, and are a *TypeError for a value the raw codec cannot take.
 package codec
 
