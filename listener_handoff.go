@@ -7,10 +7,10 @@ package azdispatch
 // side; once none has started for spillAfter, the dequeuer's loop goes to
 // a successor goroutine too, so that a slow or hung handler holds up
 // neither its receive's other messages nor the next receive. Neither
-// happens while goroutines of the process wait for a core (Listener.cpuBusy):
-// a call was then slow for want of one, and more goroutines would only
-// wait for one too. At the end of the file: what a handler call holds
-// while it runs (takeHandler).
+// happens while goroutines of the process wait for a core (waitForCore),
+// until a quarter of the visibility timeout: a call was then slow for want
+// of one, and more goroutines would only wait for one too. At the end of
+// the file: what a handler call holds while it runs (takeHandler).
 
 import (
 	"errors"
@@ -233,7 +233,7 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 	}()
 	finished := false
 	for a, ok := run.take(); ok; a, ok = run.take() {
-		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) && !l.cpuBusy() {
+		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) && !dq.waitForCore(run) {
 			// Handlers this slow run side by side: the rest go to try
 			// goroutines now, and the dequeuer receives again (unless
 			// spill has just taken them).
@@ -279,14 +279,14 @@ func (dq *dequeuer[T]) afterGoexit(run *inlineRun) {
 }
 
 // spill looks at the run every spillAfter while the dequeuer tries its
-// receive's messages. If none started since the last look, and a core is
-// free (see Listener.cpuBusy), it gives those not yet taken to try
-// goroutines, and the dequeuer's loop, with its count in
+// receive's messages. If none started since the last look, and they need
+// not wait for a core (see waitForCore), it gives those not yet taken to
+// try goroutines, and the dequeuer's loop, with its count in
 // session.dequeuers, to a new goroutine; the goroutine that was trying
 // counts as a handler from now.
 func (dq *dequeuer[T]) spill(run *inlineRun) {
 	if run.state.Load() == runTrying {
-		if pos := run.pos.Load(); pos != run.seen.Load() || dq.l.cpuBusy() {
+		if pos := run.pos.Load(); pos != run.seen.Load() || dq.waitForCore(run) {
 			// Rarely, the run finishes and stops the timer between the
 			// load and this: it then waits for the next look, which finds
 			// it finished.
@@ -303,6 +303,16 @@ func (dq *dequeuer[T]) spill(run *inlineRun) {
 	// before the successor can end, and with it the wait for dequeuers.
 	dq.s.handlers.Add(1)
 	dq.handOn(run)
+}
+
+// waitForCore reports whether the run's messages should wait for a core
+// rather than spill: while goroutines of the process wait for one (see
+// Listener.cpuBusy), until a quarter of the visibility timeout has passed
+// since the receive. A message not yet started is not renewed: it must
+// start well before it reappears, or another receive brings it again and
+// it is handled twice.
+func (dq *dequeuer[T]) waitForCore(run *inlineRun) bool {
+	return time.Since(run.result.started) < dq.l.opts.VisibilityTimeout/4 && dq.l.cpuBusy()
 }
 
 // handOn gives the messages of run nobody has taken to try goroutines, and

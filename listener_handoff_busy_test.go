@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,4 +64,39 @@ func TestASlowCallSpillsOnlyWhenACoreIsFree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// While every core stays taken, the messages behind a handler that blocks
+// wait for one no longer than a quarter of their visibility timeout: they
+// are not renewed before they start, and had reappeared, been handled by
+// another dequeuer, and then been handled again, stale, once the blocked
+// call returned.
+func TestMessagesBehindABlockedCallStartBeforeTheyReappearWhileCoresAreBusy(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	texts := []string{`{"n":0}`, `{"n":1}`, `{"n":2}`, `{"n":3}`}
+	sendTexts(t, q, len(texts), func(i int) string { return texts[i] })
+	const vis = 2 * time.Second
+	cfg := quick()
+	cfg.VisibilityTimeout = vis
+	cfg.Scaling.MinDequeuers, cfg.Scaling.MaxDequeuers = 2, 2
+	var mu sync.Mutex
+	calls := map[int]int{}
+	l, err := NewListener(q, func(_ context.Context, m *Message[job]) error {
+		if m.Body.N == 0 {
+			time.Sleep(vis + 3*time.Second) // blocks past the others' visibility
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls[m.Body.N]++
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	l.cpuBusy = func() bool { return true }
+	stop := started(t, l)
+	waitFor(t, "all handled", func() bool { return l.State().Succeeded == int64(len(texts)) })
+	require.NoError(t, stop())
+	assert.Equal(t, map[int]int{1: 1, 2: 1, 3: 1}, calls, "each handled once")
+	assert.Zero(t, l.State().Lost, "no receipt went stale")
 }

@@ -18,7 +18,7 @@ import (
 // then had to find. Use [NewPooledJSON]; it is safe for concurrent use.
 //
 // A decoder copies the text into a buffer of its own, which the next text
-// overwrites. That is safe only for a type that [Pooled] accepts:
+// overwrites. That is safe only for a type that [Poolable] accepts:
 // encoding/json keeps no part of its buffer (every string, number, map key
 // and raw value it stores is copied out), but an UnmarshalJSON or
 // UnmarshalText of another package is given a slice of it, and one that
