@@ -186,6 +186,12 @@ type inlineRun struct {
 	// rest and started the successor, or found the run over), unless it
 	// set the timer again.
 	spilled chan struct{}
+	// born is when the run was made, and coreWaitEnd how long after it
+	// its messages stop waiting for a core (see waitForCore): atomic, as
+	// spill reads it when it only sets the timer again, which orders
+	// nothing before the dequeuer's next receive.
+	born        time.Time
+	coreWaitEnd atomic.Int64
 }
 
 // take returns the next message nobody has taken yet.
@@ -214,12 +220,13 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 	}
 	run := dq.run
 	if run == nil {
-		run = &inlineRun{spilled: make(chan struct{}, 1)}
+		run = &inlineRun{spilled: make(chan struct{}, 1), born: time.Now()}
 		run.timer = time.AfterFunc(time.Hour, func() { dq.spill(run) })
 		run.timer.Stop()
 		dq.run = run
 	}
 	run.arrivals, run.next, run.result = batch, next, r
+	run.coreWaitEnd.Store(int64(r.started.Add(dq.l.opts.VisibilityTimeout / 4).Sub(run.born)))
 	run.pos.Store(0)
 	run.seen.Store(0)
 	run.state.Store(runTrying) // publishes the fields above to spill
@@ -312,7 +319,7 @@ func (dq *dequeuer[T]) spill(run *inlineRun) {
 // start well before it reappears, or another receive brings it again and
 // it is handled twice.
 func (dq *dequeuer[T]) waitForCore(run *inlineRun) bool {
-	return time.Since(run.result.started) < dq.l.opts.VisibilityTimeout/4 && dq.l.cpuBusy()
+	return time.Since(run.born) < time.Duration(run.coreWaitEnd.Load()) && dq.l.cpuBusy()
 }
 
 // handOn gives the messages of run nobody has taken to try goroutines, and
