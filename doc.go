@@ -108,9 +108,7 @@
 // none has started for about a millisecond (a handler that waits or
 // hangs), its receive loop goes on in another goroutine too, so that a
 // slow handler holds up neither the other messages it came with nor the
-// next receive. Neither happens while goroutines of the process wait for a
-// core, until a quarter of the visibility timeout: a call was then slow for
-// want of one, not because it waited. When a dequeuer receives a full batch, the listener
+// next receive. When a dequeuer receives a full batch, the listener
 // reads the queue's depth, at most once per ScaleInterval, and starts the
 // dequeuers the Scale hook asks for; between readings, a round of full
 // receives adds one dequeuer; a dequeuer whose idle back-off has reached its

@@ -61,7 +61,6 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
-	"github.com/azdispatch/azdispatch/internal/cpubusy"
 	"github.com/azdispatch/azdispatch/internal/dequeue"
 	"github.com/azdispatch/azdispatch/internal/health"
 	"github.com/azdispatch/azdispatch/internal/keygate"
@@ -156,10 +155,6 @@ type Listener[T any] struct {
 	// give the service's time of its receive; time.Now but in tests that
 	// skew it, to show that nothing else depends on it.
 	clock func() time.Time
-	// cpuBusy tells whether goroutines of the process wait for a core,
-	// when a slow call is no reason to try a receive's messages side by
-	// side (see tryHere); cpubusy.Busy but in tests.
-	cpuBusy func() bool
 }
 
 // session is what one call of Run shares with everything it starts.
@@ -243,7 +238,6 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		budget:    payload.NewBudget(o.Payloads.Memory, payload.GCPercent()),
 		hop:       MaxVisibility,
 		clock:     time.Now,
-		cpuBusy:   cpubusy.Busy,
 	}
 	l.paused = l.pauseGate()
 	if o.Limits.PerKey > 0 {

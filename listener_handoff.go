@@ -6,10 +6,7 @@ package azdispatch
 // takes slowCall, the rest go to try goroutines (tryPool) to run side by
 // side; once none has started for spillAfter, the dequeuer's loop goes to
 // a successor goroutine too, so that a slow or hung handler holds up
-// neither its receive's other messages nor the next receive. Neither
-// happens while goroutines of the process wait for a core (waitForCore),
-// until a quarter of the visibility timeout: a call was then slow for want
-// of one, and more goroutines would only wait for one too. At the end of
+// neither its receive's other messages nor the next receive. At the end of
 // the file: what a handler call holds while it runs (takeHandler).
 
 import (
@@ -151,15 +148,13 @@ func (w *tryPool) close() {
 // that hangs holds up the rest of its receive by one to two of these, and
 // the next receive not at all. Progress is what counts, not the batch's
 // time, so that a busy machine, which slows every message, does not spill
-// batches of fast ones; and none spills while goroutines wait for a core,
-// as the dequeuer's own may be one of them.
+// batches of fast ones.
 const spillAfter = 500 * time.Microsecond
 
 // slowCall is how long a handler call takes before the dequeuer gives the
 // rest of its receive to try goroutines at once, rather than call them one
 // after another: handlers that take this long are likely to wait on
-// something, or to be worth a core each. Not while every core is taken:
-// the call may have waited for one, and a core it is worth is not free.
+// something, or to be worth a core each.
 const slowCall = 100 * time.Microsecond
 
 // States of an inlineRun.
@@ -186,12 +181,6 @@ type inlineRun struct {
 	// rest and started the successor, or found the run over), unless it
 	// set the timer again.
 	spilled chan struct{}
-	// born is when the run was made, and coreWaitEnd how long after it
-	// its messages stop waiting for a core (see waitForCore): atomic, as
-	// spill reads it when it only sets the timer again, which orders
-	// nothing before the dequeuer's next receive.
-	born        time.Time
-	coreWaitEnd atomic.Int64
 }
 
 // take returns the next message nobody has taken yet.
@@ -220,13 +209,12 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 	}
 	run := dq.run
 	if run == nil {
-		run = &inlineRun{spilled: make(chan struct{}, 1), born: time.Now()}
+		run = &inlineRun{spilled: make(chan struct{}, 1)}
 		run.timer = time.AfterFunc(time.Hour, func() { dq.spill(run) })
 		run.timer.Stop()
 		dq.run = run
 	}
 	run.arrivals, run.next, run.result = batch, next, r
-	run.coreWaitEnd.Store(int64(r.started.Add(dq.l.opts.VisibilityTimeout / 4).Sub(run.born)))
 	run.pos.Store(0)
 	run.seen.Store(0)
 	run.state.Store(runTrying) // publishes the fields above to spill
@@ -240,7 +228,7 @@ func (dq *dequeuer[T]) tryHere(batch []arrival, next dequeue.Step, r receiveResu
 	}()
 	finished := false
 	for a, ok := run.take(); ok; a, ok = run.take() {
-		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) && !dq.waitForCore(run) {
+		if l.tryDelivery(s, a) >= slowCall && int(run.pos.Load()) < len(run.arrivals) {
 			// Handlers this slow run side by side: the rest go to try
 			// goroutines now, and the dequeuer receives again (unless
 			// spill has just taken them).
@@ -286,14 +274,13 @@ func (dq *dequeuer[T]) afterGoexit(run *inlineRun) {
 }
 
 // spill looks at the run every spillAfter while the dequeuer tries its
-// receive's messages. If none started since the last look, and they need
-// not wait for a core (see waitForCore), it gives those not yet taken to
-// try goroutines, and the dequeuer's loop, with its count in
-// session.dequeuers, to a new goroutine; the goroutine that was trying
+// receive's messages. If none started since the last look, it gives those
+// not yet taken to try goroutines, and the dequeuer's loop, with its count
+// in session.dequeuers, to a new goroutine; the goroutine that was trying
 // counts as a handler from now.
 func (dq *dequeuer[T]) spill(run *inlineRun) {
 	if run.state.Load() == runTrying {
-		if pos := run.pos.Load(); pos != run.seen.Load() || dq.waitForCore(run) {
+		if pos := run.pos.Load(); pos != run.seen.Load() {
 			// Rarely, the run finishes and stops the timer between the
 			// load and this: it then waits for the next look, which finds
 			// it finished.
@@ -310,16 +297,6 @@ func (dq *dequeuer[T]) spill(run *inlineRun) {
 	// before the successor can end, and with it the wait for dequeuers.
 	dq.s.handlers.Add(1)
 	dq.handOn(run)
-}
-
-// waitForCore reports whether the run's messages should wait for a core
-// rather than spill: while goroutines of the process wait for one (see
-// Listener.cpuBusy), until a quarter of the visibility timeout has passed
-// since the receive. A message not yet started is not renewed: it must
-// start well before it reappears, or another receive brings it again and
-// it is handled twice.
-func (dq *dequeuer[T]) waitForCore(run *inlineRun) bool {
-	return time.Since(run.born) < time.Duration(run.coreWaitEnd.Load()) && dq.l.cpuBusy()
 }
 
 // handOn gives the messages of run nobody has taken to try goroutines, and
