@@ -124,10 +124,19 @@ type costHistory struct {
 	samples []costSample
 }
 
-func (c *costHistory) sample(now time.Time, s costSample) {
-	s.at = now
+// sample adds the counts read now. It reads them under the history's
+// lock, and takes for their time no earlier one than the last sample's:
+// requests that sample at once append in the order they read, so that a
+// later sample never holds less than an earlier one (a count read first
+// and appended last had made the dashboard's share of a window negative).
+func (c *costHistory) sample(now time.Time, read func() costSample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if n := len(c.samples); n > 0 && now.Before(c.samples[n-1].at) {
+		now = c.samples[n-1].at
+	}
+	s := read()
+	s.at = now
 	c.samples = append(c.samples, s)
 	// Keep one sample older than the window, as the rate's start.
 	cut := 0

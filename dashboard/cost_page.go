@@ -50,7 +50,7 @@ func (h *Handler) readPrice(r *http.Request) float64 {
 
 func (h *Handler) serveCost(w http.ResponseWriter, r *http.Request) {
 	now := h.opts.Now()
-	h.costs.sample(now, h.totals()) // free: counters in this process
+	h.costs.sample(now, h.totals) // free: counters in this process
 	first, last, _ := h.costs.span()
 	price := h.readPrice(r)
 	b := costBody{Currency: h.opts.Currency, Priced: price > 0, CacheFor: h.opts.CacheFor, RatesAfter: fmt.Sprintf("%g min", minRateWindow.Minutes())}

@@ -178,7 +178,7 @@ func (h *Handler) record(r overviewReading) {
 		add("account-poison:"+accountKey(a), agg.Poison)
 		add("account-age:"+accountKey(a), agg.Age)
 	}
-	h.costs.sample(now, h.totals())
+	h.costs.sample(now, h.totals)
 }
 
 // aggregate sums depths and takes the oldest age over units: absent if
