@@ -103,7 +103,7 @@ func (r *groupsRun) run(ctx context.Context) (groupsRecord, error) {
 		return groupsRecord{}, err
 	}
 	defer ems.close()
-	if r.dir, err = os.MkdirTemp("", "azdispatch-groups-"); err != nil {
+	if r.dir, err = os.MkdirTemp("", "load-groups-"); err != nil {
 		return groupsRecord{}, err
 	}
 	keep := true
