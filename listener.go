@@ -61,6 +61,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/azdispatch/azdispatch/internal/backoff"
+	"github.com/azdispatch/azdispatch/internal/cputime"
 	"github.com/azdispatch/azdispatch/internal/dequeue"
 	"github.com/azdispatch/azdispatch/internal/health"
 	"github.com/azdispatch/azdispatch/internal/keygate"
@@ -79,8 +80,8 @@ import (
 //
 // Its receive loops (dequeuers) scale with the work: from
 // [ScalingOptions.MinDequeuers] when the queue is empty, up to
-// [ScalingOptions.MaxDequeuers] as the queue's depth calls for, and back down
-// as they go idle. Each dequeuer hands its messages to up to
+// [ScalingOptions.MaxDequeuers] as the queue's depth calls for and the
+// process's cores allow, and back down as they go idle. Each dequeuer hands its messages to up to
 // [ListenerOptions.Concurrency] handler goroutines.
 type Listener[T any] struct {
 	src     Source
@@ -95,6 +96,7 @@ type Listener[T any] struct {
 
 	floor     int // dequeuers kept when idle: MinDequeuers, or 0 when PushOnly
 	threshold int // free slots a dequeuer needs before receiving again
+	most      int // the most a receive asks for: BatchSize, or a seat's slots if fewer
 	scale     dequeue.Scaler
 	wake      *syncx.Signal
 	want      atomic.Int64  // dequeuers asked for, read by Run
@@ -155,6 +157,10 @@ type Listener[T any] struct {
 	// give the service's time of its receive; time.Now but in tests that
 	// skew it, to show that nothing else depends on it.
 	clock func() time.Time
+	// cores makes each Run's gauge of whether the process fills its cores
+	// (see dequeuer.cpuRoom): cputime.NewGauge but in tests that must not
+	// depend on how busy their machine is.
+	cores func() *cputime.Gauge
 }
 
 // session is what one call of Run shares with everything it starts.
@@ -186,6 +192,9 @@ type session struct {
 	// counter) but not its cancellation, so that a shutdown settles what it
 	// finished, and end settleTimeout after.
 	settle syncx.Deadlines
+	// cores tells whether the process has lately filled its cores, from
+	// the start of Run (see dequeuer.cpuRoom).
+	cores *cputime.Gauge
 }
 
 // settleTimeout bounds a delete, release, renewal or poison move.
@@ -228,6 +237,7 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
 		threshold: min(o.Scaling.BatchSize, max(1, o.Concurrency/2)),
+		most:      min(o.Scaling.BatchSize, o.inHand()),
 		scale:     dequeue.Scaler{Interval: o.Scaling.ScaleInterval, Min: floor, Max: o.Scaling.MaxDequeuers},
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),
@@ -238,6 +248,7 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		budget:    payload.NewBudget(o.Payloads.Memory, payload.GCPercent()),
 		hop:       MaxVisibility,
 		clock:     time.Now,
+		cores:     cputime.NewGauge,
 	}
 	l.paused = l.pauseGate()
 	if o.Limits.PerKey > 0 {
@@ -333,7 +344,7 @@ func (l *Listener[T]) Run(ctx context.Context) error {
 	// Run's own cancellation, for a FatalTimeout to end what ctx would.
 	ctx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	s := &session{run: countIn(ctx, &l.tx), tries: tryPool{ch: make(chan arrival)}}
+	s := &session{run: countIn(ctx, &l.tx), tries: tryPool{ch: make(chan arrival)}, cores: l.cores()}
 	if l.opts.CreateQueue {
 		if err := l.createQueue(s.run); err != nil || s.run.Err() != nil {
 			return err

@@ -64,8 +64,11 @@ type dequeuer[T any] struct {
 type receiveResult struct {
 	asked, got int
 	limited    bool
-	noTurns    error // the rate limiter's refusal: nothing was received
-	err        error
+	// short: the messages the dequeuer still had in hand left it fewer
+	// free slots than it may ask for, or made it wait for them.
+	short   bool
+	noTurns error // the rate limiter's refusal: nothing was received
+	err     error
 	// woken is the wake-up channel taken before the receive: a wake-up
 	// while it is under way closes it, so the wait after ends at once.
 	woken <-chan struct{}
@@ -151,12 +154,13 @@ func (dq *dequeuer[T]) leave() {
 func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 	l, ctx, slots := dq.l, dq.ctx, dq.slots
 	var n int
+	var waited bool
 	for {
 		if !l.awaitUnpaused(ctx) {
 			return receiveResult{}, nil, false
 		}
 		var err error
-		if n, err = slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize); err != nil {
+		if n, waited, err = slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize); err != nil {
 			return receiveResult{}, nil, false
 		}
 		if ctx.Err() != nil {
@@ -181,7 +185,7 @@ func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 		return receiveResult{noTurns: err}, nil, ctx.Err() == nil
 	}
 	dq.paused = false
-	r := receiveResult{asked: n, limited: turns != nil && turns.Len() < n}
+	r := receiveResult{asked: n, limited: turns != nil && turns.Len() < n, short: waited || n < l.most}
 	if r.limited {
 		slots.Give(n - turns.Len())
 		r.asked = turns.Len()
@@ -281,7 +285,7 @@ func (dq *dequeuer[T]) follow(next dequeue.Step, r receiveResult) bool {
 	case dequeue.Receive:
 		return true
 	case dequeue.ScaleUp:
-		l.scaleUp(ctx)
+		l.scaleUp(ctx, dq.s, dq.cpuRoom(r))
 		return true
 	case dequeue.BackOff:
 		l.log.Warn("receive failed", "err", r.err, "failures", dq.failures, "kept", r.got, "retry_in", next.Delay)
@@ -451,15 +455,43 @@ func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Del
 	return l.srcReceive(rctx, n)
 }
 
+// cpuRoom reports whether another dequeuer could make the listener go
+// faster after the full receive r. It could not while the process has
+// filled the cores Go runs it on (GOMAXPROCS) over the last span measured,
+// and this dequeuer's slots are free (r was not cut short, and the next
+// receive may ask for a batch): the work is then the CPU's, and another
+// loop would only share the same cores, with its goroutines preempting the
+// others' and more stacks for the garbage collector to scan. Nor within a
+// span not yet measured (the first of Run, or the one after a scale-up):
+// rather than start every dequeuer the depth calls for at the first full
+// receive, the listener adds them as each span finds room. Handlers that
+// wait (on storage, a database, a lock) hold their dequeuer's slots, and
+// such a listener scales as before however busy the process is; so,
+// though, does one whose handlers hold slots only while they wait for a
+// core, as after a spill on a machine too busy to run them at once.
+func (dq *dequeuer[T]) cpuRoom(r receiveResult) bool {
+	if r.short || dq.slots.Free() < dq.l.threshold {
+		return true
+	}
+	full, known := dq.s.cores.Full()
+	return known && !full
+}
+
 // scaleUp, after a full receive, reads the queue's depth, at most once per
 // ScaleInterval across the listener, and asks Run for the dequeuers the
-// Scale hook wants. Between two readings the full receives themselves say
-// the queue holds more: a round of them adds a dequeuer (see dequeue.Scaler.Full).
-func (l *Listener[T]) scaleUp(ctx context.Context) {
+// Scale hook wants, if room says more could go faster (see cpuRoom): the
+// depth is read all the same, for State. Between two readings the full
+// receives themselves say the queue holds more: a round of them adds a
+// dequeuer (see dequeue.Scaler.Full).
+func (l *Listener[T]) scaleUp(ctx context.Context, s *session, room bool) {
 	now := time.Now()
 	if !l.scale.ClaimDepthRead(now) {
+		if !room {
+			return
+		}
 		active := int(l.stats.active.Load())
 		if l.scale.Full(now, active) {
+			s.cores.Restart()
 			l.stats.scaleUps.Add(1)
 			l.ask(active + 1)
 			l.log.Debug("scaling up on full receives", "dequeuers", active+1)
@@ -486,10 +518,18 @@ func (l *Listener[T]) scaleUp(ctx context.Context) {
 			"dequeuers", want, "max", l.opts.Scaling.MaxDequeuers, "depth", depth)
 		l.event(Event{Kind: EventTargetUnmet, Dequeuers: want, Depth: depth})
 	}
+	if !room {
+		if want > active {
+			l.log.Debug("not scaling up: the process fills its cores with work its dequeuers finish as they receive it",
+				"dequeuers", active, "wanted", want, "depth", depth)
+		}
+		return
+	}
 	add := l.scale.Target(now, want, active)
 	if add == 0 {
 		return
 	}
+	s.cores.Restart()
 	l.stats.scaleUps.Add(1)
 	l.ask(active + add)
 	l.log.Debug("scaling up", "depth", depth, "dequeuers", active+add)

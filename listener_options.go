@@ -14,9 +14,8 @@ import (
 // how many receive loops run and how they pace themselves is in Scaling,
 // and how offloaded payloads are read and held is in Payloads.
 type ListenerOptions struct {
-	// Codec decodes message text into the listener's type. Defaults to
-	// [JSON](). A message it cannot decode is poisoned without reaching the
-	// handler.
+	// Codec decodes message text into the listener's type; defaults to
+	// [JSON](). A message it cannot decode is poisoned, never handled.
 	Codec Codec
 
 	// Concurrency is the most handler calls of one dequeuer at once, and,
@@ -155,7 +154,8 @@ type ScalingOptions struct {
 	// and the items of batches together). Defaults to 8: 512 handlers, and
 	// 8 receives in flight, enough to reach one queue's target of 2,000
 	// messages a second at 100 ms a round trip. The listener scales up from
-	// the queue's depth (see Scale) and down as dequeuers go idle.
+	// the queue's depth (see Scale) and down as dequeuers go idle, but not
+	// while handlers that return at once fill the process's cores (GOMAXPROCS).
 	MaxDequeuers int
 
 	// Scale says how many dequeuers the queue's depth calls for. Defaults to

@@ -54,3 +54,37 @@ func BenchmarkOverhead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOverheadTurns drains b.N messages through the listener and
+// through the floor (raw-loop), in turns of 200,000 that alternate between
+// them, and reports the listener's CPU per message as a multiple of the
+// floor's: on a shared machine, whose neighbours slow one drain and not
+// the next, a ratio of drains taken in turns holds still where one of two
+// drains run one after the other does not. For the figures the README
+// and BENCHMARKS.md quote:
+//
+//	GOMAXPROCS=1 go test -run '^$' -bench 'OverheadTurns/stream' -benchtime 3000000x .
+func BenchmarkOverheadTurns(b *testing.B) {
+	fills := []struct {
+		name string
+		fill func(ctx context.Context, n int) (azdispatch.Source, error)
+	}{
+		{"memqueue", func(ctx context.Context, n int) (azdispatch.Source, error) { return overhead.Fill(ctx, n) }},
+		{"stream", func(_ context.Context, n int) (azdispatch.Source, error) { return overhead.NewStream(n), nil }},
+	}
+	for _, f := range fills {
+		b.Run(f.name, func(b *testing.B) {
+			variants := []string{overhead.Listener, overhead.RawLoop}
+			rs, err := overhead.Turns(context.Background(), variants, b.N, max(b.N/200_000, 1), f.fill)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, floor := rs[overhead.Listener], rs[overhead.RawLoop]
+			b.ReportMetric(l.CPUPerMsg, "listener-cpu-µs/msg")
+			b.ReportMetric(floor.CPUPerMsg, "raw-loop-cpu-µs/msg")
+			b.ReportMetric(float64(l.CPU)/float64(floor.CPU), "listener÷raw-loop-cpu")
+			b.ReportMetric(l.AllocsPerMsg, "listener-allocs/msg")
+			b.ReportMetric(l.BytesPerMsg, "listener-B/msg")
+		})
+	}
+}

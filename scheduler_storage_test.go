@@ -129,6 +129,8 @@ func TestADuplicateOfAnOccurrenceIsDroppedAgainstTheEmulator(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	release := make(chan struct{})
+	var released sync.Once
+	letGo := func() { released.Do(func() { close(release) }) }
 	var hungSends sync.WaitGroup
 	hungSends.Add(1)
 	messages := func(_ context.Context, o Occurrence) ([]string, error) { return []string{"report"}, nil }
@@ -152,6 +154,8 @@ func TestADuplicateOfAnOccurrenceIsDroppedAgainstTheEmulator(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	// A wait below that fails must not leave the hung send holding Run.
+	defer letGo()
 	wg.Go(func() { assert.NoError(t, hung.Run(ctx)) })
 	waitFor(t, "the hung scheduler's claim", func() bool {
 		st, err := hung.States(ctx)
@@ -167,7 +171,7 @@ func TestADuplicateOfAnOccurrenceIsDroppedAgainstTheEmulator(t *testing.T) {
 	// The hung one never got to send: half its claim timeout has passed,
 	// so it looks again rather than send. Sent anyway, the copy would be
 	// dropped: send one as it would have.
-	close(release)
+	letGo()
 	hungSends.Wait()
 	_, _, err = pub.publish(ctx, "report", hung.route(hung.schedules["report"], timetable.Occurrence{At: first}, 0))
 	require.NoError(t, err)

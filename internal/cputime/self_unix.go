@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// Span is the least time a [Gauge] measures over: the kernel counts a
+// process's CPU time to the microsecond or better, so a tenth of a second
+// tells a busy process from one that waits.
+const Span = 100 * time.Millisecond
+
 // Self is the user and system CPU time this process has used.
 func Self() (time.Duration, error) {
 	var ru syscall.Rusage

@@ -3,6 +3,8 @@ package overhead
 import (
 	"context"
 	"testing"
+
+	"github.com/azdispatch/azdispatch"
 )
 
 // Every variant drains the whole queue and reports figures for it; how
@@ -27,5 +29,27 @@ func TestEveryVariantDrainsTheQueue(t *testing.T) {
 	}
 	if _, err := Drain(ctx, "nonesuch", nil, 1); err == nil {
 		t.Fatal("an unknown variant should be refused")
+	}
+}
+
+// Turns adds up each variant's turns: every message of every turn is
+// counted once, for every variant.
+func TestTurnsCountEveryMessageOfEveryVariant(t *testing.T) {
+	ctx := context.Background()
+	streams := 0
+	rs, err := Turns(ctx, []string{Listener, RawLoop}, 1000, 4, func(_ context.Context, n int) (azdispatch.Source, error) {
+		streams++
+		return NewStream(n), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if streams != 8 {
+		t.Fatalf("%d sources made, want one per variant and turn, 8", streams)
+	}
+	for _, v := range []string{Listener, RawLoop} {
+		if r := rs[v]; r.Messages != 1000 || r.CPUPerMsg < 0 || r.MsgsPerS <= 0 {
+			t.Fatalf("%s: %+v", v, r)
+		}
 	}
 }

@@ -24,9 +24,9 @@ type Slots struct {
 func NewSlots(n int) *Slots { return &Slots{free: n, grew: make(chan struct{}, 1)} }
 
 // Take waits until at least atLeast slots are free, then takes up to most,
-// and returns how many it took. It fails only when ctx ends, with ctx's
-// error.
-func (s *Slots) Take(ctx context.Context, atLeast, most int) (int, error) {
+// and returns how many it took, and whether it had to wait: the messages
+// in hand held too many. It fails only when ctx ends, with ctx's error.
+func (s *Slots) Take(ctx context.Context, atLeast, most int) (n int, waited bool, err error) {
 	for {
 		s.mu.Lock()
 		if s.free >= atLeast {
@@ -37,15 +37,23 @@ func (s *Slots) Take(ctx context.Context, atLeast, most int) (int, error) {
 			if left >= atLeast {
 				s.signal()
 			}
-			return n, nil
+			return n, waited, nil
 		}
 		s.mu.Unlock()
+		waited = true
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, waited, ctx.Err()
 		case <-s.grew:
 		}
 	}
+}
+
+// Free is how many slots are free now.
+func (s *Slots) Free() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.free
 }
 
 // Give returns n slots; n <= 0 gives none.
