@@ -96,7 +96,6 @@ type Listener[T any] struct {
 
 	floor     int // dequeuers kept when idle: MinDequeuers, or 0 when PushOnly
 	threshold int // free slots a dequeuer needs before receiving again
-	most      int // the most a receive asks for: BatchSize, or a seat's slots if fewer
 	scale     dequeue.Scaler
 	wake      *syncx.Signal
 	want      atomic.Int64  // dequeuers asked for, read by Run
@@ -237,7 +236,6 @@ func newListener[T any](source Source, handler Handler[T], opts *ListenerOptions
 		alerts:    alertLogger(o, source.Name()),
 		floor:     floor,
 		threshold: min(o.Scaling.BatchSize, max(1, o.Concurrency/2)),
-		most:      min(o.Scaling.BatchSize, o.inHand()),
 		scale:     dequeue.Scaler{Interval: o.Scaling.ScaleInterval, Min: floor, Max: o.Scaling.MaxDequeuers},
 		wake:      syncx.NewSignal(),
 		asked:     make(chan struct{}, 1),

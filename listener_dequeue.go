@@ -58,17 +58,17 @@ type dequeuer[T any] struct {
 	// hands the loop on.
 	arrivals []arrival
 	run      *inlineRun
+	// backlog says the last receive came back full: the queue may hold
+	// more (see takeSlots).
+	backlog bool
 }
 
 // receiveResult is one receive as the dequeuer saw it.
 type receiveResult struct {
 	asked, got int
 	limited    bool
-	// short: the messages the dequeuer still had in hand left it fewer
-	// free slots than it may ask for, or made it wait for them.
-	short   bool
-	noTurns error // the rate limiter's refusal: nothing was received
-	err     error
+	noTurns    error // the rate limiter's refusal: nothing was received
+	err        error
 	// woken is the wake-up channel taken before the receive: a wake-up
 	// while it is under way closes it, so the wait after ends at once.
 	woken <-chan struct{}
@@ -112,6 +112,7 @@ func (dq *dequeuer[T]) loop() role {
 		}
 		dq.record(r)
 		next := dequeue.Next(dq.inputs(r))
+		dq.backlog = next.Kind == dequeue.ScaleUp
 		if len(batch) > 0 {
 			if then := dq.tryHere(batch, next, r); then != nil {
 				return then
@@ -154,13 +155,12 @@ func (dq *dequeuer[T]) leave() {
 func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 	l, ctx, slots := dq.l, dq.ctx, dq.slots
 	var n int
-	var waited bool
 	for {
 		if !l.awaitUnpaused(ctx) {
 			return receiveResult{}, nil, false
 		}
 		var err error
-		if n, waited, err = slots.Take(ctx, l.threshold, l.opts.Scaling.BatchSize); err != nil {
+		if n, err = dq.takeSlots(); err != nil {
 			return receiveResult{}, nil, false
 		}
 		if ctx.Err() != nil {
@@ -185,7 +185,7 @@ func (dq *dequeuer[T]) receive() (receiveResult, []arrival, bool) {
 		return receiveResult{noTurns: err}, nil, ctx.Err() == nil
 	}
 	dq.paused = false
-	r := receiveResult{asked: n, limited: turns != nil && turns.Len() < n, short: waited || n < l.most}
+	r := receiveResult{asked: n, limited: turns != nil && turns.Len() < n}
 	if r.limited {
 		slots.Give(n - turns.Len())
 		r.asked = turns.Len()
@@ -285,7 +285,7 @@ func (dq *dequeuer[T]) follow(next dequeue.Step, r receiveResult) bool {
 	case dequeue.Receive:
 		return true
 	case dequeue.ScaleUp:
-		l.scaleUp(ctx, dq.s, dq.cpuRoom(r))
+		l.scaleUp(ctx, dq.s, dq.cpuRoom())
 		return true
 	case dequeue.BackOff:
 		l.log.Warn("receive failed", "err", r.err, "failures", dq.failures, "kept", r.got, "retry_in", next.Delay)
@@ -456,25 +456,42 @@ func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Del
 }
 
 // cpuRoom reports whether another dequeuer could make the listener go
-// faster after the full receive r. It could not while the process has
-// filled the cores Go runs it on (GOMAXPROCS) over the last span measured,
-// and this dequeuer's slots are free (r was not cut short, and the next
-// receive may ask for a batch): the work is then the CPU's, and another
-// loop would only share the same cores, with its goroutines preempting the
-// others' and more stacks for the garbage collector to scan. Nor within a
-// span not yet measured (the first of Run, or the one after a scale-up):
-// rather than start every dequeuer the depth calls for at the first full
-// receive, the listener adds them as each span finds room. Handlers that
-// wait (on storage, a database, a lock) hold their dequeuer's slots, and
-// such a listener scales as before however busy the process is; so,
-// though, does one whose handlers hold slots only while they wait for a
-// core, as after a spill on a machine too busy to run them at once.
-func (dq *dequeuer[T]) cpuRoom(r receiveResult) bool {
-	if r.short || dq.slots.Free() < dq.l.threshold {
-		return true
-	}
+// faster after a full receive: not while the process has filled the cores
+// Go runs it on (GOMAXPROCS) over the last span measured (another loop
+// would only share them, preempting the others, with more stacks for the
+// garbage collector to scan), nor within a span not yet measured (the
+// first of Run, or the one after a scale-up). Handlers that wait on
+// something else scale the listener from takeSlots.
+func (dq *dequeuer[T]) cpuRoom() bool {
 	full, known := dq.s.cores.Full()
 	return known && !full
+}
+
+// heldBackFor is how long a dequeuer waits for free slots before its
+// handlers count as waiting on something (storage, a database, a lock),
+// not on a core: tries that wait for a core run as soon as it parks.
+const heldBackFor = 10 * time.Millisecond
+
+// takeSlots takes the slots of the next receive, waiting for them if too
+// few are free. A dequeuer that waits heldBackFor after a full receive is
+// held back by its handlers, however busy the process is: it asks for
+// another dequeuer then, as after a full receive (see scaleUp), since more
+// handlers waiting at once is what makes such work go faster.
+func (dq *dequeuer[T]) takeSlots() (int, error) {
+	l := dq.l
+	if n, ok := dq.slots.TryTake(l.threshold, l.opts.Scaling.BatchSize); ok {
+		return n, nil
+	}
+	wait, cancel := context.WithTimeout(dq.ctx, heldBackFor)
+	n, err := dq.slots.Take(wait, l.threshold, l.opts.Scaling.BatchSize)
+	cancel()
+	if err == nil || dq.ctx.Err() != nil {
+		return n, err
+	}
+	if dq.backlog {
+		l.scaleUp(dq.ctx, dq.s, true)
+	}
+	return dq.slots.Take(dq.ctx, l.threshold, l.opts.Scaling.BatchSize)
 }
 
 // scaleUp, after a full receive, reads the queue's depth, at most once per

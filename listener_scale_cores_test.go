@@ -123,23 +123,33 @@ func TestAListenerWithCoresToSpareAddsDequeuers(t *testing.T) {
 	assert.Greater(t, l.State().MaxActiveDequeuers, 1)
 }
 
-// Handlers that wait hold their dequeuers' slots, and the listener scales
-// up to its maximum for them however busy the process is.
+// Handlers that wait hold their dequeuers back (a receive waits for
+// slots), and the listener scales up to its maximum for them however busy
+// the process is, and before its cores are first measured: a start on a
+// deep queue of slow handlers is not held to one receive loop for a span.
 func TestAListenerWhoseHandlersWaitScalesUpHoweverBusyTheProcess(t *testing.T) {
 	t.Parallel()
-	const n = 2000
-	src := &heldSource{left: n}
-	release := make(chan struct{})
-	l, _ := coresListener(t, src, 2, 20*time.Millisecond, func(ctx context.Context, _ *Message[map[string]int]) error {
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}, ListenerOptions{Concurrency: 64, Scaling: ScalingOptions{MaxDequeuers: 4}})
-	stop := started(t, l)
-	waitFor(t, "scaled to the maximum", func() bool { return l.State().ActiveDequeuers == 4 })
-	close(release)
-	waitFor(t, "all handled", func() bool { return l.State().Succeeded == n })
-	require.NoError(t, stop())
+	for _, c := range []struct {
+		name string
+		span time.Duration // of the gauge: an hour is never measured
+	}{{"measured full", 20 * time.Millisecond}, {"not yet measured", time.Hour}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const n = 2000
+			src := &heldSource{left: n}
+			release := make(chan struct{})
+			l, _ := coresListener(t, src, 2, c.span, func(ctx context.Context, _ *Message[map[string]int]) error {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil
+			}, ListenerOptions{Concurrency: 64, Scaling: ScalingOptions{MaxDequeuers: 4}})
+			stop := started(t, l)
+			waitFor(t, "scaled to the maximum", func() bool { return l.State().ActiveDequeuers == 4 })
+			close(release)
+			waitFor(t, "all handled", func() bool { return l.State().Succeeded == n })
+			require.NoError(t, stop())
+		})
+	}
 }

@@ -24,36 +24,37 @@ type Slots struct {
 func NewSlots(n int) *Slots { return &Slots{free: n, grew: make(chan struct{}, 1)} }
 
 // Take waits until at least atLeast slots are free, then takes up to most,
-// and returns how many it took, and whether it had to wait: the messages
-// in hand held too many. It fails only when ctx ends, with ctx's error.
-func (s *Slots) Take(ctx context.Context, atLeast, most int) (n int, waited bool, err error) {
+// and returns how many it took. It fails only when ctx ends, with ctx's
+// error.
+func (s *Slots) Take(ctx context.Context, atLeast, most int) (int, error) {
 	for {
-		s.mu.Lock()
-		if s.free >= atLeast {
-			n := min(s.free, most)
-			s.free -= n
-			left := s.free
-			s.mu.Unlock()
-			if left >= atLeast {
-				s.signal()
-			}
-			return n, waited, nil
+		if n, ok := s.TryTake(atLeast, most); ok {
+			return n, nil
 		}
-		s.mu.Unlock()
-		waited = true
 		select {
 		case <-ctx.Done():
-			return 0, waited, ctx.Err()
+			return 0, ctx.Err()
 		case <-s.grew:
 		}
 	}
 }
 
-// Free is how many slots are free now.
-func (s *Slots) Free() int {
+// TryTake takes up to most slots if at least atLeast are free, without
+// waiting, and reports whether it took any.
+func (s *Slots) TryTake(atLeast, most int) (int, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.free
+	if s.free < atLeast {
+		s.mu.Unlock()
+		return 0, false
+	}
+	n := min(s.free, most)
+	s.free -= n
+	left := s.free
+	s.mu.Unlock()
+	if left >= atLeast {
+		s.signal()
+	}
+	return n, true
 }
 
 // Give returns n slots; n <= 0 gives none.

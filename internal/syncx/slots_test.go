@@ -14,17 +14,13 @@ func TestSlotsTakeWaitsForTheThresholdAndTakesWhatIsFree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := NewSlots(32)
-	n, waited, err := s.Take(ctx, 16, 32)
-	require.False(t, waited)
+	n, err := s.Take(ctx, 16, 32)
 	require.NoError(t, err)
 	assert.Equal(t, 32, n)
 
 	got := make(chan int)
 	go func() {
-		n, waited, _ := s.Take(ctx, 16, 32)
-		if !waited {
-			n = -1
-		}
+		n, _ := s.Take(ctx, 16, 32)
 		got <- n
 	}()
 	s.Give(10)
@@ -35,17 +31,17 @@ func TestSlotsTakeWaitsForTheThresholdAndTakesWhatIsFree(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	s.Give(10)
-	assert.Equal(t, 20, <-got, "waits, then takes all that is free, up to the batch")
+	assert.Equal(t, 20, <-got, "takes all that is free, up to the batch")
 }
 
 func TestSlotsTakeEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	s := NewSlots(1)
-	_, _, err := s.Take(context.Background(), 1, 1)
+	_, err := s.Take(context.Background(), 1, 1)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err = s.Take(ctx, 1, 1)
+	_, err = s.Take(ctx, 1, 1)
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
@@ -59,7 +55,7 @@ func TestSlotsNeverHandOutMoreThanTheyHave(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 200 {
-				n, _, err := s.Take(ctx, 2, 4)
+				n, err := s.Take(ctx, 2, 4)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -76,7 +72,22 @@ func TestSlotsNeverHandOutMoreThanTheyHave(t *testing.T) {
 	}
 	wg.Wait()
 	assert.LessOrEqual(t, peak, 8)
-	n, _, err := s.Take(ctx, 8, 8)
+	n, err := s.Take(ctx, 8, 8)
 	require.NoError(t, err)
 	assert.Equal(t, 8, n, "all slots came back")
+}
+
+func TestSlotsTryTakeTakesWhatTakeWouldOrNothing(t *testing.T) {
+	t.Parallel()
+	s := NewSlots(40)
+	n, ok := s.TryTake(16, 32)
+	require.True(t, ok)
+	assert.Equal(t, 32, n)
+	n, ok = s.TryTake(16, 32)
+	assert.False(t, ok, "8 free, 16 needed")
+	assert.Zero(t, n)
+	s.Give(10)
+	n, ok = s.TryTake(16, 32)
+	require.True(t, ok)
+	assert.Equal(t, 18, n, "all that is free, up to the batch")
 }
