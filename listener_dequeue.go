@@ -285,7 +285,9 @@ func (dq *dequeuer[T]) follow(next dequeue.Step, r receiveResult) bool {
 	case dequeue.Receive:
 		return true
 	case dequeue.ScaleUp:
-		l.scaleUp(ctx, dq.s, dq.cpuRoom())
+		if room, known := dq.cpuRoom(); known {
+			l.scaleUp(ctx, dq.s, room)
+		}
 		return true
 	case dequeue.BackOff:
 		l.log.Warn("receive failed", "err", r.err, "failures", dq.failures, "kept", r.got, "retry_in", next.Delay)
@@ -455,16 +457,15 @@ func (l *Listener[T]) receive(ctx context.Context, n int, look *dueLook) ([]*Del
 	return l.srcReceive(rctx, n)
 }
 
-// cpuRoom reports whether another dequeuer could make the listener go
-// faster after a full receive: not while the process has filled the cores
-// Go runs it on (GOMAXPROCS) over the last span measured (another loop
-// would only share them, preempting the others, with more stacks for the
-// garbage collector to scan), nor within a span not yet measured (the
-// first of Run, or the one after a scale-up). Handlers that wait on
-// something else scale the listener from takeSlots.
-func (dq *dequeuer[T]) cpuRoom() bool {
+// cpuRoom reports whether another dequeuer could go faster after a full
+// receive: not while the process filled its cores (GOMAXPROCS) over the
+// last span measured, as another loop would only share them. Within a span
+// not yet measured (the first of Run, or after a scale-up) it is unknown,
+// and the step waits, the depth read too, so that the read can be acted
+// on. Handlers that wait on something else scale it from takeSlots.
+func (dq *dequeuer[T]) cpuRoom() (room, known bool) {
 	full, known := dq.s.cores.Full()
-	return known && !full
+	return !full, known
 }
 
 // heldBackFor is how long a dequeuer waits for free slots before its

@@ -8,9 +8,9 @@ import (
 )
 
 // Span is the least time a [Gauge] measures over: the kernel counts a
-// process's CPU time to the microsecond or better, so a tenth of a second
-// tells a busy process from one that waits.
-const Span = 100 * time.Millisecond
+// process's CPU time to the microsecond or better, so a fiftieth of a
+// second tells a busy process from one that waits.
+const Span = 20 * time.Millisecond
 
 // Self is the user and system CPU time this process has used.
 func Self() (time.Duration, error) {
