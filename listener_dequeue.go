@@ -58,9 +58,7 @@ type dequeuer[T any] struct {
 	// hands the loop on.
 	arrivals []arrival
 	run      *inlineRun
-	// backlog says the last receive came back full: the queue may hold
-	// more (see takeSlots).
-	backlog bool
+	backlog  bool // the last receive came back full (see takeSlots)
 }
 
 // receiveResult is one receive as the dequeuer saw it.
